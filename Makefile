@@ -1,0 +1,60 @@
+# shortcut — build, test, bench.  `make` builds into build/.
+CC      ?= cc
+CFLAGS  ?= -O2 -g
+WARN    := -Wall -Wextra -Werror -Wno-unused-parameter
+BASE    := -std=gnu11 -D_GNU_SOURCE -Iinclude -Isrc -pthread -fno-strict-aliasing
+B       := build
+
+LIB_SRC := $(sort $(wildcard src/*.c))
+CLI_SRC := $(sort $(wildcard cli/*.c))
+TESTS   := $(patsubst tests/%.c,%,$(sort $(wildcard tests/test_*.c)))
+T_SRC   := $(filter-out $(wildcard tests/test_*.c),$(wildcard tests/t_*.c))
+
+.PHONY: all test test-unit test-asan test-tsan demo bench clean
+all: $(B)/libshortcut.so $(B)/libshortcut.a $(B)/shortcut
+
+# --- normal build ------------------------------------------------------
+$(B)/obj/%.o: src/%.c $(wildcard src/*.h) include/shortcut.h | $(B)/obj
+	$(CC) $(BASE) $(WARN) $(CFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
+$(B)/obj $(B)/t $(B)/asan $(B)/tsan:
+	mkdir -p $@
+LIB_OBJ := $(patsubst src/%.c,$(B)/obj/%.o,$(LIB_SRC))
+$(B)/libshortcut.so: $(LIB_OBJ)
+	$(CC) -shared -pthread -Wl,-z,defs -Wl,--version-script=src/libshortcut.map -o $@ $^
+$(B)/libshortcut.a: $(LIB_OBJ)
+	rm -f $@ && ar rcs $@ $^
+$(B)/shortcut: $(CLI_SRC) $(wildcard cli/*.h) $(B)/libshortcut.a
+	$(CC) $(BASE) $(WARN) $(CFLAGS) -Icli -o $@ $(CLI_SRC) $(B)/libshortcut.a -lm
+
+# --- tests: one program per feature, linked statically -------------------
+$(B)/t/%: tests/%.c $(T_SRC) tests/t_util.h $(B)/libshortcut.a | $(B)/t
+	$(CC) $(BASE) $(WARN) $(CFLAGS) -Itests -o $@ $< $(T_SRC) $(B)/libshortcut.a
+
+# sanitizer builds: the library sources compiled straight into each test
+SAN_ASAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+SAN_TSAN := -fsanitize=thread
+$(B)/asan/%: tests/%.c $(T_SRC) $(LIB_SRC) $(wildcard src/*.h) | $(B)/asan
+	$(CC) $(BASE) $(WARN) -O1 -g $(SAN_ASAN) -Itests -o $@ $< $(T_SRC) $(LIB_SRC)
+$(B)/tsan/%: tests/%.c $(T_SRC) $(LIB_SRC) $(wildcard src/*.h) | $(B)/tsan
+	$(CC) $(BASE) $(WARN) -O1 -g $(SAN_TSAN) -Itests -o $@ $< $(T_SRC) $(LIB_SRC)
+
+test-unit: all $(addprefix $(B)/t/,$(TESTS))
+	tests/run-tests.sh $(B)/t $(TESTS)
+test-asan: $(addprefix $(B)/asan/,$(TESTS))
+	SC_TEST_SANITIZER=asan tests/run-tests.sh $(B)/asan $(TESTS)
+test-tsan: $(addprefix $(B)/tsan/,$(TESTS))
+	SC_TEST_SANITIZER=tsan tests/run-tests.sh $(B)/tsan $(TESTS)
+
+# everything CI runs: plain, ASan+UBSan, TSan, then the CLI checks
+test: test-unit test-asan test-tsan
+	tests/integration/run.sh
+
+demo: all
+	$(B)/shortcut perf pingpong --size 64
+	$(B)/shortcut perf stream --size 65536
+
+bench: all
+	bench/run.sh
+
+clean:
+	rm -rf $(B)

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+/* The `shortcut` command: entry point and sub-command dispatch. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "shortcut.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: shortcut <command> [options]\n"
+		"\n"
+		"commands:\n"
+		"  perf pingpong|stream --size N [--seconds S] [--spin-us U] [--reps R] [--json]\n"
+		"          side-by-side benchmark: kernel TCP loopback, Unix socket, shortcut,\n"
+		"          and the machine's physical references (shared-memory ping-pong, memcpy)\n"
+		"  config  validate the SHORTCUT_* environment (exit 2 with the reason if invalid)\n"
+		"  help    this text\n");
+}
+
+static int cmd_config(void)
+{
+	if (sc_config_check())
+		return 2;
+	printf("configuration valid (see README \"Configuration\" for each variable)\n");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "perf"))
+		return sc__perf_main(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "config"))
+		return cmd_config();
+	if (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		usage(stdout);
+		return 0;
+	}
+	fprintf(stderr, "shortcut: unknown command '%s'\n", argv[1]);
+	usage(stderr);
+	return 2;
+}

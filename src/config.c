@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * SHORTCUT_* environment variables: parsed and validated once; a bad value
+ * is reported by name with its allowed range and makes every entry point
+ * fail with -EINVAL rather than run on a guess.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "layout.h"
+
+#define DEFAULT_RING   (256u << 10)
+#define DEFAULT_SPIN_US 20u
+
+struct sc_config sc__cfg = {
+	.rmem = DEFAULT_RING,
+	.wmem = DEFAULT_RING,
+	.spin_ns = DEFAULT_SPIN_US * 1000,
+	.max_conns = SC_MAX_SLOTS,
+};
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static int load_rc;
+
+/* Parse an unsigned decimal with an optional K/M/G suffix (binary units). */
+static int parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	uint64_t v;
+
+	if (*s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -1;
+	switch (*end) {
+	case 'k': case 'K': v <<= 10; end++; break;
+	case 'm': case 'M': v <<= 20; end++; break;
+	case 'g': case 'G': v <<= 30; end++; break;
+	}
+	if (*end)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static uint32_t pow2_up(uint32_t v)
+{
+	uint32_t p = 1;
+	while (p < v)
+		p <<= 1;
+	return p;
+}
+
+static int bad(const char *name, const char *val, const char *allowed)
+{
+	fprintf(stderr, "shortcut: invalid %s=\"%s\": %s\n", name, val, allowed);
+	return -EINVAL;
+}
+
+static int get_ring(const char *name, uint32_t *dst)
+{
+	const char *v = getenv(name);
+	uint64_t n;
+
+	if (!v)
+		return 0;
+	if (parse_size(v, &n) || n < SC_RING_MIN || n > SC_RING_MAX)
+		return bad(name, v, "ring size in bytes from 16K to 8M "
+			   "(suffix K or M allowed; rounded up to a power of two)");
+	*dst = pow2_up((uint32_t)n);
+	return 0;
+}
+
+static int get_uint(const char *name, uint64_t lo, uint64_t hi, const char *allowed,
+		    uint64_t *dst)
+{
+	const char *v = getenv(name);
+	uint64_t n;
+
+	if (!v)
+		return 1;
+	if (parse_size(v, &n) || n < lo || n > hi || strpbrk(v, "kKmMgG"))
+		return bad(name, v, allowed);
+	*dst = n;
+	return 0;
+}
+
+static void load(void)
+{
+	uint64_t n;
+	int rc;
+
+	if ((load_rc = get_ring("SHORTCUT_RMEM", &sc__cfg.rmem)))
+		return;
+	if ((load_rc = get_ring("SHORTCUT_WMEM", &sc__cfg.wmem)))
+		return;
+	rc = get_uint("SHORTCUT_SPIN_US", 0, 1000000,
+		      "microseconds to spin before sleeping, 0 (never) to 1000000", &n);
+	if (rc < 0) {
+		load_rc = rc;
+		return;
+	}
+	if (rc == 0)
+		sc__cfg.spin_ns = (uint32_t)(n * 1000);
+	rc = get_uint("SHORTCUT_MAX_CONNS", 1, SC_MAX_SLOTS,
+		      "connections per link group, 1 to 255", &n);
+	if (rc < 0) {
+		load_rc = rc;
+		return;
+	}
+	if (rc == 0)
+		sc__cfg.max_conns = (uint32_t)n;
+}
+
+int sc__config_load(void)
+{
+	int saved = errno;
+
+	pthread_once(&once, load);
+	errno = saved;
+	return load_rc;
+}

@@ -1,0 +1,20 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef SC_CONFIG_H
+#define SC_CONFIG_H
+
+#include <stdint.h>
+
+/* Validated SHORTCUT_* settings; read once, on first use. */
+struct sc_config {
+	uint32_t rmem;          /* receive ring bytes (power of two) */
+	uint32_t wmem;          /* send ring bytes (power of two) */
+	uint32_t spin_ns;       /* spin budget before sleeping; 0 = never spin */
+	uint32_t max_conns;     /* connections per link group */
+};
+
+extern struct sc_config sc__cfg;
+
+/* 0, or -EINVAL after printing which variable is wrong and what it allows. */
+int sc__config_load(void);
+
+#endif

@@ -1,0 +1,570 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Connection life cycle (connect, accept, shutdown, close — smc_close.c's
+ * job), the wait path shared by send and receive, and introspection.
+ * Public entry points keep errno as they found it.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "conn.h"
+#include "link.h"
+#include "listener.h"
+#include "notify.h"
+#include "stats.h"
+#include "txrx.h"
+
+#define API __attribute__((visibility("default")))
+
+int sc__conn_new(struct sc_group *g, uint32_t slot, struct sc_conn **out)
+{
+	struct sc_conn *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return -ENOMEM;
+	c->g = g;
+	c->slot = slot;
+	c->side = g->side;
+	c->s = sc__slot(g, slot);
+	c->me = &c->s->side[c->side];
+	c->peer = &c->s->side[!c->side];
+	if (c->side == 0) {
+		/* we allocate slots: the peer released this one (or never had
+		 * it), so its memory is ours to reset */
+		memset(c->s, 0, sizeof(*c->s));
+		atomic_store_explicit(&c->peer->cell, SC_CELL_NONE, memory_order_relaxed);
+	}
+	atomic_store_explicit(&c->me->cell, SC_CELL_NONE, memory_order_relaxed);
+	atomic_store_explicit(&c->me->pid, getpid(), memory_order_relaxed);
+	sc__ring_init(&c->tx, &c->s->ring[c->side], sc__ring_data(g, slot, c->side),
+		      g->ring_size[c->side]);
+	sc__ring_init(&c->rx, &c->s->ring[!c->side], sc__ring_data(g, slot, !c->side),
+		      g->ring_size[!c->side]);
+	pthread_mutex_init(&c->txlock, NULL);
+	pthread_mutex_init(&c->rxlock, NULL);
+	pthread_mutex_init(&c->bindlock, NULL);
+	c->cell = SC_CELL_NONE;
+	c->spin_ns = sc__cfg.spin_ns;
+	g->conns[slot] = c;
+	g->nconns++;
+	*out = c;
+	return 0;
+}
+
+void sc__conn_set_flags(struct sc_conn *c, uint32_t f)
+{
+	c->my_flags |= f;
+	/* release: data published before (prod) is visible before the flag */
+	atomic_store_explicit(&c->me->flags, c->my_flags, memory_order_release);
+}
+
+int sc__conn_proto_error(struct sc_conn *c)
+{
+	int expected = 0;
+
+	if (atomic_compare_exchange_strong(&c->err, &expected, -EPROTO)) {
+		SC_STAT_ADD(proto_errors, 1);
+		SC_STAT_ADD(conns_aborted, 1);
+	}
+	return -EPROTO;
+}
+
+uint32_t sc__peer_flags(struct sc_conn *c)
+{
+	/* acquire: pairs with the peer's release in sc__conn_set_flags, so a
+	 * WR_DONE seen here comes with every byte produced before it */
+	uint32_t f = atomic_load_explicit(&c->peer->flags, memory_order_acquire);
+
+	if (f & ~SC_SF_ALL) {
+		sc__conn_proto_error(c);
+		return SC_SF_ABORT;
+	}
+	return f;
+}
+
+/* Free the local half; the caller holds no lock. */
+static void conn_free(struct sc_conn *c, uint32_t last_flags)
+{
+	struct sc_group *g = c->g;
+
+	pthread_mutex_lock(&c->bindlock);
+	if (c->chan)
+		sc__chan_detach(c->chan, c);
+	pthread_mutex_unlock(&c->bindlock);
+	if (c->own)
+		sc__chan_free(c->own);
+	pthread_mutex_lock(&g->lock);
+	sc__conn_set_flags(c, last_flags | SC_SF_RELEASED);
+	sc__group_release_slot(g, c->slot);
+	pthread_mutex_unlock(&g->lock);
+	pthread_mutex_destroy(&c->txlock);
+	pthread_mutex_destroy(&c->rxlock);
+	pthread_mutex_destroy(&c->bindlock);
+	free(c);
+}
+
+void sc__conn_refuse(struct sc_conn *c)
+{
+	sc__conn_set_flags(c, SC_SF_REFUSED | SC_SF_ABORT);
+	sc__notify_peer(c);
+	SC_STAT_ADD(conns_refused, 1);
+	conn_free(c, 0);
+}
+
+/* ---- waiting ---------------------------------------------------------- */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+/* Bind c to its own channel if it has none (first wait); bindlock held. */
+static int ensure_channel(struct sc_conn *c)
+{
+	int rc;
+
+	if (c->chan)
+		return 0;
+	if (!c->own && (rc = sc__chan_new(true, &c->own)))
+		return rc;
+	return sc__chan_attach(c->own, c);
+}
+
+int sc__conn_channel(struct sc_conn *c)
+{
+	pthread_mutex_lock(&c->bindlock);
+	int rc = ensure_channel(c);
+	pthread_mutex_unlock(&c->bindlock);
+	return rc;
+}
+
+/*
+ * Wait until cond(c) holds (caller holds the direction's lock).  Spins up to
+ * the adaptive budget, then announces itself (flag, cell armed, full
+ * barrier), re-checks and sleeps on the channel's eventfd.
+ */
+int sc__conn_wait(struct sc_conn *c, bool tx, bool (*cond)(struct sc_conn *))
+{
+	if (c->spin_ns) {
+		uint64_t t0 = now_ns();
+		for (unsigned i = 1;; i++) {
+			if (cond(c)) {
+				SC_STAT_ADD(spin_hits, 1);
+				if (c->spin_ns < sc__cfg.spin_ns)
+					c->spin_ns = c->spin_ns * 2 > sc__cfg.spin_ns ?
+						     sc__cfg.spin_ns : c->spin_ns * 2;
+				return 0;
+			}
+			cpu_relax();
+			if (!(i & 63) && now_ns() - t0 > c->spin_ns)
+				break;
+		}
+		/* the peer is slower than our budget: spin less next time,
+		 * but keep a floor so a busy stream recovers */
+		if (c->spin_ns > sc__cfg.spin_ns / 16)
+			c->spin_ns /= 2;
+	}
+	int rc = sc__conn_channel(c);
+	if (rc)
+		return rc;
+	if (tx) {
+		atomic_store_explicit(&c->tx.h->tx_blocked, 1, memory_order_relaxed);
+	} else {
+		atomic_store_explicit(&c->rx.h->rx_armed, 1, memory_order_relaxed);
+		/* never sleep on unpublished consumption: a producer waiting
+		 * for that space would wait for us while we wait for it */
+		if (sc__ring_update_cons(&c->rx, true))
+			sc__notify_peer(c);
+	}
+	sc__chan_arm_conn(c);
+	if (cond(c))
+		return 0;
+	atomic_fetch_add_explicit(&c->sleeps, 1, memory_order_relaxed);
+	rc = sc__chan_sleep(c->chan, -1);
+	return rc == -EINTR ? 0 : rc;
+}
+
+/* Nonblocking caller about to return EAGAIN: ask for a wake-up on the next
+ * change (edge), then check once more.  True if it is ready after all. */
+bool sc__conn_arm_edge(struct sc_conn *c, bool tx, bool (*cond)(struct sc_conn *))
+{
+	if (tx) {
+		atomic_store_explicit(&c->tx.h->tx_blocked, 1, memory_order_relaxed);
+	} else {
+		atomic_store_explicit(&c->rx.h->rx_armed, 1, memory_order_relaxed);
+		if (sc__ring_update_cons(&c->rx, true))
+			sc__notify_peer(c);
+	}
+	atomic_thread_fence(memory_order_seq_cst);
+	return cond(c);
+}
+
+/* ---- listener and connect --------------------------------------------- */
+
+static int unix_addr(const char *path, struct sockaddr_un *sa, socklen_t *len)
+{
+	size_t plen = strlen(path);
+
+	if (plen == 0 || plen >= sizeof(sa->sun_path))
+		return -EINVAL;
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	memcpy(sa->sun_path, path, plen);
+	if (path[0] == '@')
+		sa->sun_path[0] = 0;
+	*len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + plen + (path[0] != '@'));
+	return 0;
+}
+
+API int sc_listen(const char *path, int backlog, struct sc_listener **out)
+{
+	int saved = errno, rc;
+	struct sockaddr_un sa;
+	socklen_t salen;
+	struct sc_listener *l;
+
+	if ((rc = sc__config_load()))
+		return rc;
+	if (!path || !out || backlog < 0 || (rc = unix_addr(path, &sa, &salen)))
+		return rc ? rc : -EINVAL;
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	strcpy(l->path, path);
+	l->max = backlog ? backlog : 128;
+	pthread_mutex_init(&l->lock, NULL);
+	l->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (l->efd < 0) {
+		rc = -errno;
+		goto err_free;
+	}
+	l->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (l->sock < 0) {
+		rc = -errno;
+		goto err_efd;
+	}
+	if (path[0] != '@') {
+		struct stat st;
+		/* replace a stale socket file, never anything else */
+		if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
+			unlink(path);
+	}
+	if (bind(l->sock, (struct sockaddr *)&sa, salen) < 0 || listen(l->sock, 4096) < 0) {
+		rc = -errno;
+		goto err_sock;
+	}
+	rc = sc__listener_register(l);
+	if (rc)
+		goto err_sock;
+	*out = l;
+	errno = saved;
+	return 0;
+err_sock:
+	close(l->sock);
+err_efd:
+	close(l->efd);
+err_free:
+	pthread_mutex_destroy(&l->lock);
+	free(l);
+	errno = saved;
+	return rc;
+}
+
+int sc__listener_push(struct sc_listener *l, struct sc_conn *c)
+{
+	uint64_t one = 1;
+	int rc = 0;
+
+	pthread_mutex_lock(&l->lock);
+	if (l->closed || l->count >= l->max) {
+		rc = -ECONNREFUSED;
+	} else {
+		c->next = NULL;
+		if (l->tail)
+			l->tail->next = c;
+		else
+			l->head = c;
+		l->tail = c;
+		if (l->count++ == 0 && write(l->efd, &one, sizeof(one)) < 0)
+			rc = 0;  /* saturated counter is still readable */
+	}
+	pthread_mutex_unlock(&l->lock);
+	return rc;
+}
+
+static struct sc_conn *listener_pop(struct sc_listener *l)
+{
+	uint64_t v;
+	struct sc_conn *c;
+
+	pthread_mutex_lock(&l->lock);
+	c = l->head;
+	if (c) {
+		l->head = c->next;
+		if (!l->head)
+			l->tail = NULL;
+		/* readable exactly while the backlog is not empty */
+		if (--l->count == 0 && read(l->efd, &v, sizeof(v)) < 0)
+			v = 0;
+		c->next = NULL;
+	}
+	pthread_mutex_unlock(&l->lock);
+	return c;
+}
+
+API int sc_accept(struct sc_listener *l, struct sc_conn **out, int flags)
+{
+	int saved = errno;
+	struct sc_conn *c;
+
+	if (!l || !out)
+		return -EINVAL;
+	while (!(c = listener_pop(l))) {
+		if (flags & SC_NONBLOCK) {
+			errno = saved;
+			return -EAGAIN;
+		}
+		struct pollfd p = { .fd = l->efd, .events = POLLIN };
+		if (poll(&p, 1, -1) < 0 && errno != EINTR) {
+			int rc = -errno;
+			errno = saved;
+			return rc;
+		}
+	}
+	c->nonblock = flags & SC_NONBLOCK;
+	*out = c;
+	errno = saved;
+	return 0;
+}
+
+API int sc_listener_fd(const struct sc_listener *l)
+{
+	return l ? l->efd : -EINVAL;
+}
+
+API void sc_listener_close(struct sc_listener *l)
+{
+	int saved = errno;
+	struct sc_conn *c;
+
+	if (!l)
+		return;
+	sc__listener_unregister(l);
+	pthread_mutex_lock(&l->lock);
+	l->closed = true;
+	pthread_mutex_unlock(&l->lock);
+	/* connections nobody accepted are refused, as TCP resets them */
+	while ((c = listener_pop(l)))
+		sc__conn_refuse(c);
+	close(l->sock);
+	close(l->efd);
+	if (l->path[0] != '@')
+		unlink(l->path);
+	pthread_mutex_destroy(&l->lock);
+	free(l);
+	errno = saved;
+}
+
+API int sc_connect(const char *path, struct sc_conn **out, int flags)
+{
+	int saved = errno, rc;
+	struct sc_group *g;
+	struct sc_conn *c;
+	uint32_t slot;
+
+	if ((rc = sc__config_load()))
+		return rc;
+	if (!path || !out)
+		return -EINVAL;
+	rc = sc__group_for_connect(path, &g, &slot);
+	if (rc) {
+		errno = saved;
+		return rc;
+	}
+	rc = sc__conn_new(g, slot, &c);
+	if (rc) {
+		g->slot_busy[slot] = false;
+		pthread_mutex_unlock(&g->lock);
+		errno = saved;
+		return rc;
+	}
+	sc__conn_set_flags(c, SC_SF_OPEN);
+	struct sc_msg m = { .magic = SC_MSG_MAGIC, .type = SC_MSG_OPEN,
+			    .version = SC_LAYOUT_VERSION, .slot = slot };
+	rc = sc__group_send(g, &m, -1);
+	pthread_mutex_unlock(&g->lock);
+	if (rc) {
+		conn_free(c, SC_SF_ABORT);
+		errno = saved;
+		return rc == -EPIPE ? -ECONNREFUSED : rc;
+	}
+	SC_STAT_ADD(conns_opened, 1);
+	c->nonblock = flags & SC_NONBLOCK;
+	*out = c;
+	errno = saved;
+	return 0;
+}
+
+/* ---- shutdown and close ----------------------------------------------- */
+
+API int sc_shutdown(struct sc_conn *c, int how)
+{
+	int saved = errno;
+
+	if (!c || (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR))
+		return -EINVAL;
+	if (how != SHUT_WR)
+		atomic_fetch_or(&c->lflags, SC_LF_SHUT_RD);
+	if (how != SHUT_RD) {
+		pthread_mutex_lock(&c->txlock);
+		if (!(atomic_fetch_or(&c->lflags, SC_LF_SHUT_WR) & SC_LF_SHUT_WR)) {
+			sc__conn_set_flags(c, SC_SF_WR_DONE);
+			sc__notify_peer(c);
+		}
+		pthread_mutex_unlock(&c->txlock);
+	}
+	errno = saved;
+	return 0;
+}
+
+API int sc_close(struct sc_conn *c)
+{
+	int saved = errno;
+	uint32_t f;
+
+	if (!c)
+		return -EINVAL;
+	pthread_mutex_lock(&c->rxlock);
+	int64_t unread = sc__ring_avail(&c->rx);
+	pthread_mutex_unlock(&c->rxlock);
+	uint32_t pf = atomic_load_explicit(&c->peer->flags, memory_order_acquire);
+	if (atomic_load(&c->err) || (pf & SC_SF_ABORT)) {
+		f = SC_SF_CLOSED;       /* already reset: nothing more to say */
+	} else if (c->linger0 || unread != 0) {
+		f = SC_SF_ABORT;
+		SC_STAT_ADD(conns_aborted, 1);
+	} else {
+		f = SC_SF_WR_DONE | SC_SF_CLOSED;
+	}
+	sc__conn_set_flags(c, f);
+	sc__notify_peer(c);
+	SC_STAT_ADD(conns_closed, 1);
+	conn_free(c, 0);
+	errno = saved;
+	return 0;
+}
+
+API void sc_set_linger0(struct sc_conn *c, int on)
+{
+	c->linger0 = on;
+}
+
+API void sc_set_nonblock(struct sc_conn *c, int on)
+{
+	c->nonblock = on;
+}
+
+API void sc_conn_set_user(struct sc_conn *c, void *user)
+{
+	c->user = user;
+}
+
+API void *sc_conn_user(const struct sc_conn *c)
+{
+	return c->user;
+}
+
+/* ---- introspection ---------------------------------------------------- */
+
+API int sc_conn_events(struct sc_conn *c)
+{
+	int ev = 0;
+	uint32_t pf;
+	int64_t av, sp;
+
+	pthread_mutex_lock(&c->rxlock);
+	av = sc__ring_avail(&c->rx);
+	pthread_mutex_unlock(&c->rxlock);
+	pthread_mutex_lock(&c->txlock);
+	sp = sc__ring_space(&c->tx, c->tx.size / 3 + 1);
+	pthread_mutex_unlock(&c->txlock);
+	pf = sc__peer_flags(c);
+	uint32_t lf = atomic_load(&c->lflags);
+	bool rd_done = (pf & (SC_SF_WR_DONE | SC_SF_CLOSED)) || (lf & SC_LF_PEER_GONE);
+	bool err = atomic_load(&c->err) || av < 0 || sp < 0 || (pf & SC_SF_ABORT);
+
+	if (av != 0 || rd_done || err || (lf & SC_LF_SHUT_RD))
+		ev |= SC_EV_IN;
+	if (err)
+		ev |= SC_EV_ERR | SC_EV_HUP | SC_EV_OUT;
+	else if (sp > (int64_t)(c->tx.size / 3) || (lf & SC_LF_SHUT_WR) ||
+		 (pf & SC_SF_CLOSED))
+		ev |= SC_EV_OUT;
+	if (rd_done)
+		ev |= SC_EV_RDHUP;
+	if (rd_done && (lf & SC_LF_SHUT_WR))
+		ev |= SC_EV_HUP;
+	return ev;
+}
+
+API int sc_conn_fd(struct sc_conn *c)
+{
+	int rc = sc__conn_channel(c);
+
+	if (rc)
+		return rc;
+	/* report the next change even if nobody hit EAGAIN yet */
+	atomic_store_explicit(&c->rx.h->rx_armed, 1, memory_order_relaxed);
+	atomic_store_explicit(&c->tx.h->tx_blocked, 1, memory_order_relaxed);
+	return c->chan->efd;
+}
+
+API int sc_conn_info(struct sc_conn *c, struct sc_conn_info *info)
+{
+	memset(info, 0, sizeof(*info));
+	info->conn_id = c->g->id << 8 | c->slot;
+	info->slot = c->slot;
+	info->side = (uint32_t)c->side;
+	info->rx_ring_size = c->rx.size;
+	info->tx_ring_size = c->tx.size;
+	pthread_mutex_lock(&c->rxlock);
+	info->rx_prod = c->rx.prod;
+	info->rx_cons = c->rx.cons;
+	info->bytes_received = c->bytes_received;
+	pthread_mutex_unlock(&c->rxlock);
+	pthread_mutex_lock(&c->txlock);
+	info->tx_prod = c->tx.prod;
+	info->tx_cons = c->tx.cons;
+	info->bytes_sent = c->bytes_sent;
+	pthread_mutex_unlock(&c->txlock);
+	info->wakeups_sent = atomic_load(&c->wakeups);
+	info->sleeps = atomic_load(&c->sleeps);
+	info->peer_pid = c->g->peer_pid;
+	info->state = sc_conn_events(c);
+	return 0;
+}
+
+API int sc_config_check(void)
+{
+	return sc__config_load();
+}

@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A connection: one slot of a link group seen from one side.  The send path
+ * owns tx (this side's producer view), the receive path owns rx.
+ */
+#ifndef SC_CONN_H
+#define SC_CONN_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "shortcut.h"
+#include "layout.h"
+#include "ring.h"
+
+/* local state flags (c->lflags) */
+#define SC_LF_SHUT_WR   0x1u
+#define SC_LF_SHUT_RD   0x2u
+#define SC_LF_PEER_GONE 0x4u    /* peer process died after a clean close: EOF */
+
+struct sc_conn {
+	struct sc_group *g;
+	uint32_t slot;
+	int side;
+	struct sc_slot *s;
+	struct sc_slot_side *me, *peer;
+	struct sc_ring tx, rx;
+	pthread_mutex_t txlock, rxlock;
+
+	struct sc_chan *own;    /* private channel, created on first wait */
+	struct sc_chan *chan;   /* bound channel (own or shared), NULL: none yet */
+	uint32_t cell;          /* our cell index for chan in g, or SC_CELL_NONE */
+	pthread_mutex_t bindlock;
+
+	_Atomic int err;        /* sticky -ECONNRESET / -EPROTO / -ECONNREFUSED */
+	_Atomic uint32_t lflags;
+	uint32_t my_flags;      /* private copy of me->flags */
+	bool nonblock, linger0, corked;
+	uint32_t spin_ns;       /* adaptive spin budget */
+	void *user;
+	uint64_t bytes_sent, bytes_received;
+	_Atomic uint64_t wakeups, sleeps;
+	struct sc_conn *next;   /* listener backlog */
+};
+
+/* Create the local half of slot s in g (group locked). */
+int sc__conn_new(struct sc_group *g, uint32_t slot, struct sc_conn **out);
+/* Record a peer violation on c: sticky -EPROTO, counted. */
+int sc__conn_proto_error(struct sc_conn *c);
+/* Refuse/abort a connection that was never handed to the user and free it;
+ * the caller holds no lock. */
+void sc__conn_refuse(struct sc_conn *c);
+/* Publish our side flags (private copy first). */
+void sc__conn_set_flags(struct sc_conn *c, uint32_t f);
+
+#endif

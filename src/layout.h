@@ -1,0 +1,171 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Shared-memory layout of a link group segment.  This is an ABI between two
+ * processes that may run different builds: fixed-width fields, explicit
+ * cache-line alignment, magic + version, and _Static_assert on every size and
+ * offset the peer relies on.  Change anything here → bump SC_LAYOUT_VERSION.
+ *
+ * Segment (one memfd, sealed against resizing, mapped MAP_SHARED by both):
+ *
+ *   [0, 4 KiB)              struct sc_seg_hdr        written once by the creator
+ *   [4 KiB, +32 KiB)        cells[2][256]            completion-channel cells
+ *   [slots_off, ...)        struct sc_slot[nslots]   per-connection control
+ *   [data_off, seg_size)    rings: slot s owns ring_size[0] + ring_size[1]
+ *
+ * Side 0 is the connecting process (it created the segment), side 1 the
+ * accepting one.  Ring 0 carries side 0 → side 1, ring 1 the reverse; each
+ * ring is the receiver's buffer in SMC terms (the "DMB"), written directly by
+ * the sender.
+ *
+ * Everything in here can be scribbled on by a hostile peer: each field's
+ * reader validates it (see ring.c and notify.c), and each side keeps the
+ * authoritative copy of what it writes in private memory.
+ */
+#ifndef SC_LAYOUT_H
+#define SC_LAYOUT_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SC_CACHELINE        64
+#define SC_SEG_MAGIC        0x314745534354524fULL   /* "ORTCSEG1" */
+#define SC_LAYOUT_VERSION   1
+#define SC_MAX_SLOTS        255                     /* SMC's per-link-group cap */
+#define SC_MAX_CELLS        256
+#define SC_CELL_NONE        0xffffffffu
+#define SC_RING_MIN         (16u << 10)
+#define SC_RING_MAX         (8u << 20)
+
+#define SC_ALIGNED __attribute__((aligned(SC_CACHELINE)))
+
+/*
+ * A completion-channel cell.  A receiving process owns cells[side][i]; each
+ * of its channels (one per waiting context) uses one cell per link group.
+ * armed:  set by the owner just before it sleeps on the channel's eventfd,
+ *         cleared (exchange) by whichever side then makes the wake-up call.
+ * ready:  bit s set by a waker when connection slot s changed state for the
+ *         owner; taken (exchange 0) by the owner's sc_chan_wait.  So one
+ *         eventfd write reports any number of ready connections.
+ */
+struct sc_cell {
+	_Atomic uint32_t armed;
+	uint32_t _pad0;
+	_Atomic uint64_t ready[4];
+	uint64_t _pad1[3];
+} SC_ALIGNED;
+_Static_assert(sizeof(struct sc_cell) == 64, "cell is one cache line");
+
+/*
+ * One direction of a connection.  Cursors are 64-bit byte counts (never
+ * wrap in practice); the position in the ring is cursor & (size - 1).
+ */
+struct sc_ring_hdr {
+	/* line 0 — written by the producer only: bytes produced ever.
+	 * Stored with release after the bytes are copied in. */
+	_Atomic uint64_t prod;
+	uint64_t _pad0[7];
+	/* line 1 — written by the consumer only: bytes consumed, published
+	 * lazily (SMC's rule: only once max(size/10, 2304) bytes are
+	 * unconfirmed, or at once when the producer is write-blocked). */
+	_Atomic uint64_t cons;
+	uint64_t _pad1[7];
+	/* line 2 — consumer sets 1 when it ran dry and wants a wake-up on the
+	 * next data; the producer takes it (exchange 0) and wakes it. */
+	_Atomic uint32_t rx_armed;
+	uint32_t _pad2[15];
+	/* line 3 — producer sets 1 when the ring is full (write_blocked); the
+	 * consumer then publishes its cursor at once and wakes it. */
+	_Atomic uint32_t tx_blocked;
+	uint32_t _pad3[15];
+} SC_ALIGNED;
+_Static_assert(sizeof(struct sc_ring_hdr) == 256, "ring header size");
+_Static_assert(offsetof(struct sc_ring_hdr, cons) == 64, "cons on its own line");
+_Static_assert(offsetof(struct sc_ring_hdr, rx_armed) == 128, "rx_armed line");
+_Static_assert(offsetof(struct sc_ring_hdr, tx_blocked) == 192, "tx_blocked line");
+
+/* Connection state flags, per side, written only by that side. */
+#define SC_SF_OPEN      0x01u   /* side is using the slot */
+#define SC_SF_WR_DONE   0x02u   /* FIN: no more bytes will be produced (after prod) */
+#define SC_SF_CLOSED    0x08u   /* closed cleanly */
+#define SC_SF_ABORT     0x10u   /* RST: the peer gets ECONNRESET */
+#define SC_SF_REFUSED   0x20u   /* listener refused (backlog full, closed) */
+#define SC_SF_RELEASED  0x40u   /* side has let go of the slot for good */
+#define SC_SF_ALL       0x7bu
+
+struct sc_slot_side {
+	_Atomic uint32_t flags;     /* SC_SF_*, release after the data they order */
+	_Atomic uint32_t cell;      /* the side's cell for this slot, or SC_CELL_NONE */
+	_Atomic int32_t pid;        /* informational (shortcut stat) */
+	uint32_t _pad[13];
+} SC_ALIGNED;
+_Static_assert(sizeof(struct sc_slot_side) == 64, "slot side size");
+
+struct sc_slot {
+	struct sc_slot_side side[2];
+	struct sc_ring_hdr ring[2];     /* ring[d] carries side d → side !d */
+} SC_ALIGNED;
+_Static_assert(sizeof(struct sc_slot) == 640, "slot size");
+_Static_assert(offsetof(struct sc_slot, ring) == 128, "ring offset");
+
+struct sc_seg_hdr {
+	uint64_t magic;             /* SC_SEG_MAGIC */
+	uint32_t version;           /* SC_LAYOUT_VERSION */
+	uint32_t hdr_size;          /* sizeof(struct sc_seg_hdr) */
+	uint64_t seg_size;          /* total bytes, equals the memfd size */
+	uint64_t group_id;          /* random, names the group in stats */
+	uint32_t nslots;            /* 1..SC_MAX_SLOTS */
+	uint32_t ring_size[2];      /* power of two, SC_RING_MIN..SC_RING_MAX */
+	uint32_t cells_off;         /* = 4096 */
+	uint64_t slots_off;
+	uint64_t data_off;
+	int32_t  creator_pid;
+	uint32_t _pad[1007];
+};
+_Static_assert(sizeof(struct sc_seg_hdr) == 4096, "segment header is one page");
+_Static_assert(offsetof(struct sc_seg_hdr, nslots) == 32, "nslots offset");
+_Static_assert(offsetof(struct sc_seg_hdr, data_off) == 56, "data_off offset");
+
+#define SC_CELLS_OFF 4096u
+#define SC_CELLS_SIZE (2u * SC_MAX_CELLS * sizeof(struct sc_cell))
+_Static_assert(SC_CELLS_SIZE == 32768, "cells size");
+
+static inline uint64_t sc__align_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) & ~(a - 1);
+}
+
+/* The layout every valid segment has for these parameters (both peers
+ * compute it; the accepting side checks the header against it). */
+static inline void sc__seg_geometry(uint32_t nslots, const uint32_t ring[2],
+				    uint64_t *slots_off, uint64_t *data_off,
+				    uint64_t *seg_size)
+{
+	*slots_off = SC_CELLS_OFF + SC_CELLS_SIZE;
+	*data_off = sc__align_up(*slots_off + (uint64_t)nslots * sizeof(struct sc_slot), 4096);
+	*seg_size = *data_off + (uint64_t)nslots * ((uint64_t)ring[0] + ring[1]);
+}
+
+/* ---- cursor helpers (the one place cursor arithmetic lives) ----------- */
+
+/* Bytes in the ring for producer cursor p and consumer cursor c. */
+static inline uint64_t sc__ring_used(uint64_t p, uint64_t c)
+{
+	return p - c;
+}
+
+/* A cursor value read from the peer is valid iff it does not move backwards
+ * from what we saw last and stays within [lo, hi] of our own view. */
+static inline int sc__cursor_valid(uint64_t seen, uint64_t v, uint64_t hi)
+{
+	return (int64_t)(v - seen) >= 0 && (int64_t)(hi - v) >= 0;
+}
+
+/* SMC's consumer-cursor update threshold (rmbe_update_limit). */
+static inline uint32_t sc__update_limit(uint32_t size)
+{
+	uint32_t tenth = size / 10;
+	return tenth > 2304 ? tenth : 2304;
+}
+
+#endif /* SC_LAYOUT_H */

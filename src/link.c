@@ -1,0 +1,756 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Link groups, listeners and the control thread.
+ *
+ * Rendezvous: the connecting process creates a sealed memfd segment, connects
+ * a SOCK_SEQPACKET Unix socket to the listener's path and sends HELLO with
+ * the memfd (SCM_RIGHTS).  Each connection is then one OPEN message naming a
+ * slot; eventfds of completion channels travel as CELL messages.  Nothing is
+ * named in the file system but the listener's own socket, and everything
+ * goes away with the processes (kill -9 included): the socket's hang-up is
+ * how the survivor learns of the death.
+ *
+ * Locks, in order: ctl.lock → group lock → listener lock.  Channel locks come
+ * before group locks (notify.c).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "conn.h"
+#include "link.h"
+#include "listener.h"
+#include "notify.h"
+#include "stats.h"
+
+#define SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+
+static struct {
+	pthread_mutex_t lock;
+	bool running;
+	int epfd, wakefd;
+	int ngroups, nlisteners;
+	uint64_t next_lid;
+	struct sc_group *groups;
+	struct sc_listener *listeners;
+	struct sc_group *zombies;       /* dead, unused, to be freed by the thread */
+} ctl = { .lock = PTHREAD_MUTEX_INITIALIZER, .epfd = -1, .wakefd = -1 };
+
+/* epoll data: a group pointer, or a listener id with the top bit set (an id,
+ * not a pointer, because a listener may be freed while its event is queued) */
+#define TAG_LISTENER (1ull << 63)
+
+static void *ctl_main(void *arg);
+
+/* Start the control thread if needed (ctl.lock held). */
+static int ctl_start(void)
+{
+	pthread_attr_t a;
+	pthread_t t;
+	sigset_t all, old;
+	int rc;
+
+	if (ctl.running)
+		return 0;
+	ctl.epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (ctl.epfd < 0)
+		return -errno;
+	ctl.wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (ctl.wakefd < 0) {
+		rc = -errno;
+		goto err_ep;
+	}
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+	if (epoll_ctl(ctl.epfd, EPOLL_CTL_ADD, ctl.wakefd, &ev) < 0) {
+		rc = -errno;
+		goto err_wake;
+	}
+	/* the thread must never take the program's signals */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	rc = -pthread_create(&t, &a, ctl_main, NULL);
+	pthread_attr_destroy(&a);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc)
+		goto err_wake;
+	ctl.running = true;
+	return 0;
+err_wake:
+	close(ctl.wakefd);
+err_ep:
+	close(ctl.epfd);
+	ctl.epfd = ctl.wakefd = -1;
+	return rc;
+}
+
+static void ctl_kick(void)
+{
+	uint64_t one = 1;
+	if (ctl.wakefd >= 0 && write(ctl.wakefd, &one, sizeof(one)) < 0) {
+	}
+}
+
+/* ---- messages ------------------------------------------------------- */
+
+int sc__group_send(struct sc_group *g, const struct sc_msg *m, int fd)
+{
+	union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } u;
+	struct iovec iov = { .iov_base = (void *)m, .iov_len = sizeof(*m) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+	if (fd >= 0) {
+		mh.msg_control = u.buf;
+		mh.msg_controllen = sizeof(u.buf);
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	}
+	/* blocking: control messages are few and small; the peer's socket
+	 * buffer only fills if it stopped reading, and then it is dead */
+	for (;;) {
+		ssize_t n = sendmsg(g->sock, &mh, MSG_NOSIGNAL);
+		if (n == (ssize_t)sizeof(*m))
+			return 0;
+		if (n < 0 && errno == EINTR)
+			continue;
+		return n < 0 ? -errno : -EPROTO;
+	}
+}
+
+/* Receive one message and at most one fd; 1 = got one, 0 = none pending,
+ * -errno on hang-up or garbage. */
+static int recv_msg(struct sc_group *g, struct sc_msg *m, int *fd)
+{
+	union { char buf[CMSG_SPACE(sizeof(int) * 4)]; struct cmsghdr align; } u;
+	struct iovec iov = { .iov_base = m, .iov_len = sizeof(*m) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+			     .msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
+	ssize_t n;
+
+	*fd = -1;
+	do
+		n = recvmsg(g->sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return errno == EAGAIN ? 0 : -errno;
+	if (n == 0)
+		return -ECONNRESET;
+	/* take every fd passed, whatever else is wrong, so none leaks */
+	int nfds = 0;
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		int cnt = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+		for (int i = 0; i < cnt; i++) {
+			int f;
+			memcpy(&f, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+			if (nfds++ == 0)
+				*fd = f;
+			else
+				close(f);
+		}
+	}
+	if (nfds > 1 || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
+	    n != (ssize_t)sizeof(*m) || m->magic != SC_MSG_MAGIC ||
+	    m->version != SC_LAYOUT_VERSION) {
+		if (*fd >= 0)
+			close(*fd);
+		*fd = -1;
+		return -EPROTO;
+	}
+	return 1;
+}
+
+/* ---- groups --------------------------------------------------------- */
+
+static struct sc_group *group_alloc(int side, int sock)
+{
+	struct sc_group *g = calloc(1, sizeof(*g));
+
+	if (!g)
+		return NULL;
+	g->side = side;
+	g->sock = sock;
+	pthread_mutex_init(&g->lock, NULL);
+	for (int i = 0; i < SC_MAX_CELLS; i++)
+		g->peer_efd[i] = -1;
+	return g;
+}
+
+static void group_set_geometry(struct sc_group *g, uint32_t nslots, const uint32_t ring[2])
+{
+	g->nslots = nslots;
+	g->ring_size[0] = ring[0];
+	g->ring_size[1] = ring[1];
+	sc__seg_geometry(nslots, ring, &g->slots_off, &g->data_off, &g->size);
+}
+
+static void group_map_cells(struct sc_group *g)
+{
+	struct sc_cell *cells = (struct sc_cell *)(g->base + SC_CELLS_OFF);
+	g->my_cells = cells + g->side * SC_MAX_CELLS;
+	g->peer_cells = cells + (!g->side) * SC_MAX_CELLS;
+}
+
+/* Free a group nobody references any more (control thread, no locks). */
+static void group_free(struct sc_group *g)
+{
+	for (int i = 0; i < SC_MAX_CELLS; i++)
+		if (g->peer_efd[i] >= 0)
+			close(g->peer_efd[i]);
+	if (g->base)
+		munmap(g->base, g->size);
+	if (g->sock >= 0)
+		close(g->sock);
+	pthread_mutex_destroy(&g->lock);
+	free(g->path);
+	free(g);
+}
+
+/* Queue a dead, unused group for the control thread (group lock held). */
+static void group_maybe_zombie(struct sc_group *g)
+{
+	if (!g->dead || g->nconns || g->zombie)
+		return;
+	g->zombie = true;
+	ctl_kick();
+}
+
+static bool slot_free(struct sc_group *g, uint32_t s)
+{
+	if (!g->slot_busy[s])
+		return true;
+	if (g->conns[s])
+		return false;
+	/* acquire: the peer is done with the slot's memory */
+	uint32_t f = atomic_load_explicit(&sc__slot(g, s)->side[1].flags, memory_order_acquire);
+	if (f & SC_SF_RELEASED) {
+		g->slot_busy[s] = false;
+		return true;
+	}
+	return false;
+}
+
+static int find_slot(struct sc_group *g)
+{
+	for (uint32_t s = 0; s < g->nslots; s++)
+		if (slot_free(g, s))
+			return (int)s;
+	return -1;
+}
+
+static int group_create(const char *path, struct sc_group **out)
+{
+	uint32_t ring[2] = { sc__cfg.wmem, sc__cfg.rmem };
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	size_t plen = strlen(path);
+	struct sc_group *g;
+	int memfd, sock, rc;
+
+	if (plen == 0 || plen >= sizeof(sa.sun_path))
+		return -EINVAL;
+	memcpy(sa.sun_path, path, plen);
+	if (path[0] == '@')
+		sa.sun_path[0] = 0;
+	socklen_t salen = offsetof(struct sockaddr_un, sun_path) + plen + (path[0] != '@');
+
+	sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (sock < 0)
+		return -errno;
+	while ((rc = connect(sock, (struct sockaddr *)&sa, salen)) < 0 && errno == EINTR)
+		;
+	if (rc < 0) {
+		rc = (errno == ENOENT || errno == ECONNREFUSED) ? -ECONNREFUSED : -errno;
+		goto err_sock;
+	}
+	g = group_alloc(0, sock);
+	if (!g) {
+		rc = -ENOMEM;
+		goto err_sock;
+	}
+	g->path = strdup(path);
+	if (!g->path) {
+		rc = -ENOMEM;
+		goto err_group;
+	}
+	group_set_geometry(g, sc__cfg.max_conns, ring);
+	memfd = memfd_create("shortcut", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (memfd < 0) {
+		rc = -errno;
+		goto err_group;
+	}
+	/* sealed size: the peer can then map it without fear of SIGBUS */
+	if (ftruncate(memfd, (off_t)g->size) < 0 || fcntl(memfd, F_ADD_SEALS, SEALS) < 0) {
+		rc = -errno;
+		goto err_memfd;
+	}
+	g->base = mmap(NULL, g->size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	if (g->base == MAP_FAILED) {
+		g->base = NULL;
+		rc = -errno;
+		goto err_memfd;
+	}
+	group_map_cells(g);
+	uint64_t id;
+	if (getentropy(&id, sizeof(id)) < 0)
+		id = (uint64_t)getpid() << 32 ^ (uint64_t)(uintptr_t)g;
+	g->id = id;
+	struct sc_seg_hdr *h = (struct sc_seg_hdr *)g->base;
+	h->magic = SC_SEG_MAGIC;
+	h->version = SC_LAYOUT_VERSION;
+	h->hdr_size = sizeof(*h);
+	h->seg_size = g->size;
+	h->group_id = id;
+	h->nslots = g->nslots;
+	h->ring_size[0] = ring[0];
+	h->ring_size[1] = ring[1];
+	h->cells_off = SC_CELLS_OFF;
+	h->slots_off = g->slots_off;
+	h->data_off = g->data_off;
+	h->creator_pid = getpid();
+
+	struct sc_msg m = { .magic = SC_MSG_MAGIC, .type = SC_MSG_HELLO,
+			    .version = SC_LAYOUT_VERSION, .pid = getpid(),
+			    .nslots = g->nslots, .ring_size = { ring[0], ring[1] },
+			    .seg_size = g->size, .group_id = id };
+	rc = sc__group_send(g, &m, memfd);
+	if (rc)
+		goto err_memfd;
+	close(memfd);
+	struct ucred cr;
+	socklen_t crl = sizeof(cr);
+	if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cr, &crl) == 0)
+		g->peer_pid = cr.pid;
+	SC_STAT_ADD(groups_created, 1);
+	*out = g;
+	return 0;
+err_memfd:
+	close(memfd);
+err_group:
+	g->sock = -1;
+	group_free(g);
+err_sock:
+	close(sock);
+	return rc;
+}
+
+/* Add g to the global list and the control thread's epoll (ctl.lock held). */
+static int group_register(struct sc_group *g)
+{
+	int rc = ctl_start();
+	if (rc)
+		return rc;
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.ptr = g };
+	if (epoll_ctl(ctl.epfd, EPOLL_CTL_ADD, g->sock, &ev) < 0)
+		return -errno;
+	g->next = ctl.groups;
+	ctl.groups = g;
+	ctl.ngroups++;
+	return 0;
+}
+
+int sc__group_for_connect(const char *path, struct sc_group **out, uint32_t *slot)
+{
+	struct sc_group *g;
+	int rc, s;
+
+	pthread_mutex_lock(&ctl.lock);
+	for (g = ctl.groups; g; g = g->next) {
+		if (g->side != 0 || strcmp(g->path, path) || g->nslots != sc__cfg.max_conns ||
+		    g->ring_size[0] != sc__cfg.wmem || g->ring_size[1] != sc__cfg.rmem)
+			continue;
+		pthread_mutex_lock(&g->lock);
+		if (!g->dead && !g->no_new && (s = find_slot(g)) >= 0)
+			goto found;
+		pthread_mutex_unlock(&g->lock);
+	}
+	pthread_mutex_unlock(&ctl.lock);
+
+	/* connect outside ctl.lock: the listener may be in this process */
+	rc = group_create(path, &g);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&ctl.lock);
+	rc = group_register(g);
+	if (rc) {
+		pthread_mutex_unlock(&ctl.lock);
+		group_free(g);
+		return rc;
+	}
+	pthread_mutex_lock(&g->lock);
+	s = 0;
+found:
+	pthread_mutex_unlock(&ctl.lock);
+	g->slot_busy[s] = true;
+	*slot = (uint32_t)s;
+	*out = g;
+	return 0;
+}
+
+int sc__group_cell_alloc(struct sc_group *g, struct sc_chan *ch)
+{
+	if (g->dead)
+		return -ECONNRESET;
+	for (uint32_t i = 0; i < SC_MAX_CELLS; i++) {
+		if (g->cell_chan[i])
+			continue;
+		struct sc_cell *cell = &g->my_cells[i];
+		/* a recycled cell starts empty */
+		atomic_store_explicit(&cell->armed, 0, memory_order_relaxed);
+		for (int w = 0; w < 4; w++)
+			atomic_store_explicit(&cell->ready[w], 0, memory_order_relaxed);
+		struct sc_msg m = { .magic = SC_MSG_MAGIC, .type = SC_MSG_CELL,
+				    .version = SC_LAYOUT_VERSION, .cell = i };
+		int rc = sc__group_send(g, &m, ch->efd);
+		if (rc)
+			return rc;
+		g->cell_chan[i] = ch;
+		return (int)i;
+	}
+	return -ENOSPC;
+}
+
+void sc__group_cell_free(struct sc_group *g, uint32_t idx)
+{
+	g->cell_chan[idx] = NULL;
+}
+
+void sc__group_release_slot(struct sc_group *g, uint32_t slot)
+{
+	g->conns[slot] = NULL;
+	g->nconns--;
+	group_maybe_zombie(g);
+}
+
+void sc__group_kill(struct sc_group *g, int err)
+{
+	if (!g->dead) {
+		g->dead = true;
+		/* the peer sees our hang-up too, if it is still there */
+		shutdown(g->sock, SHUT_RDWR);
+	}
+	for (uint32_t s = 0; s < g->nslots; s++) {
+		struct sc_conn *c = g->conns[s];
+		if (!c)
+			continue;
+		int expected = 0;
+		int e = err;
+		if (err == -ECONNRESET) {
+			/* peer death, as TCP shows it: a FIN if the peer had
+			 * closed or read everything we sent, else a reset */
+			uint32_t pf = atomic_load_explicit(&c->peer->flags, memory_order_acquire);
+			uint64_t pc = atomic_load_explicit(&c->tx.h->cons, memory_order_acquire);
+			if (!(pf & SC_SF_ABORT) && (pf & SC_SF_CLOSED || pc == c->tx.prod)) {
+				atomic_fetch_or(&c->lflags, SC_LF_PEER_GONE);
+				e = 0;
+			}
+		}
+		if (e && atomic_compare_exchange_strong(&c->err, &expected, e))
+			SC_STAT_ADD(conns_aborted, 1);
+		sc__notify_self(c);
+	}
+	group_maybe_zombie(g);
+}
+
+/* HELLO on an accepted socket: validate and map the segment (group locked). */
+static int group_hello(struct sc_group *g, const struct sc_msg *m, int fd)
+{
+	uint64_t slots_off, data_off, size;
+	struct stat st;
+	int seals;
+
+	if (m->type != SC_MSG_HELLO || fd < 0 || m->nslots < 1 || m->nslots > SC_MAX_SLOTS)
+		return -EPROTO;
+	for (int d = 0; d < 2; d++) {
+		uint32_t r = m->ring_size[d];
+		if (r < SC_RING_MIN || r > SC_RING_MAX || (r & (r - 1)))
+			return -EPROTO;
+	}
+	sc__seg_geometry(m->nslots, m->ring_size, &slots_off, &data_off, &size);
+	if (m->seg_size != size || fstat(fd, &st) < 0 || (uint64_t)st.st_size != size)
+		return -EPROTO;
+	/* unsealed, the peer could shrink it under us and fault us */
+	seals = fcntl(fd, F_GET_SEALS);
+	if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW))
+		return -EPROTO;
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	g->base = p;
+	group_set_geometry(g, m->nslots, m->ring_size);
+	group_map_cells(g);
+	g->id = m->group_id;
+	g->hello_done = true;
+	SC_STAT_ADD(groups_joined, 1);
+	return 0;
+}
+
+/* OPEN: the peer started a connection in a slot (group locked). */
+static int group_open(struct sc_group *g, const struct sc_msg *m, struct sc_conn **refused)
+{
+	struct sc_conn *c;
+	int rc;
+
+	if (m->slot >= g->nslots || g->conns[m->slot])
+		return -EPROTO;
+	rc = sc__conn_new(g, m->slot, &c);
+	if (rc)
+		return rc;
+	sc__conn_set_flags(c, SC_SF_OPEN);
+	SC_STAT_ADD(conns_opened, 1);
+	if (!g->listener || sc__listener_push(g->listener, c)) {
+		c->next = *refused;
+		*refused = c;
+	}
+	return 0;
+}
+
+static int group_cell(struct sc_group *g, const struct sc_msg *m, int fd)
+{
+	if (m->cell >= SC_MAX_CELLS || fd < 0)
+		return -EPROTO;
+	int old = g->peer_efd[m->cell];
+	if (old >= 0) {
+		/* replace in place: a concurrent waker writes either the old
+		 * or the new eventfd, never a recycled fd number */
+		if (dup3(fd, old, O_CLOEXEC) < 0)
+			return -errno;
+		close(fd);
+	} else {
+		__atomic_store_n(&g->peer_efd[m->cell], fd, __ATOMIC_RELEASE);
+	}
+	return 0;
+}
+
+/* Drain the group socket (group locked).  Connections the listener refused
+ * are returned in *refused for the caller to finish after unlocking. */
+static void group_pump_locked(struct sc_group *g, struct sc_conn **refused)
+{
+	struct sc_msg m;
+	int fd, rc;
+
+	while (!g->dead) {
+		rc = recv_msg(g, &m, &fd);
+		if (rc == 0)
+			return;
+		if (rc > 0) {
+			if (g->side == 1 && !g->hello_done) {
+				rc = group_hello(g, &m, fd);
+			} else if (m.type == SC_MSG_OPEN && g->side == 1) {
+				rc = group_open(g, &m, refused);
+			} else if (m.type == SC_MSG_CELL) {
+				rc = group_cell(g, &m, fd);
+				fd = -1;
+			} else if (m.type == SC_MSG_CLOSE && g->side == 0) {
+				g->no_new = true;
+			} else {
+				rc = -EPROTO;
+			}
+			if (fd >= 0)
+				close(fd);
+			if (rc >= 0)
+				continue;
+		}
+		if (rc == -EPROTO)
+			SC_STAT_ADD(proto_errors, 1);
+		sc__group_kill(g, rc == -EPROTO ? -EPROTO : -ECONNRESET);
+		return;
+	}
+}
+
+static void finish_refused(struct sc_conn *list)
+{
+	while (list) {
+		struct sc_conn *next = list->next;
+		sc__conn_refuse(list);
+		list = next;
+	}
+}
+
+void sc__group_pump(struct sc_group *g)
+{
+	struct sc_conn *refused = NULL;
+
+	pthread_mutex_lock(&g->lock);
+	group_pump_locked(g, &refused);
+	pthread_mutex_unlock(&g->lock);
+	finish_refused(refused);
+}
+
+int sc__group_peer_efd(struct sc_group *g, uint32_t idx)
+{
+	int fd = __atomic_load_n(&g->peer_efd[idx], __ATOMIC_ACQUIRE);
+
+	if (fd >= 0)
+		return fd;
+	/* the CELL message was sent before the index became visible */
+	sc__group_pump(g);
+	return __atomic_load_n(&g->peer_efd[idx], __ATOMIC_ACQUIRE);
+}
+
+/* ---- listeners ------------------------------------------------------ */
+
+int sc__listener_register(struct sc_listener *l)
+{
+	int rc;
+
+	pthread_mutex_lock(&ctl.lock);
+	rc = ctl_start();
+	if (!rc) {
+		l->id = ++ctl.next_lid;
+		struct epoll_event ev = { .events = EPOLLIN, .data.u64 = l->id | TAG_LISTENER };
+		if (epoll_ctl(ctl.epfd, EPOLL_CTL_ADD, l->sock, &ev) < 0) {
+			rc = -errno;
+		} else {
+			ctl.nlisteners++;
+			l->next = ctl.listeners;
+			ctl.listeners = l;
+		}
+	}
+	pthread_mutex_unlock(&ctl.lock);
+	return rc;
+}
+
+/* Detach l from the control thread and its groups: no OPEN reaches it after
+ * this returns.  The peers of its idle groups learn it by a CLOSE message. */
+void sc__listener_unregister(struct sc_listener *l)
+{
+	pthread_mutex_lock(&ctl.lock);
+	epoll_ctl(ctl.epfd, EPOLL_CTL_DEL, l->sock, NULL);
+	ctl.nlisteners--;
+	for (struct sc_listener **pp = &ctl.listeners; *pp; pp = &(*pp)->next)
+		if (*pp == l) {
+			*pp = l->next;
+			break;
+		}
+	for (struct sc_group *g = ctl.groups; g; g = g->next) {
+		pthread_mutex_lock(&g->lock);
+		if (g->listener == l) {
+			struct sc_msg m = { .magic = SC_MSG_MAGIC, .type = SC_MSG_CLOSE,
+					    .version = SC_LAYOUT_VERSION };
+			g->listener = NULL;
+			if (!g->dead)
+				sc__group_send(g, &m, -1);
+		}
+		pthread_mutex_unlock(&g->lock);
+	}
+	ctl_kick();
+	pthread_mutex_unlock(&ctl.lock);
+}
+
+/* Control thread: new sockets on listener id (ctl.lock held). */
+static void ctl_accept(uint64_t id)
+{
+	struct sc_listener *l = ctl.listeners;
+
+	while (l && l->id != id)
+		l = l->next;
+	while (l) {
+		int s = accept4(l->sock, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (s < 0)
+			return;
+		struct sc_group *g = group_alloc(1, s);
+		if (!g) {
+			close(s);
+			continue;
+		}
+		struct ucred cr;
+		socklen_t crl = sizeof(cr);
+		if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cr, &crl) == 0)
+			g->peer_pid = cr.pid;
+		g->listener = l;
+		if (group_register(g)) {
+			g->sock = -1;
+			close(s);
+			group_free(g);
+		}
+	}
+}
+
+static void ctl_event(struct sc_group *g, uint32_t events)
+{
+	struct sc_conn *refused = NULL;
+
+	pthread_mutex_lock(&g->lock);
+	group_pump_locked(g, &refused);
+	if (!g->dead && (events & (EPOLLHUP | EPOLLRDHUP | EPOLLERR))) {
+		/* drained everything the peer sent before it hung up */
+		sc__group_kill(g, -ECONNRESET);
+	}
+	if (g->dead)
+		epoll_ctl(ctl.epfd, EPOLL_CTL_DEL, g->sock, NULL);
+	pthread_mutex_unlock(&g->lock);
+	finish_refused(refused);
+}
+
+/* Free zombie groups and decide whether to exit (ctl.lock held). */
+static bool ctl_reap(void)
+{
+	struct sc_group **pp = &ctl.groups;
+
+	while (*pp) {
+		struct sc_group *g = *pp;
+		pthread_mutex_lock(&g->lock);
+		bool gone = g->zombie && !g->nconns;
+		pthread_mutex_unlock(&g->lock);
+		if (gone) {
+			*pp = g->next;
+			ctl.ngroups--;
+			epoll_ctl(ctl.epfd, EPOLL_CTL_DEL, g->sock, NULL);
+			group_free(g);
+		} else {
+			pp = &g->next;
+		}
+	}
+	if (ctl.ngroups || ctl.nlisteners)
+		return false;
+	close(ctl.epfd);
+	close(ctl.wakefd);
+	ctl.epfd = ctl.wakefd = -1;
+	ctl.running = false;
+	return true;
+}
+
+static void *ctl_main(void *arg)
+{
+	struct epoll_event ev[32];
+
+	for (;;) {
+		int n = epoll_wait(ctl.epfd, ev, 32, -1);
+		for (int i = 0; i < n; i++) {
+			uint64_t tag = ev[i].data.u64;
+			if (!tag) {
+				uint64_t v;
+				if (read(ctl.wakefd, &v, sizeof(v)) < 0) {
+				}
+			} else if (ev[i].data.u64 & TAG_LISTENER) {
+				pthread_mutex_lock(&ctl.lock);
+				ctl_accept(ev[i].data.u64 & ~TAG_LISTENER);
+				pthread_mutex_unlock(&ctl.lock);
+			} else {
+				ctl_event((struct sc_group *)tag, ev[i].events);
+			}
+		}
+		pthread_mutex_lock(&ctl.lock);
+		bool done = ctl_reap();
+		pthread_mutex_unlock(&ctl.lock);
+		if (done)
+			return NULL;
+	}
+}

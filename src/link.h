@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Link groups and rendezvous.  A link group is every connection between one
+ * connecting process and one listening process that share a segment; its
+ * SOCK_SEQPACKET Unix socket carries the segment fd, connection opens and
+ * eventfds (SCM_RIGHTS), and its hang-up tells a process that the peer died.
+ * A control thread, alive while any group or listener exists, watches those
+ * sockets; any thread may also drain a group's socket itself (sc__group_pump).
+ */
+#ifndef SC_LINK_H
+#define SC_LINK_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "layout.h"
+
+struct sc_conn;
+struct sc_chan;
+struct sc_listener;
+
+struct sc_group {
+	uint64_t id;
+	int side;                       /* our side: 0 connecting, 1 accepting */
+	int sock;                       /* SOCK_SEQPACKET to the peer process */
+	uint8_t *base;                  /* segment mapping */
+	uint64_t size;
+	/* private copies of the geometry (never re-read from the segment) */
+	uint32_t nslots, ring_size[2];
+	uint64_t slots_off, data_off;
+	struct sc_cell *my_cells, *peer_cells;
+
+	pthread_mutex_t lock;           /* everything below */
+	struct sc_conn *conns[SC_MAX_SLOTS];    /* our connection per slot */
+	bool slot_busy[SC_MAX_SLOTS];   /* side 0: allocated and not yet free */
+	int nconns;                     /* live entries in conns[] */
+	int peer_efd[SC_MAX_CELLS];     /* peer channels' eventfds, by cell */
+	struct sc_chan *cell_chan[SC_MAX_CELLS];  /* our cells' owners */
+	bool cell_sent[SC_MAX_CELLS];   /* our eventfd for that cell is at the peer */
+	bool dead;                      /* peer gone or protocol broken */
+	bool hello_done;                /* side 1: HELLO received */
+	bool zombie;                    /* waiting for the control thread to free it */
+	bool no_new;                    /* side 0: the listener closed; open no more */
+	pid_t peer_pid;
+	char *path;                     /* side 0: listener path (group reuse key) */
+	struct sc_listener *listener;   /* side 1: where OPENs go; NULL once closed */
+	struct sc_group *next;          /* global list */
+};
+
+static inline struct sc_slot *sc__slot(struct sc_group *g, uint32_t s)
+{
+	return (struct sc_slot *)(g->base + g->slots_off) + s;
+}
+
+static inline uint8_t *sc__ring_data(struct sc_group *g, uint32_t s, int dir)
+{
+	return g->base + g->data_off + (uint64_t)s * (g->ring_size[0] + g->ring_size[1]) +
+	       (dir ? g->ring_size[0] : 0);
+}
+
+/* Control messages on the group socket. */
+enum { SC_MSG_HELLO = 1, SC_MSG_OPEN, SC_MSG_CELL, SC_MSG_CLOSE };
+struct sc_msg {
+	uint32_t magic;                 /* SC_MSG_MAGIC */
+	uint16_t type, version;
+	uint32_t slot, cell;
+	int32_t pid;
+	uint32_t nslots;
+	uint32_t ring_size[2];
+	uint64_t seg_size, group_id;
+};
+#define SC_MSG_MAGIC 0x5343544cu
+
+/* Look up or create a link group towards path with a free slot; returns it
+ * locked with the slot reserved in *slot. */
+int sc__group_for_connect(const char *path, struct sc_group **out, uint32_t *slot);
+/* Send a message (with an optional fd) on the group socket; caller holds lock. */
+int sc__group_send(struct sc_group *g, const struct sc_msg *m, int fd);
+/* Drain pending control messages (caller holds the group lock). */
+void sc__group_pump(struct sc_group *g);
+/* Allocate a cell of ours for ch in g (group locked); returns index or -errno. */
+int sc__group_cell_alloc(struct sc_group *g, struct sc_chan *ch);
+void sc__group_cell_free(struct sc_group *g, uint32_t idx);
+/* Drop a connection's slot from the group (group locked). */
+void sc__group_release_slot(struct sc_group *g, uint32_t slot);
+/* Make the peer's eventfd for cell idx known (pump if needed); -1 if none. */
+int sc__group_peer_efd(struct sc_group *g, uint32_t idx);
+/* A violation by the peer or its death: abort every connection of g. */
+void sc__group_kill(struct sc_group *g, int err);
+
+/* Listener backlog handed over by the control thread. */
+int sc__listener_push(struct sc_listener *l, struct sc_conn *c);
+
+#endif

@@ -1,0 +1,396 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Completion channels and the wake-up protocol.
+ *
+ * Waker (peer or local event):           Sleeper (channel owner):
+ *   set ready bit of slot in cell           cell.armed = 1
+ *   full barrier                            full barrier
+ *   if armed: exchange(armed, 0) → write    re-check condition / ready bits
+ *                                           poll(eventfd)
+ * Either the waker sees armed, or the sleeper sees the state change: no lost
+ * wake-up, and no system call while the sleeper is awake.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "link.h"
+#include "notify.h"
+#include "stats.h"
+
+int sc__chan_new(bool private_, struct sc_chan **out)
+{
+	struct sc_chan *ch = calloc(1, sizeof(*ch));
+
+	if (!ch)
+		return -ENOMEM;
+	ch->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (ch->efd < 0) {
+		int rc = -errno;
+		free(ch);
+		return rc;
+	}
+	ch->private_ = private_;
+	pthread_mutex_init(&ch->lock, NULL);
+	*out = ch;
+	return 0;
+}
+
+void sc__chan_free(struct sc_chan *ch)
+{
+	close(ch->efd);
+	pthread_mutex_destroy(&ch->lock);
+	free(ch->cells);
+	free(ch);
+}
+
+int sc__chan_attach(struct sc_chan *ch, struct sc_conn *c)
+{
+	struct sc_group *g = c->g;
+	struct sc_chan_cell *cc = NULL;
+	int rc = 0;
+
+	pthread_mutex_lock(&ch->lock);
+	for (int i = 0; i < ch->ncells; i++)
+		if (ch->cells[i].g == g)
+			cc = &ch->cells[i];
+	if (!cc) {
+		if (ch->ncells == ch->cap) {
+			int cap = ch->cap ? ch->cap * 2 : 4;
+			void *p = realloc(ch->cells, cap * sizeof(*ch->cells));
+			if (!p) {
+				rc = -ENOMEM;
+				goto out;
+			}
+			ch->cells = p;
+			ch->cap = cap;
+		}
+		pthread_mutex_lock(&g->lock);
+		rc = sc__group_cell_alloc(g, ch);
+		pthread_mutex_unlock(&g->lock);
+		if (rc < 0)
+			goto out;
+		cc = &ch->cells[ch->ncells++];
+		cc->g = g;
+		cc->idx = (uint32_t)rc;
+		cc->nconns = 0;
+		rc = 0;
+	}
+	cc->nconns++;
+	c->chan = ch;
+	c->cell = cc->idx;
+	/* release: the CELL message carrying our eventfd was sent before the
+	 * peer can see this index, so a peer that finds the index unknown can
+	 * drain the socket and find it */
+	atomic_store_explicit(&c->me->cell, cc->idx, memory_order_release);
+out:
+	pthread_mutex_unlock(&ch->lock);
+	return rc;
+}
+
+void sc__chan_detach(struct sc_chan *ch, struct sc_conn *c)
+{
+	struct sc_group *g = c->g;
+
+	pthread_mutex_lock(&ch->lock);
+	for (int i = 0; i < ch->ncells; i++) {
+		struct sc_chan_cell *cc = &ch->cells[i];
+		if (cc->g != g)
+			continue;
+		if (--cc->nconns == 0) {
+			pthread_mutex_lock(&g->lock);
+			sc__group_cell_free(g, cc->idx);
+			pthread_mutex_unlock(&g->lock);
+			*cc = ch->cells[--ch->ncells];
+		}
+		break;
+	}
+	pthread_mutex_unlock(&ch->lock);
+	c->chan = NULL;
+	c->cell = SC_CELL_NONE;
+}
+
+static void set_ready(struct sc_cell *cell, uint32_t slot)
+{
+	_Atomic uint64_t *w = &cell->ready[slot >> 6];
+	uint64_t bit = 1ull << (slot & 63);
+
+	/* load first: a bit already set (a busy connection) costs no write */
+	if (!(atomic_load_explicit(w, memory_order_relaxed) & bit))
+		atomic_fetch_or_explicit(w, bit, memory_order_release);
+	/* orders the bit (and the caller's earlier cursor store) before the
+	 * armed check below; pairs with the sleeper's arm-then-check */
+	atomic_thread_fence(memory_order_seq_cst);
+}
+
+static bool take_armed(struct sc_cell *cell)
+{
+	return atomic_load_explicit(&cell->armed, memory_order_relaxed) &&
+	       atomic_exchange_explicit(&cell->armed, 0, memory_order_acq_rel);
+}
+
+static void efd_signal(int efd)
+{
+	uint64_t one = 1;
+	int saved = errno;
+
+	/* EAGAIN (counter saturated) still leaves it readable: fine */
+	if (write(efd, &one, sizeof(one)) < 0) {
+	}
+	errno = saved;
+}
+
+int sc__notify_peer(struct sc_conn *c)
+{
+	struct sc_group *g = c->g;
+	/* acquire: pairs with the peer's release store in sc__chan_attach */
+	uint32_t idx = atomic_load_explicit(&c->peer->cell, memory_order_acquire);
+
+	if (idx == SC_CELL_NONE)
+		return 0;       /* the peer has no waiting context yet */
+	if (idx >= SC_MAX_CELLS)
+		return sc__conn_proto_error(c);
+	struct sc_cell *cell = &g->peer_cells[idx];
+	set_ready(cell, c->slot);
+	if (!take_armed(cell))
+		return 0;
+	int efd = sc__group_peer_efd(g, idx);
+	if (efd < 0)
+		return sc__conn_proto_error(c);
+	efd_signal(efd);
+	atomic_fetch_add_explicit(&c->wakeups, 1, memory_order_relaxed);
+	SC_STAT_ADD(wakeups_sent, 1);
+	return 0;
+}
+
+void sc__notify_self(struct sc_conn *c)
+{
+	struct sc_group *g = c->g;
+	uint32_t idx = c->cell;
+
+	if (idx == SC_CELL_NONE)
+		return;
+	set_ready(&g->my_cells[idx], c->slot);
+	/* our own cell: the owner may be asleep; the channel pointer is
+	 * stable while the group lock (held by the caller) is */
+	if (take_armed(&g->my_cells[idx]) && g->cell_chan[idx])
+		efd_signal(g->cell_chan[idx]->efd);
+}
+
+void sc__chan_arm_conn(struct sc_conn *c)
+{
+	atomic_store_explicit(&c->g->my_cells[c->cell].armed, 1, memory_order_relaxed);
+	/* the armed flag (and the caller's rx_armed/tx_blocked store) must be
+	 * visible before we re-check the ring; pairs with set_ready's fence */
+	atomic_thread_fence(memory_order_seq_cst);
+}
+
+int sc__chan_sleep(struct sc_chan *ch, int timeout_ms)
+{
+	struct pollfd p = { .fd = ch->efd, .events = POLLIN };
+	uint64_t v;
+	int n = poll(&p, 1, timeout_ms);
+
+	if (n < 0)
+		return -errno;
+	if (n == 0)
+		return -ETIMEDOUT;
+	/* consume the count; another wake-up after this re-arms it */
+	if (read(ch->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		return -errno;
+	SC_STAT_ADD(sleeps, 1);
+	return 0;
+}
+
+/* ---- public channel API ------------------------------------------------ */
+
+#define API __attribute__((visibility("default")))
+
+API int sc_chan_open(struct sc_chan **out)
+{
+	int saved = errno;
+	int rc = sc__chan_new(false, out);
+
+	errno = saved;
+	return rc;
+}
+
+API int sc_chan_fd(const struct sc_chan *ch)
+{
+	return ch->efd;
+}
+
+API int sc_chan_bind(struct sc_conn *c, struct sc_chan *ch)
+{
+	int saved = errno, rc = 0;
+
+	pthread_mutex_lock(&c->bindlock);
+	if (!ch) {
+		if (!c->own && (rc = sc__chan_new(true, &c->own)))
+			goto out;
+		ch = c->own;
+	}
+	if (c->chan == ch)
+		goto out;
+	if (c->chan)
+		sc__chan_detach(c->chan, c);
+	rc = sc__chan_attach(ch, c);
+	if (rc)
+		goto out;
+	/* report the connection's next change of state, and its present one
+	 * if it already has something to report */
+	atomic_store_explicit(&c->rx.h->rx_armed, 1, memory_order_relaxed);
+	atomic_thread_fence(memory_order_seq_cst);
+	if (sc_conn_events(c) & (SC_EV_IN | SC_EV_ERR | SC_EV_HUP | SC_EV_RDHUP)) {
+		pthread_mutex_lock(&c->g->lock);
+		sc__notify_self(c);
+		pthread_mutex_unlock(&c->g->lock);
+	}
+out:
+	pthread_mutex_unlock(&c->bindlock);
+	errno = saved;
+	return rc;
+}
+
+API void sc_chan_close(struct sc_chan *ch)
+{
+	int saved = errno;
+
+	/* move every bound connection back to its own channel */
+	for (;;) {
+		struct sc_conn *found = NULL;
+		pthread_mutex_lock(&ch->lock);
+		for (int i = 0; i < ch->ncells && !found; i++) {
+			struct sc_group *g = ch->cells[i].g;
+			pthread_mutex_lock(&g->lock);
+			for (uint32_t s = 0; s < g->nslots && !found; s++)
+				if (g->conns[s] && g->conns[s]->chan == ch)
+					found = g->conns[s];
+			pthread_mutex_unlock(&g->lock);
+		}
+		pthread_mutex_unlock(&ch->lock);
+		if (!found)
+			break;
+		if (sc_chan_bind(found, NULL)) {
+			/* no eventfd for its own channel: leave it unbound */
+			pthread_mutex_lock(&found->bindlock);
+			if (found->chan == ch)
+				sc__chan_detach(ch, found);
+			pthread_mutex_unlock(&found->bindlock);
+		}
+	}
+	sc__chan_free(ch);
+	errno = saved;
+}
+
+/* Take the ready bits of one cell and translate them to connections of ch;
+ * bits beyond room are put back for the next call. */
+static int take_cell(struct sc_chan *ch, struct sc_chan_cell *cc, struct sc_conn **out, int n)
+{
+	struct sc_group *g = cc->g;
+	struct sc_cell *cell = &g->my_cells[cc->idx];
+	int k = 0;
+
+	for (int w = 0; w < 4; w++) {
+		if (!atomic_load_explicit(&cell->ready[w], memory_order_relaxed))
+			continue;
+		/* acquire: the state change that set the bit is visible */
+		uint64_t bits = atomic_exchange_explicit(&cell->ready[w], 0, memory_order_acquire);
+		pthread_mutex_lock(&g->lock);
+		while (bits) {
+			int b = __builtin_ctzll(bits);
+			uint32_t slot = (uint32_t)(w * 64 + b);
+			if (k == n) {
+				atomic_fetch_or_explicit(&cell->ready[w], bits, memory_order_relaxed);
+				break;
+			}
+			bits &= bits - 1;
+			/* a hostile peer may set any bit: keep only ours */
+			if (slot < g->nslots && g->conns[slot] && g->conns[slot]->chan == ch)
+				out[k++] = g->conns[slot];
+		}
+		pthread_mutex_unlock(&g->lock);
+	}
+	return k;
+}
+
+static int collect(struct sc_chan *ch, struct sc_conn **out, int n)
+{
+	int k = 0;
+
+	pthread_mutex_lock(&ch->lock);
+	for (int i = 0; i < ch->ncells && k < n; i++)
+		k += take_cell(ch, &ch->cells[i], out + k, n - k);
+	pthread_mutex_unlock(&ch->lock);
+	return k;
+}
+
+static bool any_ready(struct sc_chan *ch)
+{
+	bool r = false;
+
+	pthread_mutex_lock(&ch->lock);
+	for (int i = 0; i < ch->ncells && !r; i++) {
+		struct sc_cell *cell = &ch->cells[i].g->my_cells[ch->cells[i].idx];
+		for (int w = 0; w < 4 && !r; w++)
+			r = atomic_load_explicit(&cell->ready[w], memory_order_relaxed) != 0;
+	}
+	pthread_mutex_unlock(&ch->lock);
+	return r;
+}
+
+static void arm_all(struct sc_chan *ch, uint32_t v)
+{
+	pthread_mutex_lock(&ch->lock);
+	for (int i = 0; i < ch->ncells; i++)
+		atomic_store_explicit(&ch->cells[i].g->my_cells[ch->cells[i].idx].armed, v,
+				      memory_order_relaxed);
+	pthread_mutex_unlock(&ch->lock);
+	/* armed before the re-scan; pairs with set_ready's fence */
+	atomic_thread_fence(memory_order_seq_cst);
+}
+
+API int sc_chan_wait(struct sc_chan *ch, struct sc_conn **out, int n, int timeout_ms)
+{
+	int saved = errno, k, rc = 0;
+	struct timespec t0;
+
+	if (n <= 0)
+		return -EINVAL;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		k = collect(ch, out, n);
+		if (k || timeout_ms == 0)
+			break;
+		arm_all(ch, 1);
+		if (any_ready(ch)) {
+			arm_all(ch, 0);
+			continue;
+		}
+		int left = -1;
+		if (timeout_ms > 0) {
+			struct timespec t;
+			clock_gettime(CLOCK_MONOTONIC, &t);
+			long el = (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000;
+			if (el >= timeout_ms)
+				break;
+			left = timeout_ms - (int)el;
+		}
+		rc = sc__chan_sleep(ch, left);
+		if (rc == -ETIMEDOUT) {
+			rc = 0;
+			k = collect(ch, out, n);
+			break;
+		}
+		if (rc && rc != -EINTR)
+			break;
+		rc = 0;
+	}
+	errno = saved;
+	return k ? k : rc;
+}

@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Completion channels: how a waiting side is woken.  A channel is one
+ * eventfd plus, for every link group where it has connections, one cell in
+ * the segment (layout.h).  Wakers set the connection's bit in the cell and
+ * write the eventfd only if the owner armed the cell before sleeping.
+ */
+#ifndef SC_NOTIFY_H
+#define SC_NOTIFY_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct sc_group;
+struct sc_conn;
+
+struct sc_chan_cell {
+	struct sc_group *g;
+	uint32_t idx;           /* cell index in g's segment, owner side */
+	uint32_t nconns;        /* connections of g bound through this cell */
+};
+
+struct sc_chan {
+	int efd;                /* eventfd, EFD_NONBLOCK */
+	bool private_;          /* a connection's own channel */
+	pthread_mutex_t lock;   /* cells[] */
+	struct sc_chan_cell *cells;
+	int ncells, cap;
+};
+
+int sc__chan_new(bool private_, struct sc_chan **out);
+void sc__chan_free(struct sc_chan *ch);
+
+/* Bind c (whose group lock the caller does NOT hold) to ch; -errno. */
+int sc__chan_attach(struct sc_chan *ch, struct sc_conn *c);
+/* Undo sc__chan_attach; the caller holds no group lock. */
+void sc__chan_detach(struct sc_chan *ch, struct sc_conn *c);
+/* A group is going away: forget its cells (caller holds the group lock). */
+void sc__chan_forget_group(struct sc_chan *ch, struct sc_group *g);
+
+/* Wake the peer's waiter for connection c: set its ready bit and write the
+ * peer's eventfd if the peer armed that cell.  0 or -EPROTO. */
+int sc__notify_peer(struct sc_conn *c);
+/* Same for our own side (a local event such as the peer's death). */
+void sc__notify_self(struct sc_conn *c);
+
+/* Arm c's cell before sleeping on its channel (full barrier included);
+ * the caller re-checks its condition afterwards. */
+void sc__chan_arm_conn(struct sc_conn *c);
+/* Sleep on the channel's eventfd until written or timeout (ms, -1 forever);
+ * returns 0, -ETIMEDOUT or -EINTR. */
+int sc__chan_sleep(struct sc_chan *ch, int timeout_ms);
+
+#endif

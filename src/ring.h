@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One direction of a connection seen from one process: the producer's or the
+ * consumer's private view of a shared ring.  The private view holds the
+ * authoritative value of the cursor this side writes; the peer's cursor is
+ * read from shared memory and validated before every use.
+ */
+#ifndef SC_RING_H
+#define SC_RING_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "layout.h"
+
+struct sc_ring {
+	struct sc_ring_hdr *h;  /* in the segment */
+	uint8_t *data;          /* size bytes in the segment */
+	uint32_t size;          /* power of two */
+	uint32_t limit;         /* consumer update threshold */
+	uint64_t prod;          /* producer: own cursor;  consumer: last valid peer cursor */
+	uint64_t cons;          /* consumer: own cursor;  producer: last valid peer cursor */
+	uint64_t cons_pub;      /* consumer: last cursor published */
+};
+
+void sc__ring_init(struct sc_ring *r, struct sc_ring_hdr *h, uint8_t *data, uint32_t size);
+
+/* Producer: free bytes, refreshing the peer's cursor when the cached view
+ * has less than want.  -EPROTO if the peer's cursor is invalid. */
+int64_t sc__ring_space(struct sc_ring *r, uint64_t want);
+
+/* Producer: copy up to max bytes (≤ space) from iov starting at byte skip of
+ * the iov array into the ring; returns bytes copied.  Does not publish. */
+size_t sc__ring_put(struct sc_ring *r, const struct iovec *iov, int iovcnt,
+		    size_t skip, size_t max);
+
+/* Producer: publish prod (release), then full barrier so the caller's
+ * following read of rx_armed cannot be ordered before it (Dekker with the
+ * consumer's arm-then-recheck). */
+void sc__ring_publish(struct sc_ring *r);
+
+/* Consumer: bytes readable, refreshing the peer's cursor.  -EPROTO if the
+ * peer's cursor is invalid. */
+int64_t sc__ring_avail(struct sc_ring *r);
+
+/* Consumer: copy up to max bytes (≤ avail) out to iov; consume unless peek. */
+size_t sc__ring_get(struct sc_ring *r, const struct iovec *iov, int iovcnt,
+		    size_t max, bool peek);
+
+/* Consumer: publish the cursor if SMC's rule says so (or force); returns
+ * true when the producer flagged itself blocked and must be woken. */
+bool sc__ring_update_cons(struct sc_ring *r, bool force);
+
+#endif

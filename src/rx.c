@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Receive path (smc_rx.c's job): copy out of our ring, publish the consumer
+ * cursor lazily (SMC's update rule), report end of stream and resets the way
+ * TCP does.
+ */
+#include <errno.h>
+#include <limits.h>
+
+#include "conn.h"
+#include "notify.h"
+#include "stats.h"
+#include "txrx.h"
+
+#define API __attribute__((visibility("default")))
+
+static bool rx_ready(struct sc_conn *c)
+{
+	return sc__ring_avail(&c->rx) != 0 || atomic_load(&c->err) ||
+	       (sc__peer_flags(c) & (SC_SF_WR_DONE | SC_SF_CLOSED | SC_SF_ABORT)) ||
+	       (atomic_load(&c->lflags) & SC_LF_PEER_GONE);
+}
+
+/* Ring empty: 0 for end of stream, -errno for an error, 1 to keep going. */
+static int rx_empty_state(struct sc_conn *c)
+{
+	int e = atomic_load_explicit(&c->err, memory_order_relaxed);
+	uint32_t pf = sc__peer_flags(c);
+
+	if (e)
+		return e;
+	if (pf & SC_SF_REFUSED)
+		return -ECONNREFUSED;
+	if (pf & SC_SF_ABORT)
+		return -ECONNRESET;
+	if ((pf & (SC_SF_WR_DONE | SC_SF_CLOSED)) || (atomic_load(&c->lflags) & SC_LF_PEER_GONE)) {
+		/* the flag was stored after the last cursor: look again */
+		int64_t av = sc__ring_avail(&c->rx);
+		if (av < 0)
+			return sc__conn_proto_error(c);
+		return av ? 1 : 0;
+	}
+	if (atomic_load(&c->lflags) & SC_LF_SHUT_RD)
+		return 0;
+	return 1;
+}
+
+static ssize_t recv_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt, int flags)
+{
+	bool nb = (flags & SC_NONBLOCK) || c->nonblock;
+	bool peek = flags & SC_PEEK;
+	bool waitall = (flags & SC_WAITALL) && !peek;
+	size_t total = 0, done = 0;
+	int rc = 0;
+
+	for (int i = 0; i < iovcnt; i++) {
+		if (iov[i].iov_len > SSIZE_MAX - total)
+			return -EINVAL;
+		total += iov[i].iov_len;
+	}
+	if (!total)
+		return 0;
+	pthread_mutex_lock(&c->rxlock);
+	for (;;) {
+		int64_t av = sc__ring_avail(&c->rx);
+		if (av < 0) {
+			rc = sc__conn_proto_error(c);
+			break;
+		}
+		if (av > 0) {
+			size_t n = (uint64_t)av < total - done ? (size_t)av : total - done;
+			if (done) {
+				/* continue filling after what we already copied */
+				struct iovec rest[IOV_MAX];
+				int k = 0;
+				size_t skip = done;
+				for (int i = 0; i < iovcnt; i++) {
+					if (skip >= iov[i].iov_len) {
+						skip -= iov[i].iov_len;
+						continue;
+					}
+					rest[k].iov_base = (char *)iov[i].iov_base + skip;
+					rest[k++].iov_len = iov[i].iov_len - skip;
+					skip = 0;
+				}
+				done += sc__ring_get(&c->rx, rest, k, n, peek);
+			} else {
+				done += sc__ring_get(&c->rx, iov, iovcnt, n, peek);
+			}
+			if (!peek && sc__ring_update_cons(&c->rx, false))
+				sc__notify_peer(c);
+			if (done == total || !waitall)
+				break;
+			continue;
+		}
+		rc = rx_empty_state(c);
+		if (rc <= 0)
+			break;
+		rc = 0;
+		if (done && !waitall)
+			break;
+		if (nb) {
+			if (sc__conn_arm_edge(c, false, rx_ready))
+				continue;
+			rc = -EAGAIN;
+			break;
+		}
+		if ((rc = sc__conn_wait(c, false, rx_ready)))
+			break;
+	}
+	if (!peek)
+		c->bytes_received += done;
+	pthread_mutex_unlock(&c->rxlock);
+	if (done) {
+		if (!peek)
+			SC_STAT_ADD(bytes_received, done);
+		return (ssize_t)done;
+	}
+	return rc;
+}
+
+/* Public entry points keep errno as they found it. */
+static ssize_t recv_iov(struct sc_conn *c, const struct iovec *iov, int iovcnt, int flags)
+{
+	int saved = errno;
+	ssize_t n = recv_iov_(c, iov, iovcnt, flags);
+
+	errno = saved;
+	return n;
+}
+
+API ssize_t sc_recv(struct sc_conn *c, void *buf, size_t len, int flags)
+{
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+	return recv_iov(c, &iov, 1, flags);
+}
+
+API ssize_t sc_recvv(struct sc_conn *c, const struct iovec *iov, int iovcnt, int flags)
+{
+	if (iovcnt < 0 || iovcnt > IOV_MAX)
+		return -EINVAL;
+	return recv_iov(c, iov, iovcnt, flags);
+}
