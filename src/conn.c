@@ -103,6 +103,7 @@ static void conn_free(struct sc_conn *c, uint32_t last_flags)
 	if (c->own)
 		sc__chan_free(c->own);
 	pthread_mutex_lock(&g->lock);
+	sc__stats_retire(c);
 	sc__conn_set_flags(c, last_flags | SC_SF_RELEASED);
 	sc__group_release_slot(g, c->slot);
 	pthread_mutex_unlock(&g->lock);
@@ -169,7 +170,7 @@ int sc__conn_wait(struct sc_conn *c, bool tx, bool (*cond)(struct sc_conn *))
 		uint64_t t0 = now_ns();
 		for (unsigned i = 1;; i++) {
 			if (cond(c)) {
-				SC_STAT_ADD(spin_hits, 1);
+				sc__counter_add(&c->spin_hits, 1);
 				if (c->spin_ns < sc__cfg.spin_ns)
 					c->spin_ns = c->spin_ns * 2 > sc__cfg.spin_ns ?
 						     sc__cfg.spin_ns : c->spin_ns * 2;
@@ -550,12 +551,12 @@ API int sc_conn_info(struct sc_conn *c, struct sc_conn_info *info)
 	pthread_mutex_lock(&c->rxlock);
 	info->rx_prod = c->rx.prod;
 	info->rx_cons = c->rx.cons;
-	info->bytes_received = c->bytes_received;
+	info->bytes_received = atomic_load(&c->bytes_received);
 	pthread_mutex_unlock(&c->rxlock);
 	pthread_mutex_lock(&c->txlock);
 	info->tx_prod = c->tx.prod;
 	info->tx_cons = c->tx.cons;
-	info->bytes_sent = c->bytes_sent;
+	info->bytes_sent = atomic_load(&c->bytes_sent);
 	pthread_mutex_unlock(&c->txlock);
 	info->wakeups_sent = atomic_load(&c->wakeups);
 	info->sleeps = atomic_load(&c->sleeps);

@@ -40,7 +40,8 @@ struct sc_conn {
 	bool nonblock, linger0, corked;
 	uint32_t spin_ns;       /* adaptive spin budget */
 	void *user;
-	uint64_t bytes_sent, bytes_received;
+	/* single writer (under txlock / rxlock), read by stats: relaxed */
+	_Atomic uint64_t bytes_sent, bytes_received, spin_hits;
 	_Atomic uint64_t wakeups, sleeps;
 	struct sc_conn *next;   /* listener backlog */
 };

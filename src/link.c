@@ -754,3 +754,23 @@ static void *ctl_main(void *arg)
 			return NULL;
 	}
 }
+
+/* Live connections' counters (stats.c); a closing connection moves its
+ * counters to the totals under its group lock, so none is counted twice. */
+void sc__stats_add_live(struct sc_stats *st)
+{
+	pthread_mutex_lock(&ctl.lock);
+	for (struct sc_group *g = ctl.groups; g; g = g->next) {
+		pthread_mutex_lock(&g->lock);
+		for (uint32_t s = 0; s < g->nslots; s++) {
+			struct sc_conn *c = g->conns[s];
+			if (!c)
+				continue;
+			st->bytes_sent += atomic_load_explicit(&c->bytes_sent, memory_order_relaxed);
+			st->bytes_received += atomic_load_explicit(&c->bytes_received, memory_order_relaxed);
+			st->spin_hits += atomic_load_explicit(&c->spin_hits, memory_order_relaxed);
+		}
+		pthread_mutex_unlock(&g->lock);
+	}
+	pthread_mutex_unlock(&ctl.lock);
+}

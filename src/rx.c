@@ -109,13 +109,10 @@ static ssize_t recv_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
 			break;
 	}
 	if (!peek)
-		c->bytes_received += done;
+		sc__counter_add(&c->bytes_received, done);
 	pthread_mutex_unlock(&c->rxlock);
-	if (done) {
-		if (!peek)
-			SC_STAT_ADD(bytes_received, done);
+	if (done)
 		return (ssize_t)done;
-	}
 	return rc;
 }
 

@@ -43,9 +43,15 @@ static int tx_error(struct sc_conn *c)
 	return 0;
 }
 
+/*
+ * Ready to send again: any free space.  Not a larger threshold: the consumer
+ * clears tx_blocked when it publishes, so a sleeper that went back to sleep
+ * on "not enough" would never be woken by the next publication.  How often
+ * the consumer publishes is what batches the wake-ups (SMC's update rule).
+ */
 static bool tx_ready(struct sc_conn *c)
 {
-	return tx_error(c) || sc__ring_space(&c->tx, c->tx.size / 3 + 1) > (int64_t)(c->tx.size / 3);
+	return tx_error(c) || sc__ring_space(&c->tx, 1) != 0;
 }
 
 static ssize_t send_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt, int flags)
@@ -93,13 +99,11 @@ static ssize_t send_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
 	}
 	if (done > 0 && (flags & SC_MORE) && done < total)
 		c->corked = false;
-	c->bytes_sent += done;
+	sc__counter_add(&c->bytes_sent, done);
 out:
 	pthread_mutex_unlock(&c->txlock);
-	if (done) {
-		SC_STAT_ADD(bytes_sent, done);
+	if (done)
 		return (ssize_t)done;
-	}
 	return total ? rc : (rc == -EAGAIN ? 0 : rc);
 }
 
