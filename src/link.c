@@ -463,6 +463,9 @@ void sc__group_kill(struct sc_group *g, int err)
 		}
 		if (e && atomic_compare_exchange_strong(&c->err, &expected, e))
 			SC_STAT_ADD(conns_aborted, 1);
+		/* a peer that broke the protocol but still runs sees a reset */
+		if (err == -EPROTO)
+			sc__conn_set_flags(c, SC_SF_ABORT);
 		sc__notify_self(c);
 	}
 	group_maybe_zombie(g);

@@ -157,11 +157,16 @@ int sc__notify_peer(struct sc_conn *c)
 		return sc__conn_proto_error(c);
 	struct sc_cell *cell = &g->peer_cells[idx];
 	set_ready(cell, c->slot);
-	if (!take_armed(cell))
+	if (!atomic_load_explicit(&cell->armed, memory_order_relaxed))
 		return 0;
+	/* find the eventfd before taking the armed flag: a wake-up taken but
+	 * not delivered would be lost (the peer's own hang-up handling relies
+	 * on the flag still being there) */
 	int efd = sc__group_peer_efd(g, idx);
 	if (efd < 0)
-		return sc__conn_proto_error(c);
+		return g->dead ? -ECONNRESET : sc__conn_proto_error(c);
+	if (!take_armed(cell))
+		return 0;
 	efd_signal(efd);
 	atomic_fetch_add_explicit(&c->wakeups, 1, memory_order_relaxed);
 	SC_STAT_ADD(wakeups_sent, 1);

@@ -24,8 +24,8 @@ static bool rx_ready(struct sc_conn *c)
 /* Ring empty: 0 for end of stream, -errno for an error, 1 to keep going. */
 static int rx_empty_state(struct sc_conn *c)
 {
+	uint32_t pf = sc__peer_flags(c);        /* may record -EPROTO: read first */
 	int e = atomic_load_explicit(&c->err, memory_order_relaxed);
-	uint32_t pf = sc__peer_flags(c);
 
 	if (e)
 		return e;

@@ -28,12 +28,11 @@ static void wake_rx(struct sc_conn *c)
 /* Why sending is impossible now, or 0. */
 static int tx_error(struct sc_conn *c)
 {
+	uint32_t pf = sc__peer_flags(c);        /* may record -EPROTO: read first */
 	int e = atomic_load_explicit(&c->err, memory_order_relaxed);
-	uint32_t pf;
 
 	if (e)
 		return e;
-	pf = sc__peer_flags(c);
 	if (pf & SC_SF_REFUSED)
 		return -ECONNREFUSED;
 	if (pf & SC_SF_ABORT)

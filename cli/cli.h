@@ -1,0 +1,12 @@
+/* SPDX-License-Identifier: MIT */
+/* Subcommands of the shortcut tool: each gets argv from its own name on. */
+#ifndef SHORTCUT_CLI_H
+#define SHORTCUT_CLI_H
+
+/*
+ * shortcut perf pingpong|stream --size N [...]: argv[0] is "perf".
+ * Returns the exit status: 0, 1 (a transport failed) or 2 (bad usage).
+ */
+int sc__perf_main(int argc, char **argv);
+
+#endif /* SHORTCUT_CLI_H */
