@@ -53,7 +53,7 @@ int sc__conn_new(struct sc_group *g, uint32_t slot, struct sc_conn **out)
 	pthread_mutex_init(&c->rxlock, NULL);
 	pthread_mutex_init(&c->bindlock, NULL);
 	c->cell = SC_CELL_NONE;
-	c->spin_ns = sc__cfg.spin_ns;
+	c->spin_ns[0] = c->spin_ns[1] = sc__cfg.spin_ns;
 	g->conns[slot] = c;
 	g->nconns++;
 	*out = c;
@@ -62,9 +62,9 @@ int sc__conn_new(struct sc_group *g, uint32_t slot, struct sc_conn **out)
 
 void sc__conn_set_flags(struct sc_conn *c, uint32_t f)
 {
-	c->my_flags |= f;
-	/* release: data published before (prod) is visible before the flag */
-	atomic_store_explicit(&c->me->flags, c->my_flags, memory_order_release);
+	/* or-ed in place: the control thread may add ABORT while the owner
+	 * closes; release: data published before (prod) is visible first */
+	atomic_fetch_or_explicit(&c->me->flags, f, memory_order_release);
 }
 
 int sc__conn_proto_error(struct sc_conn *c)
@@ -76,6 +76,15 @@ int sc__conn_proto_error(struct sc_conn *c)
 		SC_STAT_ADD(conns_aborted, 1);
 	}
 	return -EPROTO;
+}
+
+int sc__conn_reset(struct sc_conn *c)
+{
+	int expected = 0;
+
+	if (atomic_compare_exchange_strong(&c->err, &expected, -ECONNRESET))
+		SC_STAT_ADD(conns_aborted, 1);
+	return atomic_load(&c->err);
 }
 
 uint32_t sc__peer_flags(struct sc_conn *c)
@@ -97,8 +106,8 @@ static void conn_free(struct sc_conn *c, uint32_t last_flags)
 	struct sc_group *g = c->g;
 
 	pthread_mutex_lock(&c->bindlock);
-	if (c->chan)
-		sc__chan_detach(c->chan, c);
+	if (atomic_load(&c->chan))
+		sc__chan_detach(atomic_load(&c->chan), c);
 	pthread_mutex_unlock(&c->bindlock);
 	if (c->own)
 		sc__chan_free(c->own);
@@ -166,24 +175,26 @@ int sc__conn_channel(struct sc_conn *c)
  */
 int sc__conn_wait(struct sc_conn *c, bool tx, bool (*cond)(struct sc_conn *))
 {
-	if (c->spin_ns) {
+	uint32_t *spin = &c->spin_ns[tx];
+
+	if (*spin) {
 		uint64_t t0 = now_ns();
 		for (unsigned i = 1;; i++) {
 			if (cond(c)) {
 				sc__counter_add(&c->spin_hits, 1);
-				if (c->spin_ns < sc__cfg.spin_ns)
-					c->spin_ns = c->spin_ns * 2 > sc__cfg.spin_ns ?
-						     sc__cfg.spin_ns : c->spin_ns * 2;
+				if (*spin < sc__cfg.spin_ns)
+					*spin = *spin * 2 > sc__cfg.spin_ns ?
+						sc__cfg.spin_ns : *spin * 2;
 				return 0;
 			}
 			cpu_relax();
-			if (!(i & 63) && now_ns() - t0 > c->spin_ns)
+			if (!(i & 63) && now_ns() - t0 > *spin)
 				break;
 		}
 		/* the peer is slower than our budget: spin less next time,
 		 * but keep a floor so a busy stream recovers */
-		if (c->spin_ns > sc__cfg.spin_ns / 16)
-			c->spin_ns /= 2;
+		if (*spin > sc__cfg.spin_ns / 16)
+			*spin /= 2;
 	}
 	int rc = sc__conn_channel(c);
 	if (rc)
@@ -197,11 +208,14 @@ int sc__conn_wait(struct sc_conn *c, bool tx, bool (*cond)(struct sc_conn *))
 		if (sc__ring_update_cons(&c->rx, true))
 			sc__notify_peer(c);
 	}
-	sc__chan_arm_conn(c);
+	/* our own channel: sleep on the cell word itself (one system call each
+	 * way); a shared channel's waiters need its eventfd */
+	bool futex = atomic_load(&c->chan)->private_;
+	sc__chan_arm_conn(c, futex ? SC_ARM_FUTEX : SC_ARM_EFD);
 	if (cond(c))
 		return 0;
 	atomic_fetch_add_explicit(&c->sleeps, 1, memory_order_relaxed);
-	rc = sc__chan_sleep(c->chan, -1);
+	rc = futex ? sc__conn_sleep(c) : sc__chan_sleep(atomic_load(&c->chan), -1);
 	return rc == -EINTR ? 0 : rc;
 }
 
@@ -216,6 +230,10 @@ bool sc__conn_arm_edge(struct sc_conn *c, bool tx, bool (*cond)(struct sc_conn *
 		if (sc__ring_update_cons(&c->rx, true))
 			sc__notify_peer(c);
 	}
+	/* someone may be polling the connection's fd: make it signal again */
+	pthread_mutex_lock(&c->bindlock);
+	sc__chan_rearm_poll(c);
+	pthread_mutex_unlock(&c->bindlock);
 	atomic_thread_fence(memory_order_seq_cst);
 	return cond(c);
 }
@@ -530,14 +548,24 @@ API int sc_conn_events(struct sc_conn *c)
 
 API int sc_conn_fd(struct sc_conn *c)
 {
+	int saved = errno;
 	int rc = sc__conn_channel(c);
 
-	if (rc)
-		return rc;
-	/* report the next change even if nobody hit EAGAIN yet */
-	atomic_store_explicit(&c->rx.h->rx_armed, 1, memory_order_relaxed);
-	atomic_store_explicit(&c->tx.h->tx_blocked, 1, memory_order_relaxed);
-	return c->chan->efd;
+	pthread_mutex_lock(&c->bindlock);
+	if (!rc)
+		rc = sc__chan_ensure_efd(atomic_load(&c->chan));
+	if (!rc) {
+		/* report the next change even if nobody hit EAGAIN yet */
+		atomic_store_explicit(&c->rx.h->rx_armed, 1, memory_order_relaxed);
+		atomic_store_explicit(&c->tx.h->tx_blocked, 1, memory_order_relaxed);
+		atomic_store_explicit(&c->g->my_cells[c->cell].armed, SC_ARM_EFD,
+				      memory_order_relaxed);
+		atomic_thread_fence(memory_order_seq_cst);
+		rc = atomic_load(&c->chan)->efd;
+	}
+	pthread_mutex_unlock(&c->bindlock);
+	errno = saved;
+	return rc;
 }
 
 API int sc_conn_info(struct sc_conn *c, struct sc_conn_info *info)

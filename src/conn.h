@@ -30,15 +30,16 @@ struct sc_conn {
 	pthread_mutex_t txlock, rxlock;
 
 	struct sc_chan *own;    /* private channel, created on first wait */
-	struct sc_chan *chan;   /* bound channel (own or shared), NULL: none yet */
-	uint32_t cell;          /* our cell index for chan in g, or SC_CELL_NONE */
+	/* bound channel (own or shared; NULL: none yet) and our cell index for
+	 * it in g; written under bindlock, read by wakers under the group lock */
+	struct sc_chan *_Atomic chan;
+	_Atomic uint32_t cell;
 	pthread_mutex_t bindlock;
 
 	_Atomic int err;        /* sticky -ECONNRESET / -EPROTO / -ECONNREFUSED */
 	_Atomic uint32_t lflags;
-	uint32_t my_flags;      /* private copy of me->flags */
 	bool nonblock, linger0, corked;
-	uint32_t spin_ns;       /* adaptive spin budget */
+	uint32_t spin_ns[2];    /* adaptive spin budget: [0] receive, [1] send */
 	void *user;
 	/* single writer (under txlock / rxlock), read by stats: relaxed */
 	_Atomic uint64_t bytes_sent, bytes_received, spin_hits;

@@ -42,8 +42,10 @@
 /*
  * A completion-channel cell.  A receiving process owns cells[side][i]; each
  * of its channels (one per waiting context) uses one cell per link group.
- * armed:  set by the owner just before it sleeps on the channel's eventfd,
- *         cleared (exchange) by whichever side then makes the wake-up call.
+ * armed:  set by the owner just before it sleeps, to SC_ARM_FUTEX (a blocked
+ *         call sleeping in futex_wait on this very word) or SC_ARM_EFD (a
+ *         waiter on the channel's eventfd); taken (compare-exchange to 0) by
+ *         whichever side then makes the one wake-up call.
  * ready:  bit s set by a waker when connection slot s changed state for the
  *         owner; taken (exchange 0) by the owner's sc_chan_wait.  So one
  *         eventfd write reports any number of ready connections.
@@ -55,6 +57,8 @@ struct sc_cell {
 	uint64_t _pad1[3];
 } SC_ALIGNED;
 _Static_assert(sizeof(struct sc_cell) == 64, "cell is one cache line");
+#define SC_ARM_EFD      1u
+#define SC_ARM_FUTEX    2u
 
 /*
  * One direction of a connection.  Cursors are 64-bit byte counts (never

@@ -53,6 +53,7 @@ static struct {
 #define TAG_LISTENER (1ull << 63)
 
 static void *ctl_main(void *arg);
+static void group_pump_locked(struct sc_group *g, struct sc_conn **refused);
 
 /* Start the control thread if needed (ctl.lock held). */
 static int ctl_start(void)
@@ -376,6 +377,10 @@ int sc__group_for_connect(const char *path, struct sc_group **out, uint32_t *slo
 		    g->ring_size[0] != sc__cfg.wmem || g->ring_size[1] != sc__cfg.rmem)
 			continue;
 		pthread_mutex_lock(&g->lock);
+		/* a peer that hung up (or closed its listener) since the control
+		 * thread last looked: find out now rather than open into it */
+		if (!g->dead)
+			group_pump_locked(g, NULL);
 		if (!g->dead && !g->no_new && (s = find_slot(g)) >= 0)
 			goto found;
 		pthread_mutex_unlock(&g->lock);
@@ -415,15 +420,22 @@ int sc__group_cell_alloc(struct sc_group *g, struct sc_chan *ch)
 		atomic_store_explicit(&cell->armed, 0, memory_order_relaxed);
 		for (int w = 0; w < 4; w++)
 			atomic_store_explicit(&cell->ready[w], 0, memory_order_relaxed);
-		struct sc_msg m = { .magic = SC_MSG_MAGIC, .type = SC_MSG_CELL,
-				    .version = SC_LAYOUT_VERSION, .cell = i };
-		int rc = sc__group_send(g, &m, ch->efd);
-		if (rc)
-			return rc;
+		if (ch->efd >= 0) {
+			int rc = sc__group_cell_send(g, i, ch->efd);
+			if (rc)
+				return rc;
+		}
 		g->cell_chan[i] = ch;
 		return (int)i;
 	}
 	return -ENOSPC;
+}
+
+int sc__group_cell_send(struct sc_group *g, uint32_t idx, int efd)
+{
+	struct sc_msg m = { .magic = SC_MSG_MAGIC, .type = SC_MSG_CELL,
+			    .version = SC_LAYOUT_VERSION, .cell = idx };
+	return sc__group_send(g, &m, efd);
 }
 
 void sc__group_cell_free(struct sc_group *g, uint32_t idx)
@@ -456,7 +468,8 @@ void sc__group_kill(struct sc_group *g, int err)
 			 * closed or read everything we sent, else a reset */
 			uint32_t pf = atomic_load_explicit(&c->peer->flags, memory_order_acquire);
 			uint64_t pc = atomic_load_explicit(&c->tx.h->cons, memory_order_acquire);
-			if (!(pf & SC_SF_ABORT) && (pf & SC_SF_CLOSED || pc == c->tx.prod)) {
+			uint64_t pp = atomic_load_explicit(&c->tx.h->prod, memory_order_relaxed);
+			if (!(pf & SC_SF_ABORT) && (pf & SC_SF_CLOSED || pc == pp)) {
 				atomic_fetch_or(&c->lflags, SC_LF_PEER_GONE);
 				e = 0;
 			}

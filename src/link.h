@@ -83,6 +83,8 @@ void sc__group_pump(struct sc_group *g);
 /* Allocate a cell of ours for ch in g (group locked); returns index or -errno. */
 int sc__group_cell_alloc(struct sc_group *g, struct sc_chan *ch);
 void sc__group_cell_free(struct sc_group *g, uint32_t idx);
+/* Hand our eventfd for cell idx to the peer (group locked). */
+int sc__group_cell_send(struct sc_group *g, uint32_t idx, int efd);
 /* Drop a connection's slot from the group (group locked). */
 void sc__group_release_slot(struct sc_group *g, uint32_t slot);
 /* Make the peer's eventfd for cell idx known (pump if needed); -1 if none. */

@@ -16,6 +16,9 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <time.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "conn.h"
@@ -29,8 +32,10 @@ int sc__chan_new(bool private_, struct sc_chan **out)
 
 	if (!ch)
 		return -ENOMEM;
-	ch->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (ch->efd < 0) {
+	/* a connection's own channel needs no fd while it is only slept on
+	 * (futex); one that is polled gets its eventfd later */
+	ch->efd = private_ ? -1 : eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (!private_ && ch->efd < 0) {
 		int rc = -errno;
 		free(ch);
 		return rc;
@@ -43,7 +48,8 @@ int sc__chan_new(bool private_, struct sc_chan **out)
 
 void sc__chan_free(struct sc_chan *ch)
 {
-	close(ch->efd);
+	if (ch->efd >= 0)
+		close(ch->efd);
 	pthread_mutex_destroy(&ch->lock);
 	free(ch->cells);
 	free(ch);
@@ -115,6 +121,29 @@ void sc__chan_detach(struct sc_chan *ch, struct sc_conn *c)
 	c->cell = SC_CELL_NONE;
 }
 
+int sc__chan_ensure_efd(struct sc_chan *ch)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&ch->lock);
+	if (ch->efd < 0) {
+		ch->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (ch->efd < 0) {
+			rc = -errno;
+			goto out;
+		}
+		for (int i = 0; i < ch->ncells && !rc; i++) {
+			struct sc_group *g = ch->cells[i].g;
+			pthread_mutex_lock(&g->lock);
+			rc = sc__group_cell_send(g, ch->cells[i].idx, ch->efd);
+			pthread_mutex_unlock(&g->lock);
+		}
+	}
+out:
+	pthread_mutex_unlock(&ch->lock);
+	return rc;
+}
+
 static void set_ready(struct sc_cell *cell, uint32_t slot)
 {
 	_Atomic uint64_t *w = &cell->ready[slot >> 6];
@@ -128,10 +157,19 @@ static void set_ready(struct sc_cell *cell, uint32_t slot)
 	atomic_thread_fence(memory_order_seq_cst);
 }
 
-static bool take_armed(struct sc_cell *cell)
+static long futex(_Atomic uint32_t *uaddr, int op, uint32_t val)
 {
-	return atomic_load_explicit(&cell->armed, memory_order_relaxed) &&
-	       atomic_exchange_explicit(&cell->armed, 0, memory_order_acq_rel);
+	/* shared (not FUTEX_PRIVATE): the word lives in a MAP_SHARED segment
+	 * and the sleeper is another process */
+	return syscall(SYS_futex, uaddr, op, val, NULL, NULL, 0);
+}
+
+/* Take an armed flag whose value was v: true if we won it. */
+static bool take(struct sc_cell *cell, uint32_t v)
+{
+	return atomic_compare_exchange_strong_explicit(&cell->armed, &v, 0,
+						       memory_order_acq_rel,
+						       memory_order_relaxed);
 }
 
 static void efd_signal(int efd)
@@ -157,17 +195,24 @@ int sc__notify_peer(struct sc_conn *c)
 		return sc__conn_proto_error(c);
 	struct sc_cell *cell = &g->peer_cells[idx];
 	set_ready(cell, c->slot);
-	if (!atomic_load_explicit(&cell->armed, memory_order_relaxed))
-		return 0;
-	/* find the eventfd before taking the armed flag: a wake-up taken but
-	 * not delivered would be lost (the peer's own hang-up handling relies
-	 * on the flag still being there) */
-	int efd = sc__group_peer_efd(g, idx);
-	if (efd < 0)
-		return g->dead ? -ECONNRESET : sc__conn_proto_error(c);
-	if (!take_armed(cell))
-		return 0;
-	efd_signal(efd);
+	uint32_t v = atomic_load_explicit(&cell->armed, memory_order_relaxed);
+	if (v == SC_ARM_FUTEX) {
+		if (!take(cell, v))
+			return 0;
+		futex(&cell->armed, FUTEX_WAKE, INT32_MAX);
+	} else if (v == SC_ARM_EFD) {
+		/* find the eventfd before taking the flag: a wake-up taken
+		 * but not delivered would be lost (the peer's own hang-up
+		 * handling relies on the flag still being there) */
+		int efd = sc__group_peer_efd(g, idx);
+		if (efd < 0)
+			return g->dead ? -ECONNRESET : sc__conn_proto_error(c);
+		if (!take(cell, v))
+			return 0;
+		efd_signal(efd);
+	} else {
+		return 0;       /* not armed (or garbage: only the peer suffers) */
+	}
 	atomic_fetch_add_explicit(&c->wakeups, 1, memory_order_relaxed);
 	SC_STAT_ADD(wakeups_sent, 1);
 	return 0;
@@ -180,19 +225,52 @@ void sc__notify_self(struct sc_conn *c)
 
 	if (idx == SC_CELL_NONE)
 		return;
-	set_ready(&g->my_cells[idx], c->slot);
+	struct sc_cell *cell = &g->my_cells[idx];
+	set_ready(cell, c->slot);
 	/* our own cell: the owner may be asleep; the channel pointer is
 	 * stable while the group lock (held by the caller) is */
-	if (take_armed(&g->my_cells[idx]) && g->cell_chan[idx])
+	uint32_t v = atomic_load_explicit(&cell->armed, memory_order_relaxed);
+	if (v == SC_ARM_FUTEX && take(cell, v))
+		futex(&cell->armed, FUTEX_WAKE, INT32_MAX);
+	else if (v == SC_ARM_EFD && g->cell_chan[idx] && g->cell_chan[idx]->efd >= 0 && take(cell, v))
 		efd_signal(g->cell_chan[idx]->efd);
 }
 
-void sc__chan_arm_conn(struct sc_conn *c)
+void sc__chan_arm_conn(struct sc_conn *c, uint32_t mode)
 {
-	atomic_store_explicit(&c->g->my_cells[c->cell].armed, 1, memory_order_relaxed);
+	atomic_store_explicit(&c->g->my_cells[c->cell].armed, mode, memory_order_relaxed);
 	/* the armed flag (and the caller's rx_armed/tx_blocked store) must be
 	 * visible before we re-check the ring; pairs with set_ready's fence */
 	atomic_thread_fence(memory_order_seq_cst);
+}
+
+int sc__conn_sleep(struct sc_conn *c)
+{
+	_Atomic uint32_t *w = &c->g->my_cells[c->cell].armed;
+
+	/* returns at once if a waker already took the flag (value changed) */
+	if (futex(w, FUTEX_WAIT, SC_ARM_FUTEX) < 0 && errno != EAGAIN && errno != EINTR)
+		return -errno;
+	SC_STAT_ADD(sleeps, 1);
+	return 0;
+}
+
+void sc__chan_rearm_poll(struct sc_conn *c)
+{
+	struct sc_chan *ch = atomic_load(&c->chan);
+	_Atomic uint32_t *w;
+	uint64_t v;
+
+	if (!ch || ch->efd < 0)
+		return;
+	w = &c->g->my_cells[c->cell].armed;
+	/* flag still set: nobody wrote the eventfd since it was armed */
+	if (atomic_load_explicit(w, memory_order_relaxed) == SC_ARM_EFD)
+		return;
+	if (read(ch->efd, &v, sizeof(v)) < 0) {
+		/* EAGAIN: nothing was pending */
+	}
+	atomic_store_explicit(w, SC_ARM_EFD, memory_order_relaxed);
 }
 
 int sc__chan_sleep(struct sc_chan *ch, int timeout_ms)
@@ -240,15 +318,17 @@ API int sc_chan_bind(struct sc_conn *c, struct sc_chan *ch)
 			goto out;
 		ch = c->own;
 	}
-	if (c->chan == ch)
+	if (atomic_load(&c->chan) == ch)
 		goto out;
-	if (c->chan)
-		sc__chan_detach(c->chan, c);
+	if (atomic_load(&c->chan))
+		sc__chan_detach(atomic_load(&c->chan), c);
 	rc = sc__chan_attach(ch, c);
 	if (rc)
 		goto out;
+	pthread_mutex_unlock(&c->bindlock);
 	/* report the connection's next change of state, and its present one
-	 * if it already has something to report */
+	 * if it already has something to report (no bindlock here: the
+	 * send/receive paths take bindlock inside their own locks) */
 	atomic_store_explicit(&c->rx.h->rx_armed, 1, memory_order_relaxed);
 	atomic_thread_fence(memory_order_seq_cst);
 	if (sc_conn_events(c) & (SC_EV_IN | SC_EV_ERR | SC_EV_HUP | SC_EV_RDHUP)) {
@@ -256,6 +336,8 @@ API int sc_chan_bind(struct sc_conn *c, struct sc_chan *ch)
 		sc__notify_self(c);
 		pthread_mutex_unlock(&c->g->lock);
 	}
+	errno = saved;
+	return 0;
 out:
 	pthread_mutex_unlock(&c->bindlock);
 	errno = saved;
@@ -274,7 +356,7 @@ API void sc_chan_close(struct sc_chan *ch)
 			struct sc_group *g = ch->cells[i].g;
 			pthread_mutex_lock(&g->lock);
 			for (uint32_t s = 0; s < g->nslots && !found; s++)
-				if (g->conns[s] && g->conns[s]->chan == ch)
+				if (g->conns[s] && atomic_load(&g->conns[s]->chan) == ch)
 					found = g->conns[s];
 			pthread_mutex_unlock(&g->lock);
 		}
@@ -284,7 +366,7 @@ API void sc_chan_close(struct sc_chan *ch)
 		if (sc_chan_bind(found, NULL)) {
 			/* no eventfd for its own channel: leave it unbound */
 			pthread_mutex_lock(&found->bindlock);
-			if (found->chan == ch)
+			if (atomic_load(&found->chan) == ch)
 				sc__chan_detach(ch, found);
 			pthread_mutex_unlock(&found->bindlock);
 		}
@@ -316,7 +398,8 @@ static int take_cell(struct sc_chan *ch, struct sc_chan_cell *cc, struct sc_conn
 			}
 			bits &= bits - 1;
 			/* a hostile peer may set any bit: keep only ours */
-			if (slot < g->nslots && g->conns[slot] && g->conns[slot]->chan == ch)
+			if (slot < g->nslots && g->conns[slot] &&
+			    atomic_load(&g->conns[slot]->chan) == ch)
 				out[k++] = g->conns[slot];
 		}
 		pthread_mutex_unlock(&g->lock);
@@ -372,7 +455,7 @@ API int sc_chan_wait(struct sc_chan *ch, struct sc_conn **out, int n, int timeou
 		k = collect(ch, out, n);
 		if (k || timeout_ms == 0)
 			break;
-		arm_all(ch, 1);
+		arm_all(ch, SC_ARM_EFD);
 		if (any_ready(ch)) {
 			arm_all(ch, 0);
 			continue;

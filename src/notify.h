@@ -22,7 +22,7 @@ struct sc_chan_cell {
 };
 
 struct sc_chan {
-	int efd;                /* eventfd, EFD_NONBLOCK */
+	int efd;                /* eventfd, EFD_NONBLOCK; -1 until needed (private) */
 	bool private_;          /* a connection's own channel */
 	pthread_mutex_t lock;   /* cells[] */
 	struct sc_chan_cell *cells;
@@ -45,9 +45,18 @@ int sc__notify_peer(struct sc_conn *c);
 /* Same for our own side (a local event such as the peer's death). */
 void sc__notify_self(struct sc_conn *c);
 
-/* Arm c's cell before sleeping on its channel (full barrier included);
- * the caller re-checks its condition afterwards. */
-void sc__chan_arm_conn(struct sc_conn *c);
+/* Give ch an eventfd (a private channel gets one only when polled) and
+ * hand it to the peers of every group it has a cell in. */
+int sc__chan_ensure_efd(struct sc_chan *ch);
+
+/* Arm c's cell (SC_ARM_FUTEX or SC_ARM_EFD) before sleeping, full barrier
+ * included; the caller re-checks its condition afterwards. */
+void sc__chan_arm_conn(struct sc_conn *c, uint32_t mode);
+/* Sleep in futex_wait on c's cell while it stays armed with SC_ARM_FUTEX. */
+int sc__conn_sleep(struct sc_conn *c);
+/* Nonblocking caller about to report EAGAIN on a polled connection: reset
+ * the eventfd if a wake-up was delivered, and arm it again. */
+void sc__chan_rearm_poll(struct sc_conn *c);
 /* Sleep on the channel's eventfd until written or timeout (ms, -1 forever);
  * returns 0, -ETIMEDOUT or -EINTR. */
 int sc__chan_sleep(struct sc_chan *ch, int timeout_ms);

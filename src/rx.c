@@ -32,7 +32,7 @@ static int rx_empty_state(struct sc_conn *c)
 	if (pf & SC_SF_REFUSED)
 		return -ECONNREFUSED;
 	if (pf & SC_SF_ABORT)
-		return -ECONNRESET;
+		return sc__conn_reset(c);
 	if ((pf & (SC_SF_WR_DONE | SC_SF_CLOSED)) || (atomic_load(&c->lflags) & SC_LF_PEER_GONE)) {
 		/* the flag was stored after the last cursor: look again */
 		int64_t av = sc__ring_avail(&c->rx);

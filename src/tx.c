@@ -36,7 +36,7 @@ static int tx_error(struct sc_conn *c)
 	if (pf & SC_SF_REFUSED)
 		return -ECONNREFUSED;
 	if (pf & SC_SF_ABORT)
-		return -ECONNRESET;
+		return sc__conn_reset(c);
 	if ((pf & SC_SF_CLOSED) || (atomic_load(&c->lflags) & SC_LF_PEER_GONE))
 		return -EPIPE;
 	return 0;

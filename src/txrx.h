@@ -14,6 +14,8 @@ uint32_t sc__peer_flags(struct sc_conn *c);
 int sc__conn_wait(struct sc_conn *c, bool tx, bool (*cond)(struct sc_conn *));
 /* Nonblocking: request an edge wake-up; true if cond holds after all. */
 bool sc__conn_arm_edge(struct sc_conn *c, bool tx, bool (*cond)(struct sc_conn *));
+/* The peer reset c: record it (sticky, counted once); -ECONNRESET. */
+int sc__conn_reset(struct sc_conn *c);
 /* Make sure c has a channel to be woken on (its own by default). */
 int sc__conn_channel(struct sc_conn *c);
 

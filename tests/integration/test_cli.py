@@ -1,0 +1,92 @@
+# SPDX-License-Identifier: MIT
+"""The `shortcut` command: perf's interface and JSON, configuration errors,
+and the no-system-call property of a busy stream seen from outside (strace)."""
+import json
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+SHORTCUT = os.path.join(ROOT, "build", "shortcut")
+BUSY = os.path.join(ROOT, "build", "t", "test_busy")
+
+
+def run(args, env=None, timeout=120):
+    e = dict(os.environ)
+    e.update(env or {})
+    return subprocess.run(args, capture_output=True, text=True, env=e, timeout=timeout)
+
+
+def perf_json(mode, size, *extra):
+    r = run([SHORTCUT, "perf", mode, "--size", str(size), "--seconds", "0.05",
+             "--reps", "2", "--json", *extra])
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_perf_pingpong_json():
+    d = perf_json("pingpong", 64)
+    assert d["mode"] == "pingpong" and d["size"] == 64
+    by = {x["transport"]: x for x in d["results"]}
+    assert set(by) == {"tcp", "unix", "shortcut", "shm"}
+    for x in by.values():
+        assert x["rtt_us"] > 0 and x["msgs_per_s"] > 0
+        assert x["rtt_us_min"] <= x["rtt_us"] <= x["rtt_us_max"]
+    assert by["tcp"]["ratio_to_tcp"] == 1.0
+    assert abs(by["shortcut"]["ratio_to_tcp"] -
+               by["shortcut"]["rtt_us"] / by["tcp"]["rtt_us"]) < 1e-3
+
+
+def test_perf_stream_json_no_spin():
+    d = perf_json("stream", 65536, "--spin-us", "0")
+    assert d["spin_us"] == "0"
+    by = {x["transport"]: x for x in d["results"]}
+    assert set(by) == {"tcp", "unix", "shortcut", "memcpy"}
+    for x in by.values():
+        assert x["gbytes_per_s"] > 0
+
+
+@pytest.mark.parametrize("args", [
+    ["perf", "bogus", "--size", "64"],
+    ["perf", "pingpong", "--size", "0"],
+    ["perf", "stream", "--size", "65536", "--seconds", "-1"],
+    ["nosuchcommand"],
+])
+def test_bad_arguments_exit_2(args):
+    r = run([SHORTCUT, *args])
+    assert r.returncode == 2
+    assert "usage" in (r.stderr + r.stdout).lower()
+
+
+@pytest.mark.parametrize("var,val", [
+    ("SHORTCUT_RMEM", "1"), ("SHORTCUT_RMEM", "9M"), ("SHORTCUT_WMEM", "lots"),
+    ("SHORTCUT_SPIN_US", "-5"), ("SHORTCUT_SPIN_US", "2000000"),
+    ("SHORTCUT_MAX_CONNS", "0"), ("SHORTCUT_MAX_CONNS", "256"),
+])
+def test_bad_configuration_named(var, val):
+    r = run([SHORTCUT, "config"], env={var: val})
+    assert r.returncode == 2
+    assert var in r.stderr and "invalid" in r.stderr
+
+
+def test_good_configuration():
+    r = run([SHORTCUT, "config"], env={"SHORTCUT_RMEM": "64K", "SHORTCUT_WMEM": "1048576",
+                                        "SHORTCUT_SPIN_US": "0", "SHORTCUT_MAX_CONNS": "16"})
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace (Debian package strace) missing")
+def test_busy_stream_makes_no_syscalls(tmp_path):
+    """200,000 ping-pong round trips between two spinning processes: the
+    system calls of all processes together stay those of set-up."""
+    if os.cpu_count() < 2:
+        pytest.skip("needs 2 CPUs")
+    out = tmp_path / "strace.txt"
+    r = run(["strace", "-f", "-c", "-o", str(out), BUSY])
+    assert r.returncode == 0, r.stdout + r.stderr
+    total = re.search(r"^100\.00\s+\S+\s+\S+\s+(\d+)", out.read_text(), re.M)
+    assert total, out.read_text()
+    assert int(total.group(1)) < 2000, out.read_text()

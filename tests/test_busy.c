@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A busy stream makes no system calls: with a spin budget longer than the
+ * peer's turn-around, a ping-pong of many messages never sleeps and never
+ * writes an eventfd (the library counts both: each is one system call).
+ * tests/integration/test_cli.py also runs this program under strace -c.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "t_util.h"
+
+#define MSGS 200000
+
+static int server(const char *path, void *arg)
+{
+	struct sc_listener *l;
+	struct sc_conn *c = t_accept_one(path, &l);
+	char buf[64];
+
+	for (int i = 0; i < MSGS; i++) {
+		t_recv_all(c, buf, sizeof(buf));
+		T_EQ(buf[0], (char)i);
+		t_send_all(c, buf, sizeof(buf));
+	}
+	sc_close(c);
+	sc_listener_close(l);
+	return 0;
+}
+
+static int client(const char *path, void *arg)
+{
+	struct sc_conn *c = t_connect_retry(path, 0, 5000);
+	struct sc_conn_info in;
+	char buf[64];
+
+	/* warm up: the first exchange may sleep while the server accepts */
+	memset(buf, 0, sizeof(buf));
+	t_send_all(c, buf, sizeof(buf));
+	t_recv_all(c, buf, sizeof(buf));
+	T_OK(sc_conn_info(c, &in));
+	uint64_t sleeps0 = in.sleeps, wake0 = in.wakeups_sent;
+	for (int i = 1; i < MSGS; i++) {
+		memset(buf, i, sizeof(buf));
+		t_send_all(c, buf, sizeof(buf));
+		t_recv_all(c, buf, sizeof(buf));
+		T_EQ(buf[63], (char)i);
+	}
+	T_OK(sc_conn_info(c, &in));
+	t_log("%d round trips: %llu sleeps, %llu wake-up calls", MSGS,
+	      (unsigned long long)(in.sleeps - sleeps0),
+	      (unsigned long long)(in.wakeups_sent - wake0));
+	/* a loaded machine may deschedule a peer longer than the budget now
+	 * and then; "no system calls" means none per message, not none ever */
+	T_ASSERT(in.sleeps - sleeps0 < MSGS / 100);
+	T_ASSERT(in.wakeups_sent - wake0 < MSGS / 100);
+	sc_close(c);
+	return 0;
+}
+
+int main(void)
+{
+	char path[T_PATH_MAX];
+
+	if (t_sanitizer() || sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		t_skip("needs 2 CPUs and native speed (spinning peers)");
+	/* one second of spin: longer than any turn-around here */
+	setenv("SHORTCUT_SPIN_US", "1000000", 1);
+	t_run_pair(t_listen_path(path), server, client, NULL);
+	return 0;
+}
