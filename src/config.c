@@ -14,7 +14,7 @@
 #include "layout.h"
 
 #define DEFAULT_RING   (256u << 10)
-#define DEFAULT_SPIN_US 20u
+#define DEFAULT_SPIN_US 50u
 
 struct sc_config sc__cfg = {
 	.rmem = DEFAULT_RING,

@@ -49,8 +49,6 @@ int sc__conn_new(struct sc_group *g, uint32_t slot, struct sc_conn **out)
 		      g->ring_size[c->side]);
 	sc__ring_init(&c->rx, &c->s->ring[!c->side], sc__ring_data(g, slot, !c->side),
 		      g->ring_size[!c->side]);
-	pthread_mutex_init(&c->txlock, NULL);
-	pthread_mutex_init(&c->rxlock, NULL);
 	pthread_mutex_init(&c->bindlock, NULL);
 	c->cell = SC_CELL_NONE;
 	c->spin_ns[0] = c->spin_ns[1] = sc__cfg.spin_ns;
@@ -116,8 +114,6 @@ static void conn_free(struct sc_conn *c, uint32_t last_flags)
 	sc__conn_set_flags(c, last_flags | SC_SF_RELEASED);
 	sc__group_release_slot(g, c->slot);
 	pthread_mutex_unlock(&g->lock);
-	pthread_mutex_destroy(&c->txlock);
-	pthread_mutex_destroy(&c->rxlock);
 	pthread_mutex_destroy(&c->bindlock);
 	free(c);
 }
@@ -169,9 +165,9 @@ int sc__conn_channel(struct sc_conn *c)
 }
 
 /*
- * Wait until cond(c) holds (caller holds the direction's lock).  Spins up to
- * the adaptive budget, then announces itself (flag, cell armed, full
- * barrier), re-checks and sleeps on the channel's eventfd.
+ * Wait until cond(c) holds (caller holds the direction's lock, which is
+ * dropped while sleeping).  Spins up to the adaptive budget, then announces
+ * itself (flag, cell armed, full barrier), re-checks and sleeps.
  */
 int sc__conn_wait(struct sc_conn *c, bool tx, bool (*cond)(struct sc_conn *))
 {
@@ -182,6 +178,7 @@ int sc__conn_wait(struct sc_conn *c, bool tx, bool (*cond)(struct sc_conn *))
 		for (unsigned i = 1;; i++) {
 			if (cond(c)) {
 				sc__counter_add(&c->spin_hits, 1);
+				c->spin_misses[tx] = 0;
 				if (*spin < sc__cfg.spin_ns)
 					*spin = *spin * 2 > sc__cfg.spin_ns ?
 						sc__cfg.spin_ns : *spin * 2;
@@ -191,31 +188,45 @@ int sc__conn_wait(struct sc_conn *c, bool tx, bool (*cond)(struct sc_conn *))
 			if (!(i & 63) && now_ns() - t0 > *spin)
 				break;
 		}
-		/* the peer is slower than our budget: spin less next time,
-		 * but keep a floor so a busy stream recovers */
-		if (*spin > sc__cfg.spin_ns / 16)
+		/* the peer keeps being slower than our budget: spin less, but
+		 * not for one hiccup (a preempted peer), and keep a floor so a
+		 * busy stream recovers */
+		if (++c->spin_misses[tx] >= 4 && *spin > sc__cfg.spin_ns / 16) {
 			*spin /= 2;
+			c->spin_misses[tx] = 0;
+		}
 	}
 	int rc = sc__conn_channel(c);
 	if (rc)
 		return rc;
-	if (tx) {
-		atomic_store_explicit(&c->tx.h->tx_blocked, 1, memory_order_relaxed);
-	} else {
-		atomic_store_explicit(&c->rx.h->rx_armed, 1, memory_order_relaxed);
-		/* never sleep on unpublished consumption: a producer waiting
-		 * for that space would wait for us while we wait for it */
-		if (sc__ring_update_cons(&c->rx, true))
-			sc__notify_peer(c);
-	}
 	/* our own channel: sleep on the cell word itself (one system call each
 	 * way); a shared channel's waiters need its eventfd */
 	bool futex = atomic_load(&c->chan)->private_;
+	_Atomic uint32_t *flag = tx ? &c->tx.h->tx_blocked : &c->rx.h->rx_armed;
+
+	/* the cell's one-shot token before our flag: a waker that sees the
+	 * flag then finds the token (or another waker already used it) */
 	sc__chan_arm_conn(c, futex ? SC_ARM_FUTEX : SC_ARM_EFD);
-	if (cond(c))
-		return 0;
-	atomic_fetch_add_explicit(&c->sleeps, 1, memory_order_relaxed);
-	rc = futex ? sc__conn_sleep(c) : sc__chan_sleep(atomic_load(&c->chan), -1);
+	atomic_fetch_add_explicit(flag, 1, memory_order_seq_cst);
+	/* never sleep on unpublished consumption: a producer waiting for that
+	 * space would wait for us while we wait for it */
+	if (!tx && sc__ring_update_cons(&c->rx, true))
+		sc__notify_peer(c);
+	/* flag and token visible before we look at the ring once more; pairs
+	 * with the waker's cursor store, barrier, flag load */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (!cond(c)) {
+		atomic_fetch_add_explicit(&c->sleeps, 1, memory_order_relaxed);
+		/* sleep without the direction's lock (another sender may go
+		 * on, as with the kernel's sk_wait_event); the caller
+		 * re-checks everything */
+		struct sc_lock *lk = tx ? &c->txlock : &c->rxlock;
+		sc__unlock(lk);
+		rc = futex ? sc__conn_sleep(c) : sc__chan_sleep(atomic_load(&c->chan), -1);
+		sc__lock(lk);
+	}
+	/* only we clear our flag: done waiting */
+	atomic_fetch_sub_explicit(flag, 1, memory_order_relaxed);
 	return rc == -EINTR ? 0 : rc;
 }
 
@@ -223,17 +234,17 @@ int sc__conn_wait(struct sc_conn *c, bool tx, bool (*cond)(struct sc_conn *))
  * change (edge), then check once more.  True if it is ready after all. */
 bool sc__conn_arm_edge(struct sc_conn *c, bool tx, bool (*cond)(struct sc_conn *))
 {
-	if (tx) {
-		atomic_store_explicit(&c->tx.h->tx_blocked, 1, memory_order_relaxed);
-	} else {
-		atomic_store_explicit(&c->rx.h->rx_armed, 1, memory_order_relaxed);
-		if (sc__ring_update_cons(&c->rx, true))
-			sc__notify_peer(c);
-	}
-	/* someone may be polling the connection's fd: make it signal again */
+	_Atomic uint32_t *flag = tx ? &c->tx.h->tx_blocked : &c->rx.h->rx_armed;
+
+	/* someone may be polling the connection's fd: make it signal again
+	 * (token first, then the flag, as in sc__conn_wait) */
 	pthread_mutex_lock(&c->bindlock);
 	sc__chan_rearm_poll(c);
 	pthread_mutex_unlock(&c->bindlock);
+	if (!(atomic_load_explicit(flag, memory_order_relaxed) & SC_ARM_EDGE))
+		atomic_fetch_or_explicit(flag, SC_ARM_EDGE, memory_order_seq_cst);
+	if (!tx && sc__ring_update_cons(&c->rx, true))
+		sc__notify_peer(c);
 	atomic_thread_fence(memory_order_seq_cst);
 	return cond(c);
 }
@@ -455,12 +466,12 @@ API int sc_shutdown(struct sc_conn *c, int how)
 	if (how != SHUT_WR)
 		atomic_fetch_or(&c->lflags, SC_LF_SHUT_RD);
 	if (how != SHUT_RD) {
-		pthread_mutex_lock(&c->txlock);
+		sc__lock(&c->txlock);
 		if (!(atomic_fetch_or(&c->lflags, SC_LF_SHUT_WR) & SC_LF_SHUT_WR)) {
 			sc__conn_set_flags(c, SC_SF_WR_DONE);
 			sc__notify_peer(c);
 		}
-		pthread_mutex_unlock(&c->txlock);
+		sc__unlock(&c->txlock);
 	}
 	errno = saved;
 	return 0;
@@ -473,9 +484,9 @@ API int sc_close(struct sc_conn *c)
 
 	if (!c)
 		return -EINVAL;
-	pthread_mutex_lock(&c->rxlock);
+	sc__lock(&c->rxlock);
 	int64_t unread = sc__ring_avail(&c->rx);
-	pthread_mutex_unlock(&c->rxlock);
+	sc__unlock(&c->rxlock);
 	uint32_t pf = atomic_load_explicit(&c->peer->flags, memory_order_acquire);
 	if (atomic_load(&c->err) || (pf & SC_SF_ABORT)) {
 		f = SC_SF_CLOSED;       /* already reset: nothing more to say */
@@ -521,12 +532,12 @@ API int sc_conn_events(struct sc_conn *c)
 	uint32_t pf;
 	int64_t av, sp;
 
-	pthread_mutex_lock(&c->rxlock);
+	sc__lock(&c->rxlock);
 	av = sc__ring_avail(&c->rx);
-	pthread_mutex_unlock(&c->rxlock);
-	pthread_mutex_lock(&c->txlock);
+	sc__unlock(&c->rxlock);
+	sc__lock(&c->txlock);
 	sp = sc__ring_space(&c->tx, c->tx.size / 3 + 1);
-	pthread_mutex_unlock(&c->txlock);
+	sc__unlock(&c->txlock);
 	pf = sc__peer_flags(c);
 	uint32_t lf = atomic_load(&c->lflags);
 	bool rd_done = (pf & (SC_SF_WR_DONE | SC_SF_CLOSED)) || (lf & SC_LF_PEER_GONE);
@@ -555,12 +566,12 @@ API int sc_conn_fd(struct sc_conn *c)
 	if (!rc)
 		rc = sc__chan_ensure_efd(atomic_load(&c->chan));
 	if (!rc) {
-		/* report the next change even if nobody hit EAGAIN yet */
-		atomic_store_explicit(&c->rx.h->rx_armed, 1, memory_order_relaxed);
-		atomic_store_explicit(&c->tx.h->tx_blocked, 1, memory_order_relaxed);
+		/* report the next change even if nobody hit EAGAIN yet
+		 * (token first, then the flags) */
 		atomic_store_explicit(&c->g->my_cells[c->cell].armed, SC_ARM_EFD,
 				      memory_order_relaxed);
-		atomic_thread_fence(memory_order_seq_cst);
+		atomic_fetch_or(&c->rx.h->rx_armed, SC_ARM_EDGE);
+		atomic_fetch_or(&c->tx.h->tx_blocked, SC_ARM_EDGE);
 		rc = atomic_load(&c->chan)->efd;
 	}
 	pthread_mutex_unlock(&c->bindlock);
@@ -576,16 +587,16 @@ API int sc_conn_info(struct sc_conn *c, struct sc_conn_info *info)
 	info->side = (uint32_t)c->side;
 	info->rx_ring_size = c->rx.size;
 	info->tx_ring_size = c->tx.size;
-	pthread_mutex_lock(&c->rxlock);
+	sc__lock(&c->rxlock);
 	info->rx_prod = c->rx.prod;
 	info->rx_cons = c->rx.cons;
 	info->bytes_received = atomic_load(&c->bytes_received);
-	pthread_mutex_unlock(&c->rxlock);
-	pthread_mutex_lock(&c->txlock);
+	sc__unlock(&c->rxlock);
+	sc__lock(&c->txlock);
 	info->tx_prod = c->tx.prod;
 	info->tx_cons = c->tx.cons;
 	info->bytes_sent = atomic_load(&c->bytes_sent);
-	pthread_mutex_unlock(&c->txlock);
+	sc__unlock(&c->txlock);
 	info->wakeups_sent = atomic_load(&c->wakeups);
 	info->sleeps = atomic_load(&c->sleeps);
 	info->peer_pid = c->g->peer_pid;

@@ -13,6 +13,7 @@
 
 #include "shortcut.h"
 #include "layout.h"
+#include "lock.h"
 #include "ring.h"
 
 /* local state flags (c->lflags) */
@@ -27,7 +28,7 @@ struct sc_conn {
 	struct sc_slot *s;
 	struct sc_slot_side *me, *peer;
 	struct sc_ring tx, rx;
-	pthread_mutex_t txlock, rxlock;
+	struct sc_lock txlock, rxlock;  /* one sender, one receiver at a time */
 
 	struct sc_chan *own;    /* private channel, created on first wait */
 	/* bound channel (own or shared; NULL: none yet) and our cell index for
@@ -40,6 +41,7 @@ struct sc_conn {
 	_Atomic uint32_t lflags;
 	bool nonblock, linger0, corked;
 	uint32_t spin_ns[2];    /* adaptive spin budget: [0] receive, [1] send */
+	uint32_t spin_misses[2];        /* consecutive spins that ended in sleep */
 	void *user;
 	/* single writer (under txlock / rxlock), read by stats: relaxed */
 	_Atomic uint64_t bytes_sent, bytes_received, spin_hits;

@@ -59,6 +59,7 @@ struct sc_cell {
 _Static_assert(sizeof(struct sc_cell) == 64, "cell is one cache line");
 #define SC_ARM_EFD      1u
 #define SC_ARM_FUTEX    2u
+#define SC_ARM_EDGE     0x80000000u     /* rx_armed/tx_blocked: edge interest */
 
 /*
  * One direction of a connection.  Cursors are 64-bit byte counts (never
@@ -74,12 +75,17 @@ struct sc_ring_hdr {
 	 * unconfirmed, or at once when the producer is write-blocked). */
 	_Atomic uint64_t cons;
 	uint64_t _pad1[7];
-	/* line 2 — consumer sets 1 when it ran dry and wants a wake-up on the
-	 * next data; the producer takes it (exchange 0) and wakes it. */
+	/* line 2 — written by the consumer only: non-zero while it wants to
+	 * hear of new data (count of its threads waiting, plus SC_ARM_EDGE
+	 * after a nonblocking call came back empty).  The producer only reads
+	 * it: non-zero → wake the consumer's cell.  Never taken by the other
+	 * side: a waker that clears a flag it cannot act on (cell not armed
+	 * yet) loses the sleeper's next wake-up. */
 	_Atomic uint32_t rx_armed;
 	uint32_t _pad2[15];
-	/* line 3 — producer sets 1 when the ring is full (write_blocked); the
-	 * consumer then publishes its cursor at once and wakes it. */
+	/* line 3 — written by the producer only, same encoding: non-zero
+	 * while it waits for space (SMC's write_blocked).  The consumer then
+	 * publishes its cursor on every read and wakes the producer's cell. */
 	_Atomic uint32_t tx_blocked;
 	uint32_t _pad3[15];
 } SC_ALIGNED;

@@ -329,8 +329,7 @@ API int sc_chan_bind(struct sc_conn *c, struct sc_chan *ch)
 	/* report the connection's next change of state, and its present one
 	 * if it already has something to report (no bindlock here: the
 	 * send/receive paths take bindlock inside their own locks) */
-	atomic_store_explicit(&c->rx.h->rx_armed, 1, memory_order_relaxed);
-	atomic_thread_fence(memory_order_seq_cst);
+	atomic_fetch_or(&c->rx.h->rx_armed, SC_ARM_EDGE);
 	if (sc_conn_events(c) & (SC_EV_IN | SC_EV_ERR | SC_EV_HUP | SC_EV_RDHUP)) {
 		pthread_mutex_lock(&c->g->lock);
 		sc__notify_self(c);

@@ -86,11 +86,9 @@ size_t sc__ring_put(struct sc_ring *r, const struct iovec *iov, int iovcnt,
 void sc__ring_publish(struct sc_ring *r)
 {
 	/* release: the bytes copied in are visible before the cursor that
-	 * covers them; the fence orders the store before the producer's
-	 * subsequent load of rx_armed (the consumer does store rx_armed, fence,
-	 * load prod — one of the two sees the other) */
+	 * covers them.  The caller orders this store before its load of
+	 * rx_armed with a full barrier (tx.c). */
 	atomic_store_explicit(&r->h->prod, r->prod, memory_order_release);
-	atomic_thread_fence(memory_order_seq_cst);
 }
 
 int64_t sc__ring_avail(struct sc_ring *r)
@@ -128,8 +126,7 @@ bool sc__ring_update_cons(struct sc_ring *r, bool force)
 	uint64_t pending = r->cons - r->cons_pub;
 
 	if (!pending)
-		return force && atomic_load_explicit(&r->h->tx_blocked, memory_order_relaxed) &&
-		       atomic_exchange_explicit(&r->h->tx_blocked, 0, memory_order_acq_rel);
+		return force && atomic_load_explicit(&r->h->tx_blocked, memory_order_relaxed);
 	/* relaxed load: a stale 0 only delays publication until the next
 	 * read or the pre-sleep check, which uses force */
 	bool blocked = atomic_load_explicit(&r->h->tx_blocked, memory_order_relaxed);
@@ -141,6 +138,5 @@ bool sc__ring_update_cons(struct sc_ring *r, bool force)
 	atomic_store_explicit(&r->h->cons, r->cons, memory_order_release);
 	r->cons_pub = r->cons;
 	atomic_thread_fence(memory_order_seq_cst);
-	return atomic_load_explicit(&r->h->tx_blocked, memory_order_relaxed) &&
-	       atomic_exchange_explicit(&r->h->tx_blocked, 0, memory_order_acq_rel);
+	return atomic_load_explicit(&r->h->tx_blocked, memory_order_relaxed) != 0;
 }

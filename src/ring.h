@@ -35,9 +35,8 @@ int64_t sc__ring_space(struct sc_ring *r, uint64_t want);
 size_t sc__ring_put(struct sc_ring *r, const struct iovec *iov, int iovcnt,
 		    size_t skip, size_t max);
 
-/* Producer: publish prod (release), then full barrier so the caller's
- * following read of rx_armed cannot be ordered before it (Dekker with the
- * consumer's arm-then-recheck). */
+/* Producer: publish prod (release).  Before reading rx_armed the caller
+ * needs a full barrier (Dekker with the consumer's arm-then-recheck). */
 void sc__ring_publish(struct sc_ring *r);
 
 /* Consumer: bytes readable, refreshing the peer's cursor.  -EPROTO if the
@@ -49,7 +48,7 @@ size_t sc__ring_get(struct sc_ring *r, const struct iovec *iov, int iovcnt,
 		    size_t max, bool peek);
 
 /* Consumer: publish the cursor if SMC's rule says so (or force); returns
- * true when the producer flagged itself blocked and must be woken. */
+ * true when the producer waits for space (tx_blocked) and must be woken. */
 bool sc__ring_update_cons(struct sc_ring *r, bool force);
 
 #endif

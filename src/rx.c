@@ -60,7 +60,7 @@ static ssize_t recv_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
 	}
 	if (!total)
 		return 0;
-	pthread_mutex_lock(&c->rxlock);
+	sc__lock(&c->rxlock);
 	for (;;) {
 		int64_t av = sc__ring_avail(&c->rx);
 		if (av < 0) {
@@ -89,6 +89,7 @@ static ssize_t recv_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
 			}
 			if (!peek && sc__ring_update_cons(&c->rx, false))
 				sc__notify_peer(c);
+			sc__disarm_edge(&c->rx.h->rx_armed);
 			if (done == total || !waitall)
 				break;
 			continue;
@@ -110,7 +111,7 @@ static ssize_t recv_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
 	}
 	if (!peek)
 		sc__counter_add(&c->bytes_received, done);
-	pthread_mutex_unlock(&c->rxlock);
+	sc__unlock(&c->rxlock);
 	if (done)
 		return (ssize_t)done;
 	return rc;

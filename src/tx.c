@@ -14,14 +14,13 @@
 
 #define API __attribute__((visibility("default")))
 
-/* Wake the consumer if it armed itself (after sc__ring_publish's fence). */
+/* Wake the consumer if it waits.  The caller has put a full barrier
+ * between publishing the producer cursor and this load of rx_armed: the
+ * consumer does arm, barrier, load prod — one of us sees the other.  The
+ * flag is the consumer's; the one-shot token is its cell's armed word. */
 static void wake_rx(struct sc_conn *c)
 {
-	struct sc_ring_hdr *h = c->tx.h;
-
-	c->corked = false;
-	if (atomic_load_explicit(&h->rx_armed, memory_order_relaxed) &&
-	    atomic_exchange_explicit(&h->rx_armed, 0, memory_order_acq_rel))
+	if (atomic_load_explicit(&c->tx.h->rx_armed, memory_order_relaxed))
 		sc__notify_peer(c);
 }
 
@@ -43,10 +42,9 @@ static int tx_error(struct sc_conn *c)
 }
 
 /*
- * Ready to send again: any free space.  Not a larger threshold: the consumer
- * clears tx_blocked when it publishes, so a sleeper that went back to sleep
- * on "not enough" would never be woken by the next publication.  How often
- * the consumer publishes is what batches the wake-ups (SMC's update rule).
+ * Ready to send again: any free space (the send loop takes what there is).
+ * How often the consumer publishes is what batches the wake-ups (SMC's
+ * update rule).
  */
 static bool tx_ready(struct sc_conn *c)
 {
@@ -57,6 +55,7 @@ static ssize_t send_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
 {
 	bool nb = (flags & SC_NONBLOCK) || c->nonblock;
 	size_t total = 0, done = 0;
+	bool wake = false;      /* published bytes the consumer may wait for */
 	int rc = 0;
 
 	for (int i = 0; i < iovcnt; i++) {
@@ -64,7 +63,7 @@ static ssize_t send_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
 			return -EINVAL;
 		total += iov[i].iov_len;
 	}
-	pthread_mutex_lock(&c->txlock);
+	sc__lock(&c->txlock);
 	if (atomic_load(&c->lflags) & SC_LF_SHUT_WR) {
 		rc = -EPIPE;
 		goto out;
@@ -81,11 +80,16 @@ static ssize_t send_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
 			size_t n = (uint64_t)space < total - done ? (size_t)space : total - done;
 			done += sc__ring_put(&c->tx, iov, iovcnt, done, n);
 			sc__ring_publish(&c->tx);
-			if (!(flags & SC_MORE) || done < total)
-				wake_rx(c);
-			else
-				c->corked = true;
+			wake = true;
+			sc__disarm_edge(&c->tx.h->tx_blocked);
 			continue;
+		}
+		/* full: whatever corking asked, the consumer must hear of what
+		 * is there before we wait for it to make room */
+		if (wake || c->corked) {
+			atomic_thread_fence(memory_order_seq_cst);
+			wake_rx(c);
+			wake = c->corked = false;
 		}
 		if (nb) {
 			if (sc__conn_arm_edge(c, true, tx_ready))
@@ -96,11 +100,22 @@ static ssize_t send_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
 		if ((rc = sc__conn_wait(c, true, tx_ready)))
 			break;
 	}
-	if (done > 0 && (flags & SC_MORE) && done < total)
+	if (wake && (flags & SC_MORE) && done == total) {
+		c->corked = true;       /* SC_MORE: hold the wake-up back */
+		wake = false;
+	} else if (wake) {
 		c->corked = false;
+	}
 	sc__counter_add(&c->bytes_sent, done);
 out:
-	pthread_mutex_unlock(&c->txlock);
+	if (wake) {
+		/* one locked instruction releases the lock and orders the
+		 * cursor store before wake_rx's load */
+		sc__unlock_fence(&c->txlock);
+		wake_rx(c);
+	} else {
+		sc__unlock(&c->txlock);
+	}
 	if (done)
 		return (ssize_t)done;
 	return total ? rc : (rc == -EAGAIN ? 0 : rc);
@@ -131,9 +146,14 @@ API ssize_t sc_sendv(struct sc_conn *c, const struct iovec *iov, int iovcnt, int
 
 API int sc_flush(struct sc_conn *c)
 {
-	pthread_mutex_lock(&c->txlock);
-	if (c->corked)
+	sc__lock(&c->txlock);
+	bool corked = c->corked;
+	c->corked = false;
+	if (corked) {
+		sc__unlock_fence(&c->txlock);
 		wake_rx(c);
-	pthread_mutex_unlock(&c->txlock);
+	} else {
+		sc__unlock(&c->txlock);
+	}
 	return 0;
 }

@@ -4,7 +4,10 @@
 #define SC_TXRX_H
 
 #include <stdbool.h>
+#include <stdatomic.h>
 #include <stdint.h>
+
+#include "layout.h"
 
 struct sc_conn;
 
@@ -16,6 +19,13 @@ int sc__conn_wait(struct sc_conn *c, bool tx, bool (*cond)(struct sc_conn *));
 bool sc__conn_arm_edge(struct sc_conn *c, bool tx, bool (*cond)(struct sc_conn *));
 /* The peer reset c: record it (sticky, counted once); -ECONNRESET. */
 int sc__conn_reset(struct sc_conn *c);
+/* Data moved: drop the edge interest set by an earlier EAGAIN (only the
+ * owner of the flag calls this). */
+static inline void sc__disarm_edge(_Atomic uint32_t *flag)
+{
+	if (atomic_load_explicit(flag, memory_order_relaxed) & SC_ARM_EDGE)
+		atomic_fetch_and_explicit(flag, ~SC_ARM_EDGE, memory_order_relaxed);
+}
 /* Make sure c has a channel to be woken on (its own by default). */
 int sc__conn_channel(struct sc_conn *c);
 

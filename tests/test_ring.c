@@ -138,7 +138,7 @@ static void test_blocked_publishes(void)
 	struct sc_ring p, c;
 	uint8_t buf[64];
 
-	t_log("write_blocked forces publication and asks for a wake-up, once");
+	t_log("write_blocked forces publication and a wake-up; the flag stays the producer's");
 	memset(&hdr, 0, sizeof(hdr));
 	sc__ring_init(&p, &hdr, data, sizeof(data));
 	sc__ring_init(&c, &hdr, data, sizeof(data));
@@ -153,8 +153,12 @@ static void test_blocked_publishes(void)
 	sc__ring_get(&c, &iv, 1, 10, false);
 	T_ASSERT(sc__ring_update_cons(&c, false));      /* blocked: publish + wake */
 	T_EQ(atomic_load(&hdr.cons), 20);
-	T_EQ(atomic_load(&hdr.tx_blocked), 0);
-	sc__ring_get(&c, &iv, 1, 10, false);
+	T_EQ(atomic_load(&hdr.tx_blocked), 1);          /* only its owner clears it */
+	sc__ring_get(&c, &iv, 1, 5, false);
+	T_ASSERT(sc__ring_update_cons(&c, false));      /* still blocked: every read */
+	T_EQ(atomic_load(&hdr.cons), 25);
+	atomic_store(&hdr.tx_blocked, 0);               /* the producer stopped waiting */
+	sc__ring_get(&c, &iv, 1, 5, false);
 	T_ASSERT(!sc__ring_update_cons(&c, true));      /* forced, nobody blocked */
 	T_EQ(atomic_load(&hdr.cons), 30);
 }
