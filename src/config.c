@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,11 +39,15 @@ static int parse_size(const char *s, uint64_t *out)
 	v = strtoull(s, &end, 10);
 	if (errno)
 		return -1;
+	int shift = 0;
 	switch (*end) {
-	case 'k': case 'K': v <<= 10; end++; break;
-	case 'm': case 'M': v <<= 20; end++; break;
-	case 'g': case 'G': v <<= 30; end++; break;
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
 	}
+	if (v > (UINT64_MAX >> shift))
+		return -1;      /* would wrap into the allowed range */
+	v <<= shift;
 	if (*end)
 		return -1;
 	*out = v;

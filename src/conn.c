@@ -72,6 +72,10 @@ int sc__conn_proto_error(struct sc_conn *c)
 	if (atomic_compare_exchange_strong(&c->err, &expected, -EPROTO)) {
 		SC_STAT_ADD(proto_errors, 1);
 		SC_STAT_ADD(conns_aborted, 1);
+		/* the peer (if it is only buggy) sees a reset; once only, so
+		 * a failing notification cannot recurse */
+		sc__conn_set_flags(c, SC_SF_ABORT);
+		sc__notify_peer(c);
 	}
 	return -EPROTO;
 }
@@ -206,7 +210,7 @@ int sc__conn_wait(struct sc_conn *c, bool tx, bool (*cond)(struct sc_conn *))
 
 	/* the cell's one-shot token before our flag: a waker that sees the
 	 * flag then finds the token (or another waker already used it) */
-	sc__chan_arm_conn(c, futex ? SC_ARM_FUTEX : SC_ARM_EFD);
+	uint32_t seq = sc__chan_arm_conn(c, futex ? SC_ARM_FUTEX : SC_ARM_EFD);
 	atomic_fetch_add_explicit(flag, 1, memory_order_seq_cst);
 	/* never sleep on unpublished consumption: a producer waiting for that
 	 * space would wait for us while we wait for it */
@@ -222,7 +226,7 @@ int sc__conn_wait(struct sc_conn *c, bool tx, bool (*cond)(struct sc_conn *))
 		 * re-checks everything */
 		struct sc_lock *lk = tx ? &c->txlock : &c->rxlock;
 		sc__unlock(lk);
-		rc = futex ? sc__conn_sleep(c) : sc__chan_sleep(atomic_load(&c->chan), -1);
+		rc = futex ? sc__conn_sleep(c, seq) : sc__chan_sleep(atomic_load(&c->chan), -1);
 		sc__lock(lk);
 	}
 	/* only we clear our flag: done waiting */
@@ -463,8 +467,13 @@ API int sc_shutdown(struct sc_conn *c, int how)
 
 	if (!c || (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR))
 		return -EINVAL;
-	if (how != SHUT_WR)
+	if (how != SHUT_WR) {
 		atomic_fetch_or(&c->lflags, SC_LF_SHUT_RD);
+		/* a receiver of ours blocked on this connection returns 0 */
+		pthread_mutex_lock(&c->g->lock);
+		sc__notify_self(c);
+		pthread_mutex_unlock(&c->g->lock);
+	}
 	if (how != SHUT_RD) {
 		sc__lock(&c->txlock);
 		if (!(atomic_fetch_or(&c->lflags, SC_LF_SHUT_WR) & SC_LF_SHUT_WR)) {

@@ -42,17 +42,21 @@
 /*
  * A completion-channel cell.  A receiving process owns cells[side][i]; each
  * of its channels (one per waiting context) uses one cell per link group.
- * armed:  set by the owner just before it sleeps, to SC_ARM_FUTEX (a blocked
- *         call sleeping in futex_wait on this very word) or SC_ARM_EFD (a
- *         waiter on the channel's eventfd); taken (compare-exchange to 0) by
+ * armed:  set by the owner just before it sleeps, to SC_ARM_FUTEX (blocked
+ *         calls sleeping in futex_wait on wake_seq) or SC_ARM_EFD (a waiter
+ *         on the channel's eventfd); taken (compare-exchange to 0) by
  *         whichever side then makes the one wake-up call.
+ * wake_seq: bumped by the waker that took SC_ARM_FUTEX, before FUTEX_WAKE.
+ *         A sleeper reads it before arming and sleeps only while it is
+ *         unchanged, so a wake-up taken while it was on its way to sleep
+ *         (and the token re-armed by another thread) is never missed.
  * ready:  bit s set by a waker when connection slot s changed state for the
  *         owner; taken (exchange 0) by the owner's sc_chan_wait.  So one
  *         eventfd write reports any number of ready connections.
  */
 struct sc_cell {
 	_Atomic uint32_t armed;
-	uint32_t _pad0;
+	_Atomic uint32_t wake_seq;
 	_Atomic uint64_t ready[4];
 	uint64_t _pad1[3];
 } SC_ALIGNED;
@@ -107,9 +111,16 @@ struct sc_slot_side {
 	_Atomic uint32_t flags;     /* SC_SF_*, release after the data they order */
 	_Atomic uint32_t cell;      /* the side's cell for this slot, or SC_CELL_NONE */
 	_Atomic int32_t pid;        /* informational (shortcut stat) */
-	uint32_t _pad[13];
+	uint32_t _pad0;
+	/* exact consumer cursor of the ring this side receives, stored after
+	 * every read.  On this side's own line, which the peer reads only when
+	 * this side died: did it leave data unread (RST) or not (FIN)?  The
+	 * ring's cons is published lazily and cannot tell. */
+	_Atomic uint64_t rx_consumed;
+	uint64_t _pad1[5];
 } SC_ALIGNED;
 _Static_assert(sizeof(struct sc_slot_side) == 64, "slot side size");
+_Static_assert(offsetof(struct sc_slot_side, rx_consumed) == 16, "rx_consumed offset");
 
 struct sc_slot {
 	struct sc_slot_side side[2];

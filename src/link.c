@@ -452,11 +452,9 @@ void sc__group_release_slot(struct sc_group *g, uint32_t slot)
 
 void sc__group_kill(struct sc_group *g, int err)
 {
-	if (!g->dead) {
-		g->dead = true;
-		/* the peer sees our hang-up too, if it is still there */
-		shutdown(g->sock, SHUT_RDWR);
-	}
+	bool was_dead = g->dead;
+
+	g->dead = true;
 	for (uint32_t s = 0; s < g->nslots; s++) {
 		struct sc_conn *c = g->conns[s];
 		if (!c)
@@ -467,7 +465,7 @@ void sc__group_kill(struct sc_group *g, int err)
 			/* peer death, as TCP shows it: a FIN if the peer had
 			 * closed or read everything we sent, else a reset */
 			uint32_t pf = atomic_load_explicit(&c->peer->flags, memory_order_acquire);
-			uint64_t pc = atomic_load_explicit(&c->tx.h->cons, memory_order_acquire);
+			uint64_t pc = atomic_load_explicit(&c->peer->rx_consumed, memory_order_relaxed);
 			uint64_t pp = atomic_load_explicit(&c->tx.h->prod, memory_order_relaxed);
 			if (!(pf & SC_SF_ABORT) && (pf & SC_SF_CLOSED || pc == pp)) {
 				atomic_fetch_or(&c->lflags, SC_LF_PEER_GONE);
@@ -476,11 +474,15 @@ void sc__group_kill(struct sc_group *g, int err)
 		}
 		if (e && atomic_compare_exchange_strong(&c->err, &expected, e))
 			SC_STAT_ADD(conns_aborted, 1);
-		/* a peer that broke the protocol but still runs sees a reset */
+		/* a peer that broke the protocol but still runs sees a reset
+		 * (flagged before it can see our hang-up below) */
 		if (err == -EPROTO)
 			sc__conn_set_flags(c, SC_SF_ABORT);
 		sc__notify_self(c);
 	}
+	/* the peer sees our hang-up too, if it is still there */
+	if (!was_dead)
+		shutdown(g->sock, SHUT_RDWR);
 	group_maybe_zombie(g);
 }
 
@@ -537,17 +539,37 @@ static int group_open(struct sc_group *g, const struct sc_msg *m, struct sc_conn
 	return 0;
 }
 
+/* Is fd an eventfd?  We write to peer-supplied fds: a pipe would raise
+ * SIGPIPE or block, a socket or file would be worse. */
+static bool is_eventfd(int fd)
+{
+	char p[64], t[32];
+	ssize_t n;
+
+	snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
+	n = readlink(p, t, sizeof(t) - 1);
+	if (n < 0)
+		return false;
+	t[n] = 0;
+	return !strcmp(t, "anon_inode:[eventfd]");
+}
+
+/* CELL: the peer's eventfd for one of its cells (we own fd from here). */
 static int group_cell(struct sc_group *g, const struct sc_msg *m, int fd)
 {
-	if (m->cell >= SC_MAX_CELLS || fd < 0)
+	if (m->cell >= SC_MAX_CELLS || fd < 0 || !is_eventfd(fd)) {
+		if (fd >= 0)
+			close(fd);
 		return -EPROTO;
+	}
 	int old = g->peer_efd[m->cell];
 	if (old >= 0) {
 		/* replace in place: a concurrent waker writes either the old
 		 * or the new eventfd, never a recycled fd number */
-		if (dup3(fd, old, O_CLOEXEC) < 0)
-			return -errno;
+		int rc = dup3(fd, old, O_CLOEXEC) < 0 ? -errno : 0;
 		close(fd);
+		if (rc)
+			return rc;
 	} else {
 		__atomic_store_n(&g->peer_efd[m->cell], fd, __ATOMIC_RELEASE);
 	}
@@ -678,7 +700,9 @@ static void ctl_accept(uint64_t id)
 	while (l && l->id != id)
 		l = l->next;
 	while (l) {
-		int s = accept4(l->sock, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		/* blocking, like the connecting side's: control sends wait
+		 * for room; every receive is MSG_DONTWAIT */
+		int s = accept4(l->sock, NULL, NULL, SOCK_CLOEXEC);
 		if (s < 0)
 			return;
 		struct sc_group *g = group_alloc(1, s);

@@ -11,6 +11,7 @@
 #define SC_LINK_H
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -72,6 +73,8 @@ struct sc_msg {
 	uint64_t seg_size, group_id;
 };
 #define SC_MSG_MAGIC 0x5343544cu
+_Static_assert(sizeof(struct sc_msg) == 48, "control message is a wire format");
+_Static_assert(offsetof(struct sc_msg, seg_size) == 32, "seg_size offset");
 
 /* Look up or create a link group towards path with a free slot; returns it
  * locked with the slot reserved in *slot. */

@@ -164,6 +164,13 @@ static long futex(_Atomic uint32_t *uaddr, int op, uint32_t val)
 	return syscall(SYS_futex, uaddr, op, val, NULL, NULL, 0);
 }
 
+/* Wake every thread sleeping on cell (we took its SC_ARM_FUTEX token). */
+static void futex_wake(struct sc_cell *cell)
+{
+	atomic_fetch_add_explicit(&cell->wake_seq, 1, memory_order_release);
+	futex(&cell->wake_seq, FUTEX_WAKE, INT32_MAX);
+}
+
 /* Take an armed flag whose value was v: true if we won it. */
 static bool take(struct sc_cell *cell, uint32_t v)
 {
@@ -199,7 +206,7 @@ int sc__notify_peer(struct sc_conn *c)
 	if (v == SC_ARM_FUTEX) {
 		if (!take(cell, v))
 			return 0;
-		futex(&cell->armed, FUTEX_WAKE, INT32_MAX);
+		futex_wake(cell);
 	} else if (v == SC_ARM_EFD) {
 		/* find the eventfd before taking the flag: a wake-up taken
 		 * but not delivered would be lost (the peer's own hang-up
@@ -231,25 +238,30 @@ void sc__notify_self(struct sc_conn *c)
 	 * stable while the group lock (held by the caller) is */
 	uint32_t v = atomic_load_explicit(&cell->armed, memory_order_relaxed);
 	if (v == SC_ARM_FUTEX && take(cell, v))
-		futex(&cell->armed, FUTEX_WAKE, INT32_MAX);
+		futex_wake(cell);
 	else if (v == SC_ARM_EFD && g->cell_chan[idx] && g->cell_chan[idx]->efd >= 0 && take(cell, v))
 		efd_signal(g->cell_chan[idx]->efd);
 }
 
-void sc__chan_arm_conn(struct sc_conn *c, uint32_t mode)
+uint32_t sc__chan_arm_conn(struct sc_conn *c, uint32_t mode)
 {
-	atomic_store_explicit(&c->g->my_cells[c->cell].armed, mode, memory_order_relaxed);
+	struct sc_cell *cell = &c->g->my_cells[c->cell];
+	/* before arming: any wake-up from now on changes it */
+	uint32_t seq = atomic_load_explicit(&cell->wake_seq, memory_order_acquire);
+
+	atomic_store_explicit(&cell->armed, mode, memory_order_relaxed);
 	/* the armed flag (and the caller's rx_armed/tx_blocked store) must be
 	 * visible before we re-check the ring; pairs with set_ready's fence */
 	atomic_thread_fence(memory_order_seq_cst);
+	return seq;
 }
 
-int sc__conn_sleep(struct sc_conn *c)
+int sc__conn_sleep(struct sc_conn *c, uint32_t seq)
 {
-	_Atomic uint32_t *w = &c->g->my_cells[c->cell].armed;
+	_Atomic uint32_t *w = &c->g->my_cells[c->cell].wake_seq;
 
-	/* returns at once if a waker already took the flag (value changed) */
-	if (futex(w, FUTEX_WAIT, SC_ARM_FUTEX) < 0 && errno != EAGAIN && errno != EINTR)
+	/* returns at once if a wake-up came since seq was read */
+	if (futex(w, FUTEX_WAIT, seq) < 0 && errno != EAGAIN && errno != EINTR)
 		return -errno;
 	SC_STAT_ADD(sleeps, 1);
 	return 0;
@@ -261,7 +273,9 @@ void sc__chan_rearm_poll(struct sc_conn *c)
 	_Atomic uint32_t *w;
 	uint64_t v;
 
-	if (!ch || ch->efd < 0)
+	/* a shared channel's eventfd speaks for all its connections: only
+	 * sc_chan_wait may reset it */
+	if (!ch || ch->efd < 0 || !ch->private_)
 		return;
 	w = &c->g->my_cells[c->cell].armed;
 	/* flag still set: nobody wrote the eventfd since it was armed */
@@ -417,28 +431,29 @@ static int collect(struct sc_chan *ch, struct sc_conn **out, int n)
 	return k;
 }
 
-static bool any_ready(struct sc_chan *ch)
+/* Reset the eventfd if a waker used a token since the last arming, then
+ * arm every cell.  Cells stay armed while nobody collects, so a program
+ * that polls sc_chan_fd itself is signalled for the next event. */
+static void rearm_all(struct sc_chan *ch)
 {
-	bool r = false;
+	bool taken = false;
+	uint64_t v;
 
 	pthread_mutex_lock(&ch->lock);
-	for (int i = 0; i < ch->ncells && !r; i++) {
-		struct sc_cell *cell = &ch->cells[i].g->my_cells[ch->cells[i].idx];
-		for (int w = 0; w < 4 && !r; w++)
-			r = atomic_load_explicit(&cell->ready[w], memory_order_relaxed) != 0;
+	for (int i = 0; i < ch->ncells; i++) {
+		_Atomic uint32_t *a = &ch->cells[i].g->my_cells[ch->cells[i].idx].armed;
+		if (atomic_load_explicit(a, memory_order_relaxed) != SC_ARM_EFD) {
+			taken = true;
+			atomic_store_explicit(a, SC_ARM_EFD, memory_order_relaxed);
+		}
 	}
 	pthread_mutex_unlock(&ch->lock);
-	return r;
-}
-
-static void arm_all(struct sc_chan *ch, uint32_t v)
-{
-	pthread_mutex_lock(&ch->lock);
-	for (int i = 0; i < ch->ncells; i++)
-		atomic_store_explicit(&ch->cells[i].g->my_cells[ch->cells[i].idx].armed, v,
-				      memory_order_relaxed);
-	pthread_mutex_unlock(&ch->lock);
-	/* armed before the re-scan; pairs with set_ready's fence */
+	/* a token taken means the eventfd may hold a count: reset it; a
+	 * wake-up after our re-arming writes it again */
+	if (taken && read(ch->efd, &v, sizeof(v)) < 0) {
+		/* EAGAIN: the waker had not written yet, or nothing was */
+	}
+	/* armed before the scan; pairs with set_ready's fence */
 	atomic_thread_fence(memory_order_seq_cst);
 }
 
@@ -451,14 +466,10 @@ API int sc_chan_wait(struct sc_chan *ch, struct sc_conn **out, int n, int timeou
 		return -EINVAL;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
+		rearm_all(ch);
 		k = collect(ch, out, n);
 		if (k || timeout_ms == 0)
 			break;
-		arm_all(ch, SC_ARM_EFD);
-		if (any_ready(ch)) {
-			arm_all(ch, 0);
-			continue;
-		}
 		int left = -1;
 		if (timeout_ms > 0) {
 			struct timespec t;
@@ -471,7 +482,6 @@ API int sc_chan_wait(struct sc_chan *ch, struct sc_conn **out, int n, int timeou
 		rc = sc__chan_sleep(ch, left);
 		if (rc == -ETIMEDOUT) {
 			rc = 0;
-			k = collect(ch, out, n);
 			break;
 		}
 		if (rc && rc != -EINTR)

@@ -50,10 +50,12 @@ void sc__notify_self(struct sc_conn *c);
 int sc__chan_ensure_efd(struct sc_chan *ch);
 
 /* Arm c's cell (SC_ARM_FUTEX or SC_ARM_EFD) before sleeping, full barrier
- * included; the caller re-checks its condition afterwards. */
-void sc__chan_arm_conn(struct sc_conn *c, uint32_t mode);
-/* Sleep in futex_wait on c's cell while it stays armed with SC_ARM_FUTEX. */
-int sc__conn_sleep(struct sc_conn *c);
+ * included; the caller re-checks its condition afterwards.  Returns the
+ * cell's wake sequence as it was before arming. */
+uint32_t sc__chan_arm_conn(struct sc_conn *c, uint32_t mode);
+/* Sleep in futex_wait on c's cell until a wake-up after seq (the value
+ * sc__chan_arm_conn returned). */
+int sc__conn_sleep(struct sc_conn *c, uint32_t seq);
 /* Nonblocking caller about to report EAGAIN on a polled connection: reset
  * the eventfd if a wake-up was delivered, and arm it again. */
 void sc__chan_rearm_poll(struct sc_conn *c);

@@ -18,7 +18,7 @@ static bool rx_ready(struct sc_conn *c)
 {
 	return sc__ring_avail(&c->rx) != 0 || atomic_load(&c->err) ||
 	       (sc__peer_flags(c) & (SC_SF_WR_DONE | SC_SF_CLOSED | SC_SF_ABORT)) ||
-	       (atomic_load(&c->lflags) & SC_LF_PEER_GONE);
+	       (atomic_load(&c->lflags) & (SC_LF_PEER_GONE | SC_LF_SHUT_RD));
 }
 
 /* Ring empty: 0 for end of stream, -errno for an error, 1 to keep going. */
@@ -87,8 +87,12 @@ static ssize_t recv_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
 			} else {
 				done += sc__ring_get(&c->rx, iov, iovcnt, n, peek);
 			}
-			if (!peek && sc__ring_update_cons(&c->rx, false))
-				sc__notify_peer(c);
+			if (!peek) {
+				atomic_store_explicit(&c->me->rx_consumed, c->rx.cons,
+						      memory_order_relaxed);
+				if (sc__ring_update_cons(&c->rx, false))
+					sc__notify_peer(c);
+			}
 			sc__disarm_edge(&c->rx.h->rx_armed);
 			if (done == total || !waitall)
 				break;

@@ -178,6 +178,69 @@ static int raw_server(const char *path, void *arg)
 	return 0;
 }
 
+/* A peer that hands over a pipe instead of an eventfd for its cell: a
+ * wake-up written there would raise SIGPIPE (read end closed) or block.
+ * The victim must refuse it and live. */
+static int pipe_client(const char *path, void *arg)
+{
+	struct sc_conn *c = t_connect_retry(path, 0, 5000);
+	int p[2];
+	char b;
+
+	T_OK(pipe(p));
+	close(p[0]);
+	struct sc_msg m = { .magic = SC_MSG_MAGIC, .type = SC_MSG_CELL,
+			    .version = SC_LAYOUT_VERSION, .cell = 7 };
+	union { char b[CMSG_SPACE(sizeof(int))]; struct cmsghdr a; } u;
+	struct iovec iov = { &m, sizeof(m) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+			     .msg_control = u.b, .msg_controllen = sizeof(u.b) };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &p[1], sizeof(int));
+	T_EQ(sendmsg(c->g->sock, &mh, 0), (ssize_t)sizeof(m));
+	/* ask for a wake-up through that cell */
+	atomic_store(&c->g->my_cells[7].armed, SC_ARM_EFD);
+	atomic_store(&c->me->cell, 7u);
+	atomic_store(&c->rx.h->rx_armed, 1u);
+	/* the victim may drop the group before or after this */
+	ssize_t n = sc_send(c, "go", 2, 0);
+	T_ASSERT(n == 2 || n < 0);
+	while ((n = sc_recv(c, &b, 1, 0)) > 0)
+		;
+	T_ASSERT(n <= 0);
+	sc_close(c);
+	return 0;
+}
+
+static int pipe_server(const char *path, void *arg)
+{
+	struct sc_listener *l;
+	struct sc_conn *c = t_accept_one(path, &l);
+	char b[2];
+
+	t_log("a pipe passed as an eventfd is refused; no SIGPIPE, no hang");
+	ssize_t n = sc_recv(c, b, 2, SC_WAITALL);
+	T_ASSERT(n == 2 || n < 0);
+	/* each send may want to wake the peer through the pipe; the control
+	 * thread refuses the CELL message whenever it reads it, and from
+	 * then on the connection fails */
+	uint64_t t0 = t_now_ms();
+	while ((n = sc_send(c, "x", 1, 0)) == 1) {
+		T_ASSERT(t_now_ms() - t0 < 5000);
+		t_sleep_ms(1);
+	}
+	T_EQ(n, -EPROTO);
+	struct sc_stats st;
+	sc_stats_get(&st);
+	T_ASSERT(st.proto_errors >= 1);
+	sc_close(c);
+	sc_listener_close(l);
+	return 0;
+}
+
 int main(void)
 {
 	char path[T_PATH_MAX];
@@ -187,5 +250,6 @@ int main(void)
 	T_OK(pipe(ready));
 	t_run_pair(t_listen_path(path), server, client, NULL);
 	t_run_pair(t_listen_path(path), raw_server, raw_unsealed, NULL);
+	t_run_pair(t_listen_path(path), pipe_server, pipe_client, NULL);
 	return 0;
 }
