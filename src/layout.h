@@ -111,23 +111,28 @@ struct sc_slot_side {
 	_Atomic uint32_t flags;     /* SC_SF_*, release after the data they order */
 	_Atomic uint32_t cell;      /* the side's cell for this slot, or SC_CELL_NONE */
 	_Atomic int32_t pid;        /* informational (shortcut stat) */
-	uint32_t _pad0;
-	/* exact consumer cursor of the ring this side receives, stored after
-	 * every read.  On this side's own line, which the peer reads only when
-	 * this side died: did it leave data unread (RST) or not (FIN)?  The
-	 * ring's cons is published lazily and cannot tell. */
-	_Atomic uint64_t rx_consumed;
-	uint64_t _pad1[5];
+	uint32_t _pad[13];
 } SC_ALIGNED;
 _Static_assert(sizeof(struct sc_slot_side) == 64, "slot side size");
-_Static_assert(offsetof(struct sc_slot_side, rx_consumed) == 16, "rx_consumed offset");
+
+/* Exact consumer cursor of the ring a side receives, stored by that side
+ * after every read, on a line of its own that the peer reads only once the
+ * side died: did it leave data unread (RST) or not (FIN)?  The ring's cons
+ * is published lazily and cannot tell; flags share a line the peer reads on
+ * every call, so this must not live there. */
+struct sc_slot_consumed {
+	_Atomic uint64_t rx_consumed;
+	uint64_t _pad[7];
+} SC_ALIGNED;
+_Static_assert(sizeof(struct sc_slot_consumed) == 64, "consumed line size");
 
 struct sc_slot {
 	struct sc_slot_side side[2];
+	struct sc_slot_consumed consumed[2];
 	struct sc_ring_hdr ring[2];     /* ring[d] carries side d → side !d */
 } SC_ALIGNED;
-_Static_assert(sizeof(struct sc_slot) == 640, "slot size");
-_Static_assert(offsetof(struct sc_slot, ring) == 128, "ring offset");
+_Static_assert(sizeof(struct sc_slot) == 768, "slot size");
+_Static_assert(offsetof(struct sc_slot, ring) == 256, "ring offset");
 
 struct sc_seg_hdr {
 	uint64_t magic;             /* SC_SEG_MAGIC */

@@ -465,7 +465,8 @@ void sc__group_kill(struct sc_group *g, int err)
 			/* peer death, as TCP shows it: a FIN if the peer had
 			 * closed or read everything we sent, else a reset */
 			uint32_t pf = atomic_load_explicit(&c->peer->flags, memory_order_acquire);
-			uint64_t pc = atomic_load_explicit(&c->peer->rx_consumed, memory_order_relaxed);
+			uint64_t pc = atomic_load_explicit(&c->s->consumed[!c->side].rx_consumed,
+							   memory_order_relaxed);
 			uint64_t pp = atomic_load_explicit(&c->tx.h->prod, memory_order_relaxed);
 			if (!(pf & SC_SF_ABORT) && (pf & SC_SF_CLOSED || pc == pp)) {
 				atomic_fetch_or(&c->lflags, SC_LF_PEER_GONE);

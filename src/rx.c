@@ -88,7 +88,7 @@ static ssize_t recv_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
 				done += sc__ring_get(&c->rx, iov, iovcnt, n, peek);
 			}
 			if (!peek) {
-				atomic_store_explicit(&c->me->rx_consumed, c->rx.cons,
+				atomic_store_explicit(&c->s->consumed[c->side].rx_consumed, c->rx.cons,
 						      memory_order_relaxed);
 				if (sc__ring_update_cons(&c->rx, false))
 					sc__notify_peer(c);
