@@ -188,6 +188,10 @@ int sc__conn_wait(struct sc_conn *c, bool tx, bool (*cond)(struct sc_conn *))
 						sc__cfg.spin_ns : *spin * 2;
 				return 0;
 			}
+			/* a receiver waits for the line the next bytes land in:
+			 * ask for it now, so its transfer overlaps the cursor's */
+			if (!tx)
+				__builtin_prefetch(c->rx.data + (c->rx.cons & (c->rx.size - 1)));
 			cpu_relax();
 			if (!(i & 63) && now_ns() - t0 > *spin)
 				break;

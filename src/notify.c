@@ -3,12 +3,17 @@
  * Completion channels and the wake-up protocol.
  *
  * Waker (peer or local event):           Sleeper (channel owner):
- *   set ready bit of slot in cell           cell.armed = 1
- *   full barrier                            full barrier
- *   if armed: exchange(armed, 0) → write    re-check condition / ready bits
- *                                           poll(eventfd)
- * Either the waker sees armed, or the sleeper sees the state change: no lost
- * wake-up, and no system call while the sleeper is awake.
+ *   publish cursor / flags                  seq = cell.wake_seq
+ *   full barrier                            cell.armed = FUTEX or EFD
+ *   if the owner's rx_armed/tx_blocked:     rx_armed/tx_blocked += 1
+ *     set ready bit of slot in cell         full barrier
+ *     full barrier                          re-check condition / ready bits
+ *     if armed: CAS(armed → 0), then        sleep: futex_wait(wake_seq, seq)
+ *       bump wake_seq + FUTEX_WAKE,                or poll(eventfd)
+ *       or write the eventfd                rx_armed/tx_blocked -= 1
+ * Either the waker sees the flags, or the sleeper sees the state change: no
+ * lost wake-up, and no system call while the sleeper is awake.  The flags
+ * are the owner's (the waker only reads them); the armed token is one-shot.
  */
 #include <errno.h>
 #include <poll.h>
