@@ -207,14 +207,20 @@ int sc__conn_wait(struct sc_conn *c, bool tx, bool (*cond)(struct sc_conn *))
 	int rc = sc__conn_channel(c);
 	if (rc)
 		return rc;
-	/* our own channel: sleep on the cell word itself (one system call each
-	 * way); a shared channel's waiters need its eventfd */
-	bool futex = atomic_load(&c->chan)->private_;
+	/* every blocked call sleeps on the cell's wake sequence (one system
+	 * call each way).  A cell whose eventfd someone polls (sc_conn_fd, a
+	 * shared channel) is armed for the eventfd instead, and we register
+	 * as a futex waiter so the waker wakes us too. */
+	struct sc_cell *cell = &c->g->my_cells[c->cell];
+	bool efd = atomic_load(&c->chan)->efd >= 0;
 	_Atomic uint32_t *flag = tx ? &c->tx.h->tx_blocked : &c->rx.h->rx_armed;
 
+	if (efd)
+		atomic_fetch_add_explicit(&cell->futex_waiters, 1, memory_order_seq_cst);
 	/* the cell's one-shot token before our flag: a waker that sees the
-	 * flag then finds the token (or another waker already used it) */
-	uint32_t seq = sc__chan_arm_conn(c, futex ? SC_ARM_FUTEX : SC_ARM_EFD);
+	 * flag then finds the token (or another waker already used it and
+	 * bumped the sequence read before arming) */
+	uint32_t seq = sc__chan_arm_conn(c, efd ? SC_ARM_EFD : SC_ARM_FUTEX);
 	atomic_fetch_add_explicit(flag, 1, memory_order_seq_cst);
 	/* never sleep on unpublished consumption: a producer waiting for that
 	 * space would wait for us while we wait for it */
@@ -230,11 +236,13 @@ int sc__conn_wait(struct sc_conn *c, bool tx, bool (*cond)(struct sc_conn *))
 		 * re-checks everything */
 		struct sc_lock *lk = tx ? &c->txlock : &c->rxlock;
 		sc__unlock(lk);
-		rc = futex ? sc__conn_sleep(c, seq) : sc__chan_sleep(atomic_load(&c->chan), -1);
+		rc = sc__conn_sleep(c, seq);
 		sc__lock(lk);
 	}
 	/* only we clear our flag: done waiting */
 	atomic_fetch_sub_explicit(flag, 1, memory_order_relaxed);
+	if (efd)
+		atomic_fetch_sub_explicit(&cell->futex_waiters, 1, memory_order_relaxed);
 	return rc == -EINTR ? 0 : rc;
 }
 
@@ -541,6 +549,7 @@ API void *sc_conn_user(const struct sc_conn *c)
 
 API int sc_conn_events(struct sc_conn *c)
 {
+	int saved = errno;
 	int ev = 0;
 	uint32_t pf;
 	int64_t av, sp;
@@ -567,6 +576,7 @@ API int sc_conn_events(struct sc_conn *c)
 		ev |= SC_EV_RDHUP;
 	if (rd_done && (lf & SC_LF_SHUT_WR))
 		ev |= SC_EV_HUP;
+	errno = saved;
 	return ev;
 }
 

@@ -50,6 +50,14 @@
  *         A sleeper reads it before arming and sleeps only while it is
  *         unchanged, so a wake-up taken while it was on its way to sleep
  *         (and the token re-armed by another thread) is never missed.
+ * efd_gen: owner bumps it when it hands the peer a new eventfd for this cell
+ *         (CELL message first); a waker whose copy is older drains the
+ *         group socket before it writes, so a recycled cell never gets its
+ *         wake-up sent to the previous owner's eventfd.
+ * futex_waiters: blocked calls of the owner sleeping on wake_seq while the
+ *         cell is armed SC_ARM_EFD (their connection is polled or on a
+ *         shared channel); a waker that delivers the eventfd wake-up also
+ *         bumps wake_seq and wakes them.
  * ready:  bit s set by a waker when connection slot s changed state for the
  *         owner; taken (exchange 0) by the owner's sc_chan_wait.  So one
  *         eventfd write reports any number of ready connections.
@@ -58,7 +66,9 @@ struct sc_cell {
 	_Atomic uint32_t armed;
 	_Atomic uint32_t wake_seq;
 	_Atomic uint64_t ready[4];
-	uint64_t _pad1[3];
+	_Atomic uint32_t efd_gen;       /* generation of the eventfd sent with CELL */
+	_Atomic uint32_t futex_waiters; /* blocked calls sleeping on wake_seq */
+	uint64_t _pad1[2];
 } SC_ALIGNED;
 _Static_assert(sizeof(struct sc_cell) == 64, "cell is one cache line");
 #define SC_ARM_EFD      1u

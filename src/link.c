@@ -410,8 +410,8 @@ found:
 
 int sc__group_cell_alloc(struct sc_group *g, struct sc_chan *ch)
 {
-	if (g->dead)
-		return -ECONNRESET;
+	/* a dead group still gets cells: its connections may hold data and
+	 * an end of stream to report (local wake-ups only) */
 	for (uint32_t i = 0; i < SC_MAX_CELLS; i++) {
 		if (g->cell_chan[i])
 			continue;
@@ -433,9 +433,21 @@ int sc__group_cell_alloc(struct sc_group *g, struct sc_chan *ch)
 
 int sc__group_cell_send(struct sc_group *g, uint32_t idx, int efd)
 {
+	uint32_t gen = ++g->my_gen;
 	struct sc_msg m = { .magic = SC_MSG_MAGIC, .type = SC_MSG_CELL,
-			    .version = SC_LAYOUT_VERSION, .cell = idx };
-	return sc__group_send(g, &m, efd);
+			    .version = SC_LAYOUT_VERSION, .gen = gen, .cell = idx };
+
+	if (g->dead)
+		return 0;
+	int rc = sc__group_send(g, &m, efd);
+	if (rc == -EPIPE || rc == -ECONNRESET)
+		return 0;       /* the peer is gone: nobody to wake us remotely */
+	if (rc)
+		return rc;
+	/* release: the message is in the socket before the peer can see the
+	 * new generation and go looking for it */
+	atomic_store_explicit(&g->my_cells[idx].efd_gen, gen, memory_order_release);
+	return 0;
 }
 
 void sc__group_cell_free(struct sc_group *g, uint32_t idx)
@@ -574,6 +586,7 @@ static int group_cell(struct sc_group *g, const struct sc_msg *m, int fd)
 	} else {
 		__atomic_store_n(&g->peer_efd[m->cell], fd, __ATOMIC_RELEASE);
 	}
+	__atomic_store_n(&g->peer_gen[m->cell], m->gen, __ATOMIC_RELEASE);
 	return 0;
 }
 
@@ -625,21 +638,24 @@ static void finish_refused(struct sc_conn *list)
 void sc__group_pump(struct sc_group *g)
 {
 	struct sc_conn *refused = NULL;
+	int saved = errno;      /* reached from entry points that keep errno */
 
 	pthread_mutex_lock(&g->lock);
 	group_pump_locked(g, &refused);
 	pthread_mutex_unlock(&g->lock);
 	finish_refused(refused);
+	errno = saved;
 }
 
-int sc__group_peer_efd(struct sc_group *g, uint32_t idx)
+int sc__group_peer_efd(struct sc_group *g, uint32_t idx, uint32_t gen)
 {
-	int fd = __atomic_load_n(&g->peer_efd[idx], __ATOMIC_ACQUIRE);
-
-	if (fd >= 0)
-		return fd;
-	/* the CELL message was sent before the index became visible */
-	sc__group_pump(g);
+	if (__atomic_load_n(&g->peer_gen[idx], __ATOMIC_ACQUIRE) != gen) {
+		/* the CELL message for this generation was sent before the
+		 * generation became visible: it is in the socket */
+		sc__group_pump(g);
+		if (__atomic_load_n(&g->peer_gen[idx], __ATOMIC_ACQUIRE) != gen)
+			return -1;
+	}
 	return __atomic_load_n(&g->peer_efd[idx], __ATOMIC_ACQUIRE);
 }
 

@@ -38,6 +38,8 @@ struct sc_group {
 	bool slot_busy[SC_MAX_SLOTS];   /* side 0: allocated and not yet free */
 	int nconns;                     /* live entries in conns[] */
 	int peer_efd[SC_MAX_CELLS];     /* peer channels' eventfds, by cell */
+	uint32_t peer_gen[SC_MAX_CELLS];        /* generation of each (atomic access) */
+	uint32_t my_gen;                /* last efd_gen we handed out */
 	struct sc_chan *cell_chan[SC_MAX_CELLS];  /* our cells' owners */
 	bool cell_sent[SC_MAX_CELLS];   /* our eventfd for that cell is at the peer */
 	bool dead;                      /* peer gone or protocol broken */
@@ -66,7 +68,11 @@ enum { SC_MSG_HELLO = 1, SC_MSG_OPEN, SC_MSG_CELL, SC_MSG_CLOSE };
 struct sc_msg {
 	uint32_t magic;                 /* SC_MSG_MAGIC */
 	uint16_t type, version;
-	uint32_t slot, cell;
+	union {
+		uint32_t slot;          /* OPEN */
+		uint32_t gen;           /* CELL: eventfd generation */
+	};
+	uint32_t cell;
 	int32_t pid;
 	uint32_t nslots;
 	uint32_t ring_size[2];
@@ -86,12 +92,13 @@ void sc__group_pump(struct sc_group *g);
 /* Allocate a cell of ours for ch in g (group locked); returns index or -errno. */
 int sc__group_cell_alloc(struct sc_group *g, struct sc_chan *ch);
 void sc__group_cell_free(struct sc_group *g, uint32_t idx);
-/* Hand our eventfd for cell idx to the peer (group locked). */
+/* Hand our eventfd for cell idx to the peer, then publish its generation in
+ * the cell (group locked).  A peer that is gone needs none: 0. */
 int sc__group_cell_send(struct sc_group *g, uint32_t idx, int efd);
 /* Drop a connection's slot from the group (group locked). */
 void sc__group_release_slot(struct sc_group *g, uint32_t slot);
 /* Make the peer's eventfd for cell idx known (pump if needed); -1 if none. */
-int sc__group_peer_efd(struct sc_group *g, uint32_t idx);
+int sc__group_peer_efd(struct sc_group *g, uint32_t idx, uint32_t gen);
 /* A violation by the peer or its death: abort every connection of g. */
 void sc__group_kill(struct sc_group *g, int err);
 

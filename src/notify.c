@@ -216,12 +216,18 @@ int sc__notify_peer(struct sc_conn *c)
 		/* find the eventfd before taking the flag: a wake-up taken
 		 * but not delivered would be lost (the peer's own hang-up
 		 * handling relies on the flag still being there) */
-		int efd = sc__group_peer_efd(g, idx);
+		uint32_t gen = atomic_load_explicit(&cell->efd_gen, memory_order_acquire);
+		int efd = sc__group_peer_efd(g, idx, gen);
 		if (efd < 0)
-			return g->dead ? -ECONNRESET : sc__conn_proto_error(c);
+			return __atomic_load_n(&g->dead, __ATOMIC_RELAXED) ? -ECONNRESET :
+			       sc__conn_proto_error(c);
 		if (!take(cell, v))
 			return 0;
 		efd_signal(efd);
+		/* blocked calls of the peer's on this cell sleep on wake_seq
+		 * (the CAS above ordered this load after the token) */
+		if (atomic_load_explicit(&cell->futex_waiters, memory_order_relaxed))
+			futex_wake(cell);
 	} else {
 		return 0;       /* not armed (or garbage: only the peer suffers) */
 	}
@@ -244,8 +250,11 @@ void sc__notify_self(struct sc_conn *c)
 	uint32_t v = atomic_load_explicit(&cell->armed, memory_order_relaxed);
 	if (v == SC_ARM_FUTEX && take(cell, v))
 		futex_wake(cell);
-	else if (v == SC_ARM_EFD && g->cell_chan[idx] && g->cell_chan[idx]->efd >= 0 && take(cell, v))
+	else if (v == SC_ARM_EFD && g->cell_chan[idx] && g->cell_chan[idx]->efd >= 0 && take(cell, v)) {
 		efd_signal(g->cell_chan[idx]->efd);
+		if (atomic_load_explicit(&cell->futex_waiters, memory_order_relaxed))
+			futex_wake(cell);
+	}
 }
 
 uint32_t sc__chan_arm_conn(struct sc_conn *c, uint32_t mode)

@@ -146,6 +146,8 @@ API ssize_t sc_sendv(struct sc_conn *c, const struct iovec *iov, int iovcnt, int
 
 API int sc_flush(struct sc_conn *c)
 {
+	int saved = errno;
+
 	sc__lock(&c->txlock);
 	bool corked = c->corked;
 	c->corked = false;
@@ -155,5 +157,6 @@ API int sc_flush(struct sc_conn *c)
 	} else {
 		sc__unlock(&c->txlock);
 	}
+	errno = saved;
 	return 0;
 }

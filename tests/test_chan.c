@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Completion channels shared by several connections and threads.
+ *
+ * Regressions pinned (found in review): two threads blocked in sc_recv on two
+ * connections bound to one shared channel lost wake-ups (both slept on the
+ * channel's eventfd and one consumed the other's count); sc_conn_fd and
+ * sc_chan_bind failed with ECONNRESET on a connection whose peer had already
+ * sent, closed and exited, though its data and end of stream were there.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "t_util.h"
+
+static long rounds;
+static struct sc_conn *srv[2], *cli[2];
+
+static void *echo(void *p)
+{
+	struct sc_conn *c = srv[(long)p];
+	char b;
+	ssize_t n;
+
+	while ((n = sc_recv(c, &b, 1, 0)) == 1)
+		t_send_all(c, &b, 1);
+	T_EQ(n, 0);
+	return NULL;
+}
+
+static int shared_server(const char *path, void *arg)
+{
+	struct sc_listener *l;
+	struct sc_chan *ch;
+	pthread_t t[2];
+
+	alarm(60);
+	T_OK(sc_listen(path, 0, &l));
+	T_OK(sc_accept(l, &srv[0], 0));
+	T_OK(sc_accept(l, &srv[1], 0));
+	T_OK(sc_chan_open(&ch));
+	T_OK(sc_chan_bind(srv[0], ch));
+	T_OK(sc_chan_bind(srv[1], ch));
+	for (long i = 0; i < 2; i++)
+		T_EQ(pthread_create(&t[i], NULL, echo, (void *)i), 0);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	for (int i = 0; i < 2; i++)
+		sc_close(srv[i]);
+	sc_chan_close(ch);
+	sc_listener_close(l);
+	return 0;
+}
+
+static void *pinger(void *p)
+{
+	struct sc_conn *c = cli[(long)p];
+	/* the two streams run at different lengths: one goes idle while the
+	 * other still needs its wake-ups */
+	long n = rounds * (1 + (long)p);
+	char b = 'a';
+
+	for (long r = 0; r < n; r++) {
+		t_send_all(c, &b, 1);
+		t_recv_all(c, &b, 1);
+	}
+	sc_shutdown(c, SHUT_WR);
+	return NULL;
+}
+
+static int shared_client(const char *path, void *arg)
+{
+	pthread_t t[2];
+
+	alarm(60);
+	cli[0] = t_connect_retry(path, 0, 5000);
+	cli[1] = t_connect_retry(path, 0, 5000);
+	for (long i = 0; i < 2; i++)
+		T_EQ(pthread_create(&t[i], NULL, pinger, (void *)i), 0);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	for (int i = 0; i < 2; i++)
+		sc_close(cli[i]);
+	return 0;
+}
+
+static int gone_server(const char *path, void *arg)
+{
+	struct sc_listener *l;
+	struct sc_conn *c;
+	struct sc_chan *ch;
+	char b[8];
+
+	T_OK(sc_listen(path, 0, &l));
+	T_OK(sc_accept(l, &c, 0));
+	/* give the client's process time to exit (its group is then dead) */
+	t_sleep_ms(300);
+	T_OK(sc_conn_fd(c));
+	T_OK(sc_chan_open(&ch));
+	T_OK(sc_chan_bind(c, ch));
+	struct sc_conn *ready[4];
+	T_EQ(sc_chan_wait(ch, ready, 4, 1000), 1);
+	T_ASSERT(ready[0] == c);
+	T_EQ(sc_recv(c, b, sizeof(b), SC_NONBLOCK), 3);
+	T_ASSERT(!memcmp(b, "req", 3));
+	T_EQ(sc_recv(c, b, sizeof(b), SC_NONBLOCK), 0);
+	sc_close(c);
+	sc_chan_close(ch);
+	sc_listener_close(l);
+	return 0;
+}
+
+static int gone_client(const char *path, void *arg)
+{
+	struct sc_conn *c = t_connect_retry(path, 0, 5000);
+
+	t_send_all(c, "req", 3);
+	sc_close(c);
+	return 0;
+}
+
+int main(void)
+{
+	char path[T_PATH_MAX];
+
+	t_log("two blocked threads, two connections, one shared channel, no spin");
+	setenv("SHORTCUT_SPIN_US", "0", 1);
+	rounds = (long)t_scale(3000, 500);
+	t_run_pair(t_listen_path(path), shared_server, shared_client, NULL);
+
+	t_log("a connection whose peer sent, closed and exited can still be polled");
+	t_run_pair(t_listen_path(path), gone_server, gone_client, NULL);
+	return 0;
+}
