@@ -73,8 +73,10 @@ void sc_listener_close(struct sc_listener *l);
 /*
  * Connect to a listener.  Returns at once: the peer need not have accepted
  * yet, and data sent before it does waits in the ring.  -ECONNREFUSED if
- * nobody listens at path; a connection the listener refuses later (backlog
- * full) fails on its next operation with -ECONNREFUSED.
+ * nobody listens at path, -EAGAIN if the listening process is not draining
+ * its control socket (stopped, or flooded); a connection the listener
+ * refuses later (backlog full) fails on its next operation with
+ * -ECONNREFUSED.
  * flags: SC_NONBLOCK makes later operations nonblocking by default.
  */
 int sc_connect(const char *path, struct sc_conn **out, int flags);

@@ -461,7 +461,13 @@ API int sc_connect(const char *path, struct sc_conn **out, int flags)
 	pthread_mutex_unlock(&g->lock);
 	if (rc) {
 		conn_free(c, SC_SF_ABORT);
+		/* the peer never heard of the slot: it is ours to reuse */
+		pthread_mutex_lock(&g->lock);
+		g->slot_busy[slot] = false;
+		pthread_mutex_unlock(&g->lock);
 		errno = saved;
+		/* -EAGAIN: the listening process does not drain its control
+		 * socket (stopped, or flooded); like a full SYN backlog */
 		return rc == -EPIPE ? -ECONNREFUSED : rc;
 	}
 	SC_STAT_ADD(conns_opened, 1);

@@ -41,12 +41,13 @@ static struct {
 	pthread_mutex_t lock;
 	bool running;
 	int epfd, wakefd;
+	int reserve_fd;                 /* spare fd to shed a connection at EMFILE */
 	int ngroups, nlisteners;
 	uint64_t next_lid;
 	struct sc_group *groups;
 	struct sc_listener *listeners;
 	struct sc_group *zombies;       /* dead, unused, to be freed by the thread */
-} ctl = { .lock = PTHREAD_MUTEX_INITIALIZER, .epfd = -1, .wakefd = -1 };
+} ctl = { .lock = PTHREAD_MUTEX_INITIALIZER, .epfd = -1, .wakefd = -1, .reserve_fd = -1 };
 
 /* epoll data: a group pointer, or a listener id with the top bit set (an id,
  * not a pointer, because a listener may be freed while its event is queued) */
@@ -88,6 +89,7 @@ static int ctl_start(void)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc)
 		goto err_wake;
+	ctl.reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	ctl.running = true;
 	return 0;
 err_wake:
@@ -122,10 +124,11 @@ int sc__group_send(struct sc_group *g, const struct sc_msg *m, int fd)
 		cm->cmsg_len = CMSG_LEN(sizeof(int));
 		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
 	}
-	/* blocking: control messages are few and small; the peer's socket
-	 * buffer only fills if it stopped reading, and then it is dead */
+	/* never blocking (we may hold locks other connections need): the
+	 * peer's control thread drains its socket at once, so a full buffer
+	 * means a stopped or hostile peer; the caller fails with -EAGAIN */
 	for (;;) {
-		ssize_t n = sendmsg(g->sock, &mh, MSG_NOSIGNAL);
+		ssize_t n = sendmsg(g->sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n == (ssize_t)sizeof(*m))
 			return 0;
 		if (n < 0 && errno == EINTR)
@@ -166,6 +169,11 @@ static int recv_msg(struct sc_group *g, struct sc_msg *m, int *fd)
 			else
 				close(f);
 		}
+	}
+	if ((mh.msg_flags & MSG_CTRUNC) && nfds == 0) {
+		/* an fd could not be installed here (our fd limit): a local
+		 * failure, not the peer's */
+		return -EMFILE;
 	}
 	if (nfds > 1 || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
 	    n != (ssize_t)sizeof(*m) || m->magic != SC_MSG_MAGIC ||
@@ -717,9 +725,21 @@ static void ctl_accept(uint64_t id)
 	while (l && l->id != id)
 		l = l->next;
 	while (l) {
-		/* blocking, like the connecting side's: control sends wait
-		 * for room; every receive is MSG_DONTWAIT */
-		int s = accept4(l->sock, NULL, NULL, SOCK_CLOEXEC);
+		int s = accept4(l->sock, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (s < 0 && (errno == EMFILE || errno == ENFILE) && ctl.reserve_fd >= 0) {
+			/* out of fds: the pending connection would keep the
+			 * listener readable and this thread spinning; shed it
+			 * with the fd kept in reserve for that */
+			close(ctl.reserve_fd);
+			s = accept4(l->sock, NULL, NULL, SOCK_CLOEXEC);
+			if (s >= 0)
+				close(s);
+			ctl.reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+			/* EMFILE comes before EAGAIN: stop once none is pending */
+			if (s < 0)
+				return;
+			continue;
+		}
 		if (s < 0)
 			return;
 		struct sc_group *g = group_alloc(1, s);
@@ -779,7 +799,9 @@ static bool ctl_reap(void)
 		return false;
 	close(ctl.epfd);
 	close(ctl.wakefd);
-	ctl.epfd = ctl.wakefd = -1;
+	if (ctl.reserve_fd >= 0)
+		close(ctl.reserve_fd);
+	ctl.epfd = ctl.wakefd = ctl.reserve_fd = -1;
 	ctl.running = false;
 	return true;
 }
