@@ -115,6 +115,9 @@ static void conn_free(struct sc_conn *c, uint32_t last_flags)
 		sc__chan_free(c->own);
 	pthread_mutex_lock(&g->lock);
 	sc__stats_retire(c);
+	/* our cell may go to another channel: the peer must not wake it for
+	 * this slot any more */
+	atomic_store_explicit(&c->me->cell, SC_CELL_NONE, memory_order_relaxed);
 	sc__conn_set_flags(c, last_flags | SC_SF_RELEASED);
 	sc__group_release_slot(g, c->slot);
 	pthread_mutex_unlock(&g->lock);
@@ -236,7 +239,7 @@ int sc__conn_wait(struct sc_conn *c, bool tx, bool (*cond)(struct sc_conn *))
 		 * re-checks everything */
 		struct sc_lock *lk = tx ? &c->txlock : &c->rxlock;
 		sc__unlock(lk);
-		rc = sc__conn_sleep(c, seq);
+		rc = sc__conn_sleep(cell, seq);
 		sc__lock(lk);
 	}
 	/* only we clear our flag: done waiting */

@@ -31,6 +31,8 @@
 #include "notify.h"
 #include "stats.h"
 
+static void futex_wake(struct sc_cell *cell);
+
 int sc__chan_new(bool private_, struct sc_chan **out)
 {
 	struct sc_chan *ch = calloc(1, sizeof(*ch));
@@ -113,6 +115,9 @@ void sc__chan_detach(struct sc_chan *ch, struct sc_conn *c)
 		struct sc_chan_cell *cc = &ch->cells[i];
 		if (cc->g != g)
 			continue;
+		/* a thread of ours blocked on c sleeps on this cell: wake it
+		 * to re-arm wherever c is bound now */
+		futex_wake(&g->my_cells[cc->idx]);
 		if (--cc->nconns == 0) {
 			pthread_mutex_lock(&g->lock);
 			sc__group_cell_free(g, cc->idx);
@@ -270,9 +275,9 @@ uint32_t sc__chan_arm_conn(struct sc_conn *c, uint32_t mode)
 	return seq;
 }
 
-int sc__conn_sleep(struct sc_conn *c, uint32_t seq)
+int sc__conn_sleep(struct sc_cell *cell, uint32_t seq)
 {
-	_Atomic uint32_t *w = &c->g->my_cells[c->cell].wake_seq;
+	_Atomic uint32_t *w = &cell->wake_seq;
 
 	/* returns at once if a wake-up came since seq was read */
 	if (futex(w, FUTEX_WAIT, seq) < 0 && errno != EAGAIN && errno != EINTR)

@@ -14,6 +14,7 @@
 
 struct sc_group;
 struct sc_conn;
+struct sc_cell;
 
 struct sc_chan_cell {
 	struct sc_group *g;
@@ -55,7 +56,7 @@ int sc__chan_ensure_efd(struct sc_chan *ch);
 uint32_t sc__chan_arm_conn(struct sc_conn *c, uint32_t mode);
 /* Sleep in futex_wait on c's cell until a wake-up after seq (the value
  * sc__chan_arm_conn returned). */
-int sc__conn_sleep(struct sc_conn *c, uint32_t seq);
+int sc__conn_sleep(struct sc_cell *cell, uint32_t seq);
 /* Nonblocking caller about to report EAGAIN on a polled connection: reset
  * the eventfd if a wake-up was delivered, and arm it again. */
 void sc__chan_rearm_poll(struct sc_conn *c);

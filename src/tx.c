@@ -110,8 +110,13 @@ static ssize_t send_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
 out:
 	if (wake) {
 		/* one locked instruction releases the lock and orders the
-		 * cursor store before wake_rx's load */
+		 * cursor store before wake_rx's load (on x86 any locked
+		 * instruction is a full barrier; C11 itself only promises that
+		 * for a fence, which other machines get) */
 		sc__unlock_fence(&c->txlock);
+#if !defined(__x86_64__) && !defined(__i386__)
+		atomic_thread_fence(memory_order_seq_cst);
+#endif
 		wake_rx(c);
 	} else {
 		sc__unlock(&c->txlock);
@@ -153,6 +158,9 @@ API int sc_flush(struct sc_conn *c)
 	c->corked = false;
 	if (corked) {
 		sc__unlock_fence(&c->txlock);
+#if !defined(__x86_64__) && !defined(__i386__)
+		atomic_thread_fence(memory_order_seq_cst);
+#endif
 		wake_rx(c);
 	} else {
 		sc__unlock(&c->txlock);
