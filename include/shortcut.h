@@ -15,9 +15,9 @@
  * A connection is two single-producer single-consumer byte rings (one per
  * direction) in the shared segment.  send copies from the caller's buffer
  * straight into the peer's ring; recv copies out of it: one copy end to end.
- * A busy stream makes no system calls; a side that must wait sleeps on an
- * eventfd after announcing it, and the other side writes that eventfd only
- * when it was announced.
+ * A busy stream makes no system calls; a side that must wait sleeps on a
+ * futex (or, when polled, its channel's fd) after announcing it, and the
+ * other side makes a wake-up call only when it was announced.
  *
  * Thread safety: one thread may send while another receives on the same
  * connection; concurrent senders (or receivers) are serialised.  Distinct
@@ -135,7 +135,7 @@ int sc_conn_fd(struct sc_conn *c);
 int sc_conn_events(struct sc_conn *c);
 
 /*
- * Completion channels: one eventfd and a ready set for many connections.
+ * Completion channels: one pollable fd and a ready set for many connections.
  * Bind connections with sc_chan_bind; sc_chan_wait reports those that became
  * ready since they were last reported, with one wake-up for all of them.
  * A channel is one waiting context: use it from one thread at a time.
@@ -169,7 +169,7 @@ struct sc_conn_info {
 	uint64_t rx_prod, rx_cons;   /* receive ring cursors (bytes ever) */
 	uint64_t tx_prod, tx_cons;   /* send ring cursors (tx_cons as last seen) */
 	uint64_t bytes_sent, bytes_received;
-	uint64_t wakeups_sent;       /* eventfd writes made for this connection */
+	uint64_t wakeups_sent;       /* wake-up system calls made for this connection */
 	uint64_t sleeps;             /* times a call on it slept */
 	int32_t  peer_pid;
 	int32_t  state;              /* SC_EV_* mask as sc_conn_events */
@@ -186,7 +186,7 @@ struct sc_stats {
 	uint64_t groups_created;     /* link groups this process created */
 	uint64_t groups_joined;      /* link groups accepted from a peer */
 	uint64_t bytes_sent, bytes_received;
-	uint64_t wakeups_sent;       /* eventfd writes to a peer (system calls) */
+	uint64_t wakeups_sent;       /* wake-up system calls made for a peer */
 	uint64_t sleeps;             /* waits that slept in the kernel */
 	uint64_t spin_hits;          /* waits satisfied while spinning */
 };

@@ -211,11 +211,11 @@ int sc__conn_wait(struct sc_conn *c, bool tx, bool (*cond)(struct sc_conn *))
 	if (rc)
 		return rc;
 	/* every blocked call sleeps on the cell's wake sequence (one system
-	 * call each way).  A cell whose eventfd someone polls (sc_conn_fd, a
-	 * shared channel) is armed for the eventfd instead, and we register
+	 * call each way).  A cell whose channel fd someone polls (sc_conn_fd,
+	 * a shared channel) is armed for the poller instead, and we register
 	 * as a futex waiter so the waker wakes us too. */
 	struct sc_cell *cell = &c->g->my_cells[c->cell];
-	bool efd = atomic_load(&c->chan)->efd >= 0;
+	bool efd = atomic_load(&c->chan)->pfd >= 0;
 	_Atomic uint32_t *flag = tx ? &c->tx.h->tx_blocked : &c->rx.h->rx_armed;
 
 	if (efd)
@@ -223,7 +223,7 @@ int sc__conn_wait(struct sc_conn *c, bool tx, bool (*cond)(struct sc_conn *))
 	/* the cell's one-shot token before our flag: a waker that sees the
 	 * flag then finds the token (or another waker already used it and
 	 * bumped the sequence read before arming) */
-	uint32_t seq = sc__chan_arm_conn(c, efd ? SC_ARM_EFD : SC_ARM_FUTEX);
+	uint32_t seq = sc__chan_arm_conn(c, efd ? SC_ARM_POLL : SC_ARM_FUTEX);
 	atomic_fetch_add_explicit(flag, 1, memory_order_seq_cst);
 	/* never sleep on unpublished consumption: a producer waiting for that
 	 * space would wait for us while we wait for it */
@@ -596,15 +596,15 @@ API int sc_conn_fd(struct sc_conn *c)
 
 	pthread_mutex_lock(&c->bindlock);
 	if (!rc)
-		rc = sc__chan_ensure_efd(atomic_load(&c->chan));
+		rc = sc__chan_ensure_pfd(atomic_load(&c->chan));
 	if (!rc) {
 		/* report the next change even if nobody hit EAGAIN yet
 		 * (token first, then the flags) */
-		atomic_store_explicit(&c->g->my_cells[c->cell].armed, SC_ARM_EFD,
+		atomic_store_explicit(&c->g->my_cells[c->cell].armed, SC_ARM_POLL,
 				      memory_order_relaxed);
 		atomic_fetch_or(&c->rx.h->rx_armed, SC_ARM_EDGE);
 		atomic_fetch_or(&c->tx.h->tx_blocked, SC_ARM_EDGE);
-		rc = atomic_load(&c->chan)->efd;
+		rc = atomic_load(&c->chan)->pfd;
 	}
 	pthread_mutex_unlock(&c->bindlock);
 	errno = saved;

@@ -43,35 +43,35 @@
  * A completion-channel cell.  A receiving process owns cells[side][i]; each
  * of its channels (one per waiting context) uses one cell per link group.
  * armed:  set by the owner just before it sleeps, to SC_ARM_FUTEX (blocked
- *         calls sleeping in futex_wait on wake_seq) or SC_ARM_EFD (a waiter
- *         on the channel's eventfd); taken (compare-exchange to 0) by
+ *         calls sleeping in futex_wait on wake_seq) or SC_ARM_POLL (a waiter
+ *         on the channel's pollable fd); taken (compare-exchange to 0) by
  *         whichever side then makes the one wake-up call.
  * wake_seq: bumped by the waker that took SC_ARM_FUTEX, before FUTEX_WAKE.
  *         A sleeper reads it before arming and sleeps only while it is
  *         unchanged, so a wake-up taken while it was on its way to sleep
  *         (and the token re-armed by another thread) is never missed.
- * efd_gen: owner bumps it when it hands the peer a new eventfd for this cell
+ * wake_gen: owner bumps it when it hands the peer a new wake socket for this cell
  *         (CELL message first); a waker whose copy is older drains the
  *         group socket before it writes, so a recycled cell never gets its
- *         wake-up sent to the previous owner's eventfd.
+ *         wake-up sent to the previous owner's socket.
  * futex_waiters: blocked calls of the owner sleeping on wake_seq while the
- *         cell is armed SC_ARM_EFD (their connection is polled or on a
- *         shared channel); a waker that delivers the eventfd wake-up also
+ *         cell is armed SC_ARM_POLL (their connection is polled or on a
+ *         shared channel); a waker that delivers the poller's wake-up also
  *         bumps wake_seq and wakes them.
  * ready:  bit s set by a waker when connection slot s changed state for the
  *         owner; taken (exchange 0) by the owner's sc_chan_wait.  So one
- *         eventfd write reports any number of ready connections.
+ *         wake-up reports any number of ready connections.
  */
 struct sc_cell {
 	_Atomic uint32_t armed;
 	_Atomic uint32_t wake_seq;
 	_Atomic uint64_t ready[4];
-	_Atomic uint32_t efd_gen;       /* generation of the eventfd sent with CELL */
+	_Atomic uint32_t wake_gen;      /* generation of the wake socket sent with CELL */
 	_Atomic uint32_t futex_waiters; /* blocked calls sleeping on wake_seq */
 	uint64_t _pad1[2];
 } SC_ALIGNED;
 _Static_assert(sizeof(struct sc_cell) == 64, "cell is one cache line");
-#define SC_ARM_EFD      1u
+#define SC_ARM_POLL      1u
 #define SC_ARM_FUTEX    2u
 #define SC_ARM_EDGE     0x80000000u     /* rx_armed/tx_blocked: edge interest */
 

@@ -5,7 +5,7 @@
  * Rendezvous: the connecting process creates a sealed memfd segment, connects
  * a SOCK_SEQPACKET Unix socket to the listener's path and sends HELLO with
  * the memfd (SCM_RIGHTS).  Each connection is then one OPEN message naming a
- * slot; eventfds of completion channels travel as CELL messages.  Nothing is
+ * slot; wake sockets of completion channels travel as CELL messages.  Nothing is
  * named in the file system but the listener's own socket, and everything
  * goes away with the processes (kill -9 included): the socket's hang-up is
  * how the survivor learns of the death.
@@ -198,7 +198,7 @@ static struct sc_group *group_alloc(int side, int sock)
 	g->sock = sock;
 	pthread_mutex_init(&g->lock, NULL);
 	for (int i = 0; i < SC_MAX_CELLS; i++)
-		g->peer_efd[i] = -1;
+		g->peer_wake[i] = -1;
 	return g;
 }
 
@@ -221,8 +221,8 @@ static void group_map_cells(struct sc_group *g)
 static void group_free(struct sc_group *g)
 {
 	for (int i = 0; i < SC_MAX_CELLS; i++)
-		if (g->peer_efd[i] >= 0)
-			close(g->peer_efd[i]);
+		if (g->peer_wake[i] >= 0)
+			close(g->peer_wake[i]);
 	if (g->base)
 		munmap(g->base, g->size);
 	if (g->sock >= 0)
@@ -428,11 +428,6 @@ int sc__group_cell_alloc(struct sc_group *g, struct sc_chan *ch)
 		atomic_store_explicit(&cell->armed, 0, memory_order_relaxed);
 		for (int w = 0; w < 4; w++)
 			atomic_store_explicit(&cell->ready[w], 0, memory_order_relaxed);
-		if (ch->efd >= 0) {
-			int rc = sc__group_cell_send(g, i, ch->efd);
-			if (rc)
-				return rc;
-		}
 		g->cell_chan[i] = ch;
 		return (int)i;
 	}
@@ -454,7 +449,7 @@ int sc__group_cell_send(struct sc_group *g, uint32_t idx, int efd)
 		return rc;
 	/* release: the message is in the socket before the peer can see the
 	 * new generation and go looking for it */
-	atomic_store_explicit(&g->my_cells[idx].efd_gen, gen, memory_order_release);
+	atomic_store_explicit(&g->my_cells[idx].wake_gen, gen, memory_order_release);
 	return 0;
 }
 
@@ -560,39 +555,43 @@ static int group_open(struct sc_group *g, const struct sc_msg *m, struct sc_conn
 	return 0;
 }
 
-/* Is fd an eventfd?  We write to peer-supplied fds: a pipe would raise
- * SIGPIPE or block, a socket or file would be worse. */
-static bool is_eventfd(int fd)
+/* Is fd a wake socket the peer made for us: a Unix datagram socket whose
+ * other end belongs to the peer process?  We send to peer-supplied fds:
+ * anything else (a pipe, a TCP socket, a socket to some other process)
+ * must not get our bytes. */
+static bool is_wake_socket(int fd, pid_t peer)
 {
-	char p[64], t[32];
-	ssize_t n;
+	int v;
+	socklen_t l = sizeof(v);
+	struct ucred cr;
+	socklen_t crl = sizeof(cr);
 
-	snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
-	n = readlink(p, t, sizeof(t) - 1);
-	if (n < 0)
+	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &l) < 0 || v != AF_UNIX)
 		return false;
-	t[n] = 0;
-	return !strcmp(t, "anon_inode:[eventfd]");
+	l = sizeof(v);
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &l) < 0 || v != SOCK_DGRAM)
+		return false;
+	return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) == 0 && cr.pid == peer;
 }
 
-/* CELL: the peer's eventfd for one of its cells (we own fd from here). */
+/* CELL: the peer's wake socket for one of its cells (we own fd from here). */
 static int group_cell(struct sc_group *g, const struct sc_msg *m, int fd)
 {
-	if (m->cell >= SC_MAX_CELLS || fd < 0 || !is_eventfd(fd)) {
+	if (m->cell >= SC_MAX_CELLS || fd < 0 || !is_wake_socket(fd, g->peer_pid)) {
 		if (fd >= 0)
 			close(fd);
 		return -EPROTO;
 	}
-	int old = g->peer_efd[m->cell];
+	int old = g->peer_wake[m->cell];
 	if (old >= 0) {
 		/* replace in place: a concurrent waker writes either the old
-		 * or the new eventfd, never a recycled fd number */
+		 * or the new socket, never a recycled fd number */
 		int rc = dup3(fd, old, O_CLOEXEC) < 0 ? -errno : 0;
 		close(fd);
 		if (rc)
 			return rc;
 	} else {
-		__atomic_store_n(&g->peer_efd[m->cell], fd, __ATOMIC_RELEASE);
+		__atomic_store_n(&g->peer_wake[m->cell], fd, __ATOMIC_RELEASE);
 	}
 	__atomic_store_n(&g->peer_gen[m->cell], m->gen, __ATOMIC_RELEASE);
 	return 0;
@@ -655,7 +654,7 @@ void sc__group_pump(struct sc_group *g)
 	errno = saved;
 }
 
-int sc__group_peer_efd(struct sc_group *g, uint32_t idx, uint32_t gen)
+int sc__group_peer_wake(struct sc_group *g, uint32_t idx, uint32_t gen)
 {
 	if (__atomic_load_n(&g->peer_gen[idx], __ATOMIC_ACQUIRE) != gen) {
 		/* the CELL message for this generation was sent before the
@@ -664,7 +663,7 @@ int sc__group_peer_efd(struct sc_group *g, uint32_t idx, uint32_t gen)
 		if (__atomic_load_n(&g->peer_gen[idx], __ATOMIC_ACQUIRE) != gen)
 			return -1;
 	}
-	return __atomic_load_n(&g->peer_efd[idx], __ATOMIC_ACQUIRE);
+	return __atomic_load_n(&g->peer_wake[idx], __ATOMIC_ACQUIRE);
 }
 
 /* ---- listeners ------------------------------------------------------ */

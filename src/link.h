@@ -3,7 +3,7 @@
  * Link groups and rendezvous.  A link group is every connection between one
  * connecting process and one listening process that share a segment; its
  * SOCK_SEQPACKET Unix socket carries the segment fd, connection opens and
- * eventfds (SCM_RIGHTS), and its hang-up tells a process that the peer died.
+ * wake sockets (SCM_RIGHTS), and its hang-up tells a process that the peer died.
  * A control thread, alive while any group or listener exists, watches those
  * sockets; any thread may also drain a group's socket itself (sc__group_pump).
  */
@@ -37,11 +37,10 @@ struct sc_group {
 	struct sc_conn *conns[SC_MAX_SLOTS];    /* our connection per slot */
 	bool slot_busy[SC_MAX_SLOTS];   /* side 0: allocated and not yet free */
 	int nconns;                     /* live entries in conns[] */
-	int peer_efd[SC_MAX_CELLS];     /* peer channels' eventfds, by cell */
+	int peer_wake[SC_MAX_CELLS];    /* peer channels' wake sockets, by cell */
 	uint32_t peer_gen[SC_MAX_CELLS];        /* generation of each (atomic access) */
-	uint32_t my_gen;                /* last efd_gen we handed out */
+	uint32_t my_gen;                /* last wake_gen we handed out */
 	struct sc_chan *cell_chan[SC_MAX_CELLS];  /* our cells' owners */
-	bool cell_sent[SC_MAX_CELLS];   /* our eventfd for that cell is at the peer */
 	bool dead;                      /* peer gone or protocol broken */
 	bool hello_done;                /* side 1: HELLO received */
 	bool zombie;                    /* waiting for the control thread to free it */
@@ -70,7 +69,7 @@ struct sc_msg {
 	uint16_t type, version;
 	union {
 		uint32_t slot;          /* OPEN */
-		uint32_t gen;           /* CELL: eventfd generation */
+		uint32_t gen;           /* CELL: wake socket generation */
 	};
 	uint32_t cell;
 	int32_t pid;
@@ -92,13 +91,14 @@ void sc__group_pump(struct sc_group *g);
 /* Allocate a cell of ours for ch in g (group locked); returns index or -errno. */
 int sc__group_cell_alloc(struct sc_group *g, struct sc_chan *ch);
 void sc__group_cell_free(struct sc_group *g, uint32_t idx);
-/* Hand our eventfd for cell idx to the peer, then publish its generation in
+/* Hand our wake socket for cell idx to the peer, then publish its generation in
  * the cell (group locked).  A peer that is gone needs none: 0. */
 int sc__group_cell_send(struct sc_group *g, uint32_t idx, int efd);
 /* Drop a connection's slot from the group (group locked). */
 void sc__group_release_slot(struct sc_group *g, uint32_t slot);
-/* Make the peer's eventfd for cell idx known (pump if needed); -1 if none. */
-int sc__group_peer_efd(struct sc_group *g, uint32_t idx, uint32_t gen);
+/* The peer's wake socket for cell idx at generation gen (pump if needed);
+ * -1 if none. */
+int sc__group_peer_wake(struct sc_group *g, uint32_t idx, uint32_t gen);
 /* A violation by the peer or its death: abort every connection of g. */
 void sc__group_kill(struct sc_group *g, int err);
 

@@ -9,8 +9,8 @@
  *     set ready bit of slot in cell         full barrier
  *     full barrier                          re-check condition / ready bits
  *     if armed: CAS(armed → 0), then        sleep: futex_wait(wake_seq, seq)
- *       bump wake_seq + FUTEX_WAKE,                or poll(eventfd)
- *       or write the eventfd                rx_armed/tx_blocked -= 1
+ *       bump wake_seq + FUTEX_WAKE,                (sc_chan_wait: poll its fd)
+ *       or send on its wake socket          rx_armed/tx_blocked -= 1
  * Either the waker sees the flags, or the sleeper sees the state change: no
  * lost wake-up, and no system call while the sleeper is awake.  The flags
  * are the owner's (the waker only reads them); the armed token is one-shot.
@@ -19,7 +19,9 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <limits.h>
 #include <linux/futex.h>
@@ -32,6 +34,7 @@
 #include "stats.h"
 
 static void futex_wake(struct sc_cell *cell);
+static int add_wake_socket(struct sc_chan *ch, struct sc_chan_cell *cc);
 
 int sc__chan_new(bool private_, struct sc_chan **out)
 {
@@ -39,24 +42,31 @@ int sc__chan_new(bool private_, struct sc_chan **out)
 
 	if (!ch)
 		return -ENOMEM;
-	/* a connection's own channel needs no fd while it is only slept on
-	 * (futex); one that is polled gets its eventfd later */
-	ch->efd = private_ ? -1 : eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (!private_ && ch->efd < 0) {
-		int rc = -errno;
-		free(ch);
-		return rc;
-	}
+	ch->pfd = ch->lfd = -1;
 	ch->private_ = private_;
 	pthread_mutex_init(&ch->lock, NULL);
+	/* a connection's own channel needs no fd while it is only slept on
+	 * (futex); one that is polled gets its fds later */
+	if (!private_) {
+		int rc = sc__chan_ensure_pfd(ch);
+		if (rc) {
+			sc__chan_free(ch);
+			return rc;
+		}
+	}
 	*out = ch;
 	return 0;
 }
 
 void sc__chan_free(struct sc_chan *ch)
 {
-	if (ch->efd >= 0)
-		close(ch->efd);
+	for (int i = 0; i < ch->ncells; i++)
+		if (ch->cells[i].rfd >= 0)
+			close(ch->cells[i].rfd);
+	if (ch->lfd >= 0)
+		close(ch->lfd);
+	if (ch->pfd >= 0)
+		close(ch->pfd);
 	pthread_mutex_destroy(&ch->lock);
 	free(ch->cells);
 	free(ch);
@@ -92,14 +102,22 @@ int sc__chan_attach(struct sc_chan *ch, struct sc_conn *c)
 		cc->g = g;
 		cc->idx = (uint32_t)rc;
 		cc->nconns = 0;
-		rc = 0;
+		cc->rfd = -1;
+		rc = ch->pfd >= 0 ? add_wake_socket(ch, cc) : 0;
+		if (rc) {
+			pthread_mutex_lock(&g->lock);
+			sc__group_cell_free(g, cc->idx);
+			pthread_mutex_unlock(&g->lock);
+			ch->ncells--;
+			goto out;
+		}
 	}
 	cc->nconns++;
 	c->chan = ch;
 	c->cell = cc->idx;
-	/* release: the CELL message carrying our eventfd was sent before the
-	 * peer can see this index, so a peer that finds the index unknown can
-	 * drain the socket and find it */
+	/* release: the CELL message carrying our wake socket was sent before
+	 * the peer can see this index, so a peer that finds the index unknown
+	 * can drain the group socket and find it */
 	atomic_store_explicit(&c->me->cell, cc->idx, memory_order_release);
 out:
 	pthread_mutex_unlock(&ch->lock);
@@ -122,6 +140,8 @@ void sc__chan_detach(struct sc_chan *ch, struct sc_conn *c)
 			pthread_mutex_lock(&g->lock);
 			sc__group_cell_free(g, cc->idx);
 			pthread_mutex_unlock(&g->lock);
+			if (cc->rfd >= 0)
+				close(cc->rfd);
 			*cc = ch->cells[--ch->ncells];
 		}
 		break;
@@ -131,27 +151,86 @@ void sc__chan_detach(struct sc_chan *ch, struct sc_conn *c)
 	c->cell = SC_CELL_NONE;
 }
 
-int sc__chan_ensure_efd(struct sc_chan *ch)
+/* A wake socket for cell cc: keep one end in our epoll set, hand the other
+ * to the peer with CELL (ch->lock held). */
+static int add_wake_socket(struct sc_chan *ch, struct sc_chan_cell *cc)
+{
+	struct sc_group *g = cc->g;
+	int sv[2], rc;
+
+	if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) < 0)
+		return -errno;
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = sv[0] };
+	if (epoll_ctl(ch->pfd, EPOLL_CTL_ADD, sv[0], &ev) < 0) {
+		rc = -errno;
+		goto err;
+	}
+	pthread_mutex_lock(&g->lock);
+	rc = sc__group_cell_send(g, cc->idx, sv[1]);
+	pthread_mutex_unlock(&g->lock);
+	if (rc)
+		goto err;
+	close(sv[1]);
+	cc->rfd = sv[0];
+	return 0;
+err:
+	close(sv[0]);
+	close(sv[1]);
+	return rc;
+}
+
+int sc__chan_ensure_pfd(struct sc_chan *ch)
 {
 	int rc = 0;
 
 	pthread_mutex_lock(&ch->lock);
-	if (ch->efd < 0) {
-		ch->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-		if (ch->efd < 0) {
-			rc = -errno;
-			goto out;
-		}
-		for (int i = 0; i < ch->ncells && !rc; i++) {
-			struct sc_group *g = ch->cells[i].g;
-			pthread_mutex_lock(&g->lock);
-			rc = sc__group_cell_send(g, ch->cells[i].idx, ch->efd);
-			pthread_mutex_unlock(&g->lock);
-		}
+	if (ch->pfd >= 0)
+		goto out;
+	ch->pfd = epoll_create1(EPOLL_CLOEXEC);
+	ch->lfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = ch->lfd };
+	if (ch->pfd < 0 || ch->lfd < 0 || epoll_ctl(ch->pfd, EPOLL_CTL_ADD, ch->lfd, &ev) < 0) {
+		rc = -errno;
+		if (ch->pfd >= 0)
+			close(ch->pfd);
+		if (ch->lfd >= 0)
+			close(ch->lfd);
+		ch->pfd = ch->lfd = -1;
+		goto out;
 	}
+	for (int i = 0; i < ch->ncells && !rc; i++)
+		rc = add_wake_socket(ch, &ch->cells[i]);
 out:
 	pthread_mutex_unlock(&ch->lock);
 	return rc;
+}
+
+/* Reset the channel's pollable fd: empty every wake socket that has
+ * something and the local eventfd.  Never blocks, whatever a peer did. */
+static void chan_drain(struct sc_chan *ch)
+{
+	struct epoll_event ev[16];
+	char buf[64];
+	int n;
+
+	while ((n = epoll_wait(ch->pfd, ev, 16, 0)) > 0) {
+		for (int i = 0; i < n; i++) {
+			int fd = ev[i].data.fd;
+			if (fd == ch->lfd) {
+				uint64_t v;
+				if (read(fd, &v, sizeof(v)) < 0) {
+					/* EAGAIN: already empty */
+				}
+				continue;
+			}
+			/* a hostile peer may keep it full: bounded */
+			for (int k = 0; k < 64; k++)
+				if (recv(fd, buf, sizeof(buf), MSG_DONTWAIT) < 0)
+					break;
+		}
+		if (n < 16)
+			break;
+	}
 }
 
 static void set_ready(struct sc_cell *cell, uint32_t slot)
@@ -189,13 +268,27 @@ static bool take(struct sc_cell *cell, uint32_t v)
 						       memory_order_relaxed);
 }
 
-static void efd_signal(int efd)
+/* Wake a peer's channel through its wake socket: never blocks, never
+ * raises SIGPIPE; a full socket is already readable. */
+static void wake_peer_socket(int fd)
+{
+	char b = 1;
+	int saved = errno;
+
+	if (send(fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+		/* EAGAIN: already signalled; others: the peer is gone */
+	}
+	errno = saved;
+}
+
+/* Wake our own channel (local eventfd, never shared). */
+static void wake_local(struct sc_chan *ch)
 {
 	uint64_t one = 1;
 	int saved = errno;
 
-	/* EAGAIN (counter saturated) still leaves it readable: fine */
-	if (write(efd, &one, sizeof(one)) < 0) {
+	if (write(ch->lfd, &one, sizeof(one)) < 0) {
+		/* EAGAIN: counter saturated, still readable */
 	}
 	errno = saved;
 }
@@ -217,18 +310,18 @@ int sc__notify_peer(struct sc_conn *c)
 		if (!take(cell, v))
 			return 0;
 		futex_wake(cell);
-	} else if (v == SC_ARM_EFD) {
-		/* find the eventfd before taking the flag: a wake-up taken
-		 * but not delivered would be lost (the peer's own hang-up
-		 * handling relies on the flag still being there) */
-		uint32_t gen = atomic_load_explicit(&cell->efd_gen, memory_order_acquire);
-		int efd = sc__group_peer_efd(g, idx, gen);
-		if (efd < 0)
+	} else if (v == SC_ARM_POLL) {
+		/* find the wake socket before taking the flag: a wake-up
+		 * taken but not delivered would be lost (the peer's own
+		 * hang-up handling relies on the flag still being there) */
+		uint32_t gen = atomic_load_explicit(&cell->wake_gen, memory_order_acquire);
+		int ws = sc__group_peer_wake(g, idx, gen);
+		if (ws < 0)
 			return __atomic_load_n(&g->dead, __ATOMIC_RELAXED) ? -ECONNRESET :
 			       sc__conn_proto_error(c);
 		if (!take(cell, v))
 			return 0;
-		efd_signal(efd);
+		wake_peer_socket(ws);
 		/* blocked calls of the peer's on this cell sleep on wake_seq
 		 * (the CAS above ordered this load after the token) */
 		if (atomic_load_explicit(&cell->futex_waiters, memory_order_relaxed))
@@ -255,8 +348,8 @@ void sc__notify_self(struct sc_conn *c)
 	uint32_t v = atomic_load_explicit(&cell->armed, memory_order_relaxed);
 	if (v == SC_ARM_FUTEX && take(cell, v))
 		futex_wake(cell);
-	else if (v == SC_ARM_EFD && g->cell_chan[idx] && g->cell_chan[idx]->efd >= 0 && take(cell, v)) {
-		efd_signal(g->cell_chan[idx]->efd);
+	else if (v == SC_ARM_POLL && g->cell_chan[idx] && g->cell_chan[idx]->lfd >= 0 && take(cell, v)) {
+		wake_local(g->cell_chan[idx]);
 		if (atomic_load_explicit(&cell->futex_waiters, memory_order_relaxed))
 			futex_wake(cell);
 	}
@@ -290,35 +383,30 @@ void sc__chan_rearm_poll(struct sc_conn *c)
 {
 	struct sc_chan *ch = atomic_load(&c->chan);
 	_Atomic uint32_t *w;
-	uint64_t v;
 
-	/* a shared channel's eventfd speaks for all its connections: only
+	/* a shared channel's fd speaks for all its connections: only
 	 * sc_chan_wait may reset it */
-	if (!ch || ch->efd < 0 || !ch->private_)
+	if (!ch || ch->pfd < 0 || !ch->private_)
 		return;
 	w = &c->g->my_cells[c->cell].armed;
-	/* flag still set: nobody wrote the eventfd since it was armed */
-	if (atomic_load_explicit(w, memory_order_relaxed) == SC_ARM_EFD)
+	/* flag still set: nobody signalled the fd since it was armed */
+	if (atomic_load_explicit(w, memory_order_relaxed) == SC_ARM_POLL)
 		return;
-	if (read(ch->efd, &v, sizeof(v)) < 0) {
-		/* EAGAIN: nothing was pending */
-	}
-	atomic_store_explicit(w, SC_ARM_EFD, memory_order_relaxed);
+	chan_drain(ch);
+	atomic_store_explicit(w, SC_ARM_POLL, memory_order_relaxed);
 }
 
 int sc__chan_sleep(struct sc_chan *ch, int timeout_ms)
 {
-	struct pollfd p = { .fd = ch->efd, .events = POLLIN };
-	uint64_t v;
+	struct pollfd p = { .fd = ch->pfd, .events = POLLIN };
 	int n = poll(&p, 1, timeout_ms);
 
 	if (n < 0)
 		return -errno;
 	if (n == 0)
 		return -ETIMEDOUT;
-	/* consume the count; another wake-up after this re-arms it */
-	if (read(ch->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-		return -errno;
+	/* consume the signals; another wake-up after this re-arms it */
+	chan_drain(ch);
 	SC_STAT_ADD(sleeps, 1);
 	return 0;
 }
@@ -338,7 +426,7 @@ API int sc_chan_open(struct sc_chan **out)
 
 API int sc_chan_fd(const struct sc_chan *ch)
 {
-	return ch->efd;
+	return ch->pfd;
 }
 
 API int sc_chan_bind(struct sc_conn *c, struct sc_chan *ch)
@@ -396,7 +484,7 @@ API void sc_chan_close(struct sc_chan *ch)
 		if (!found)
 			break;
 		if (sc_chan_bind(found, NULL)) {
-			/* no eventfd for its own channel: leave it unbound */
+			/* no fd for its own channel: leave it unbound */
 			pthread_mutex_lock(&found->bindlock);
 			if (atomic_load(&found->chan) == ch)
 				sc__chan_detach(ch, found);
@@ -450,28 +538,26 @@ static int collect(struct sc_chan *ch, struct sc_conn **out, int n)
 	return k;
 }
 
-/* Reset the eventfd if a waker used a token since the last arming, then
+/* Reset the fd if a waker used a token since the last arming, then
  * arm every cell.  Cells stay armed while nobody collects, so a program
  * that polls sc_chan_fd itself is signalled for the next event. */
 static void rearm_all(struct sc_chan *ch)
 {
 	bool taken = false;
-	uint64_t v;
 
 	pthread_mutex_lock(&ch->lock);
 	for (int i = 0; i < ch->ncells; i++) {
 		_Atomic uint32_t *a = &ch->cells[i].g->my_cells[ch->cells[i].idx].armed;
-		if (atomic_load_explicit(a, memory_order_relaxed) != SC_ARM_EFD) {
+		if (atomic_load_explicit(a, memory_order_relaxed) != SC_ARM_POLL) {
 			taken = true;
-			atomic_store_explicit(a, SC_ARM_EFD, memory_order_relaxed);
+			atomic_store_explicit(a, SC_ARM_POLL, memory_order_relaxed);
 		}
 	}
 	pthread_mutex_unlock(&ch->lock);
-	/* a token taken means the eventfd may hold a count: reset it; a
-	 * wake-up after our re-arming writes it again */
-	if (taken && read(ch->efd, &v, sizeof(v)) < 0) {
-		/* EAGAIN: the waker had not written yet, or nothing was */
-	}
+	/* a token taken means the fd may be signalled: reset it; a wake-up
+	 * after our re-arming signals it again */
+	if (taken)
+		chan_drain(ch);
 	/* armed before the scan; pairs with set_ready's fence */
 	atomic_thread_fence(memory_order_seq_cst);
 }

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Completion channels: how a waiting side is woken.  A channel is one
- * eventfd plus, for every link group where it has connections, one cell in
- * the segment (layout.h).  Wakers set the connection's bit in the cell and
- * write the eventfd only if the owner armed the cell before sleeping.
+ * Completion channels: how a waiting side is woken.  A channel has, for
+ * every link group where it has connections, one cell in the segment
+ * (layout.h), and when it is polled a pollable fd.  Wakers set the
+ * connection's bit in the cell and make a wake-up call (futex, or the wake
+ * socket) only if the owner armed the cell before sleeping.
  */
 #ifndef SC_NOTIFY_H
 #define SC_NOTIFY_H
@@ -20,10 +21,19 @@ struct sc_chan_cell {
 	struct sc_group *g;
 	uint32_t idx;           /* cell index in g's segment, owner side */
 	uint32_t nconns;        /* connections of g bound through this cell */
+	int rfd;                /* our end of this cell's wake socket, or -1 */
 };
 
+/*
+ * A channel that is polled has a pollable fd: an epoll set over one wake
+ * socket per link group (a SOCK_DGRAM socketpair: the peer holds the other
+ * end, and only that group's peer does) plus a local eventfd.  Nothing the
+ * peer can do to its end (fill it, shut it, change its flags) blocks us or
+ * touches another group's wake-ups: we read ours with MSG_DONTWAIT.
+ */
 struct sc_chan {
-	int efd;                /* eventfd, EFD_NONBLOCK; -1 until needed (private) */
+	int pfd;                /* pollable fd (epoll); -1 until needed (private) */
+	int lfd;                /* eventfd for local wake-ups, in pfd's set */
 	bool private_;          /* a connection's own channel */
 	pthread_mutex_t lock;   /* cells[] */
 	struct sc_chan_cell *cells;
@@ -41,16 +51,16 @@ void sc__chan_detach(struct sc_chan *ch, struct sc_conn *c);
 void sc__chan_forget_group(struct sc_chan *ch, struct sc_group *g);
 
 /* Wake the peer's waiter for connection c: set its ready bit and write the
- * peer's eventfd if the peer armed that cell.  0 or -EPROTO. */
+ * peer if it armed that cell.  0 or -EPROTO. */
 int sc__notify_peer(struct sc_conn *c);
 /* Same for our own side (a local event such as the peer's death). */
 void sc__notify_self(struct sc_conn *c);
 
-/* Give ch an eventfd (a private channel gets one only when polled) and
- * hand it to the peers of every group it has a cell in. */
-int sc__chan_ensure_efd(struct sc_chan *ch);
+/* Give ch its pollable fd (a private channel gets one only when polled)
+ * and a wake socket in every group it has a cell in. */
+int sc__chan_ensure_pfd(struct sc_chan *ch);
 
-/* Arm c's cell (SC_ARM_FUTEX or SC_ARM_EFD) before sleeping, full barrier
+/* Arm c's cell (SC_ARM_FUTEX or SC_ARM_POLL) before sleeping, full barrier
  * included; the caller re-checks its condition afterwards.  Returns the
  * cell's wake sequence as it was before arming. */
 uint32_t sc__chan_arm_conn(struct sc_conn *c, uint32_t mode);
@@ -58,9 +68,9 @@ uint32_t sc__chan_arm_conn(struct sc_conn *c, uint32_t mode);
  * sc__chan_arm_conn returned). */
 int sc__conn_sleep(struct sc_cell *cell, uint32_t seq);
 /* Nonblocking caller about to report EAGAIN on a polled connection: reset
- * the eventfd if a wake-up was delivered, and arm it again. */
+ * the fd if a wake-up was delivered, and arm it again. */
 void sc__chan_rearm_poll(struct sc_conn *c);
-/* Sleep on the channel's eventfd until written or timeout (ms, -1 forever);
+/* Sleep on the channel's pollable fd until signalled or timeout (ms, -1 forever);
  * returns 0, -ETIMEDOUT or -EINTR. */
 int sc__chan_sleep(struct sc_chan *ch, int timeout_ms);
 
