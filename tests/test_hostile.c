@@ -202,7 +202,7 @@ static int pipe_client(const char *path, void *arg)
 	memcpy(CMSG_DATA(cm), &p[1], sizeof(int));
 	T_EQ(sendmsg(c->g->sock, &mh, 0), (ssize_t)sizeof(m));
 	/* ask for a wake-up through that cell */
-	atomic_store(&c->g->my_cells[7].armed, SC_ARM_EFD);
+	atomic_store(&c->g->my_cells[7].armed, SC_ARM_POLL);
 	atomic_store(&c->me->cell, 7u);
 	atomic_store(&c->rx.h->rx_armed, 1u);
 	/* the victim may drop the group before or after this */
