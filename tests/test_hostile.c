@@ -221,7 +221,7 @@ static int pipe_server(const char *path, void *arg)
 	struct sc_conn *c = t_accept_one(path, &l);
 	char b[2];
 
-	t_log("a pipe passed as an eventfd is refused; no SIGPIPE, no hang");
+	t_log("a pipe passed as a wake socket is refused; no SIGPIPE, no hang");
 	ssize_t n = sc_recv(c, b, 2, SC_WAITALL);
 	T_ASSERT(n == 2 || n < 0);
 	/* each send may want to wake the peer through the pipe; the control
