@@ -24,6 +24,23 @@ static void wake_rx(struct sc_conn *c)
 		sc__notify_peer(c);
 }
 
+/* Drop the send lock; if bytes were published that the consumer may wait
+ * for, one locked instruction both releases the lock and orders the cursor
+ * store before wake_rx's load (on x86 any locked instruction is a full
+ * barrier; C11 only promises that for a fence, which other machines get). */
+static void unlock_and_wake(struct sc_conn *c, bool wake)
+{
+	if (!wake) {
+		sc__unlock(&c->txlock);
+		return;
+	}
+	sc__unlock_fence(&c->txlock);
+#if !defined(__x86_64__) && !defined(__i386__)
+	atomic_thread_fence(memory_order_seq_cst);
+#endif
+	wake_rx(c);
+}
+
 /* Why sending is impossible now, or 0. */
 static int tx_error(struct sc_conn *c)
 {
@@ -108,19 +125,7 @@ static ssize_t send_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
 	}
 	sc__counter_add(&c->bytes_sent, done);
 out:
-	if (wake) {
-		/* one locked instruction releases the lock and orders the
-		 * cursor store before wake_rx's load (on x86 any locked
-		 * instruction is a full barrier; C11 itself only promises that
-		 * for a fence, which other machines get) */
-		sc__unlock_fence(&c->txlock);
-#if !defined(__x86_64__) && !defined(__i386__)
-		atomic_thread_fence(memory_order_seq_cst);
-#endif
-		wake_rx(c);
-	} else {
-		sc__unlock(&c->txlock);
-	}
+	unlock_and_wake(c, wake);
 	if (done)
 		return (ssize_t)done;
 	return total ? rc : (rc == -EAGAIN ? 0 : rc);
@@ -156,15 +161,7 @@ API int sc_flush(struct sc_conn *c)
 	sc__lock(&c->txlock);
 	bool corked = c->corked;
 	c->corked = false;
-	if (corked) {
-		sc__unlock_fence(&c->txlock);
-#if !defined(__x86_64__) && !defined(__i386__)
-		atomic_thread_fence(memory_order_seq_cst);
-#endif
-		wake_rx(c);
-	} else {
-		sc__unlock(&c->txlock);
-	}
+	unlock_and_wake(c, corked);
 	errno = saved;
 	return 0;
 }

@@ -20,6 +20,22 @@
 #define NCONN 5
 static int go[2], done_[2], ready[2];
 
+/* Send a control message with one fd, as a peer of ours would. */
+static ssize_t send_msg_fd(int sock, const struct sc_msg *m, int fd)
+{
+	union { char b[CMSG_SPACE(sizeof(int))]; struct cmsghdr a; } u;
+	struct iovec iov = { (void *)m, sizeof(*m) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+			     .msg_control = u.b, .msg_controllen = sizeof(u.b) };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	return sendmsg(sock, &mh, 0);
+}
+
 static void signal_(int fd) { char b = 1; t_write_full(fd, &b, 1); }
 static void await_(int fd) { char b; t_read_full(fd, &b, 1); }
 
@@ -120,16 +136,7 @@ static int raw_unsealed(const char *path, void *arg)
 	struct sc_msg m = { .magic = SC_MSG_MAGIC, .type = SC_MSG_HELLO,
 			    .version = SC_LAYOUT_VERSION, .nslots = 1,
 			    .ring_size = { ring[0], ring[1] }, .seg_size = size };
-	union { char b[CMSG_SPACE(sizeof(int))]; struct cmsghdr a; } u;
-	struct iovec iov = { &m, sizeof(m) };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
-			     .msg_control = u.b, .msg_controllen = sizeof(u.b) };
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-	T_EQ(sendmsg(s, &mh, 0), (ssize_t)sizeof(m));
+	T_EQ(send_msg_fd(s, &m, fd), (ssize_t)sizeof(m));
 	/* the victim hangs up on us */
 	char b;
 	T_EQ(recv(s, &b, 1, 0), 0);
@@ -191,16 +198,7 @@ static int pipe_client(const char *path, void *arg)
 	close(p[0]);
 	struct sc_msg m = { .magic = SC_MSG_MAGIC, .type = SC_MSG_CELL,
 			    .version = SC_LAYOUT_VERSION, .cell = 7 };
-	union { char b[CMSG_SPACE(sizeof(int))]; struct cmsghdr a; } u;
-	struct iovec iov = { &m, sizeof(m) };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
-			     .msg_control = u.b, .msg_controllen = sizeof(u.b) };
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &p[1], sizeof(int));
-	T_EQ(sendmsg(c->g->sock, &mh, 0), (ssize_t)sizeof(m));
+	T_EQ(send_msg_fd(c->g->sock, &m, p[1]), (ssize_t)sizeof(m));
 	/* ask for a wake-up through that cell */
 	atomic_store(&c->g->my_cells[7].armed, SC_ARM_POLL);
 	atomic_store(&c->me->cell, 7u);
