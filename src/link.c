@@ -469,7 +469,8 @@ void sc__group_kill(struct sc_group *g, int err)
 {
 	bool was_dead = g->dead;
 
-	g->dead = true;
+	/* atomic: sc__notify_peer peeks at it without the group lock */
+	__atomic_store_n(&g->dead, true, __ATOMIC_RELAXED);
 	for (uint32_t s = 0; s < g->nslots; s++) {
 		struct sc_conn *c = g->conns[s];
 		if (!c)
