@@ -5,7 +5,10 @@ WARN    := -Wall -Wextra -Werror -Wno-unused-parameter
 BASE    := -std=gnu11 -D_GNU_SOURCE -Iinclude -Isrc -pthread -fno-strict-aliasing
 B       := build
 
-LIB_SRC := $(sort $(wildcard src/*.c))
+# socket.c is the LD_PRELOAD interposer: in the shared library only (linked
+# into a test program it would replace that program's own read/write/close)
+PRELOAD := src/socket.c
+LIB_SRC := $(sort $(filter-out $(PRELOAD),$(wildcard src/*.c)))
 CLI_SRC := $(sort $(wildcard cli/*.c))
 TESTS   := $(patsubst tests/%.c,%,$(sort $(wildcard tests/test_*.c)))
 T_SRC   := $(filter-out $(wildcard tests/test_*.c),$(wildcard tests/t_*.c))
@@ -19,8 +22,8 @@ $(B)/obj/%.o: src/%.c $(wildcard src/*.h) include/shortcut.h | $(B)/obj
 $(B)/obj $(B)/t $(B)/asan $(B)/tsan:
 	mkdir -p $@
 LIB_OBJ := $(patsubst src/%.c,$(B)/obj/%.o,$(LIB_SRC))
-$(B)/libshortcut.so: $(LIB_OBJ)
-	$(CC) -shared -pthread -Wl,-z,defs -Wl,--version-script=src/libshortcut.map -o $@ $^
+$(B)/libshortcut.so: $(LIB_OBJ) $(B)/obj/socket.o src/libshortcut.map
+	$(CC) -shared -pthread -Wl,-z,defs -Wl,--version-script=src/libshortcut.map -o $@ $(filter %.o,$^) -ldl
 $(B)/libshortcut.a: $(LIB_OBJ)
 	rm -f $@ && ar rcs $@ $^
 $(B)/shortcut: $(CLI_SRC) $(wildcard cli/*.h) $(B)/libshortcut.a

@@ -8,5 +8,9 @@
  * Returns the exit status: 0, 1 (a transport failed) or 2 (bad usage).
  */
 int sc__perf_main(int argc, char **argv);
+/* shortcut run CMD [ARGS...]: exec CMD with libshortcut.so preloaded. */
+int sc__run_main(int argc, char **argv);
+/* shortcut stats [--json] [--reset]: counters of the run directory. */
+int sc__stats_main(int argc, char **argv);
 
 #endif /* SHORTCUT_CLI_H */

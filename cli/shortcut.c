@@ -15,6 +15,11 @@ static void usage(FILE *f)
 		"  perf pingpong|stream --size N [--seconds S] [--spin-us U] [--reps R] [--json]\n"
 		"          side-by-side benchmark: kernel TCP loopback, Unix socket, shortcut,\n"
 		"          and the machine's physical references (shared-memory ping-pong, memcpy)\n"
+		"  run CMD [ARGS...]\n"
+		"          run CMD with the interposer: its TCP connections to other\n"
+		"          accelerated processes on this host use shared memory\n"
+		"  stats [--json] [--reset]\n"
+		"          counters and fallback reasons of every process in the run directory\n"
 		"  config  validate the SHORTCUT_* environment (exit 2 with the reason if invalid)\n"
 		"  help    this text\n");
 }
@@ -35,6 +40,10 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "perf"))
 		return sc__perf_main(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "run"))
+		return sc__run_main(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "stats"))
+		return sc__stats_main(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "config"))
 		return cmd_config();
 	if (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {

@@ -189,6 +189,10 @@ struct sc_stats {
 	uint64_t wakeups_sent;       /* wake-up system calls made for a peer */
 	uint64_t sleeps;             /* waits that slept in the kernel */
 	uint64_t spin_hits;          /* waits satisfied while spinning */
+	/* interposer (LD_PRELOAD) only */
+	uint64_t conns_accelerated;  /* TCP connections moved to shared memory */
+	uint64_t conns_fallback;     /* TCP connections that stayed on TCP */
+	uint64_t bytes_tcp_sent, bytes_tcp_received;  /* on those */
 };
 void sc_stats_get(struct sc_stats *st);
 

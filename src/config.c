@@ -22,6 +22,7 @@ struct sc_config sc__cfg = {
 	.wmem = DEFAULT_RING,
 	.spin_ns = DEFAULT_SPIN_US * 1000,
 	.max_conns = SC_MAX_SLOTS,
+	.claim_ms = 10000,
 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -121,6 +122,30 @@ static void load(void)
 	}
 	if (rc == 0)
 		sc__cfg.max_conns = (uint32_t)n;
+	static const struct { const char *name; uint64_t lo, hi; const char *allowed;
+			      uint32_t *dst; } more[] = {
+		{ "SHORTCUT_DISABLE", 0, 1, "0 (accelerate) or 1 (leave every connection on TCP)",
+		  &sc__cfg.disable },
+		{ "SHORTCUT_LOG", 0, 3, "0 (quiet) to 3 (every decision), to stderr",
+		  &sc__cfg.log },
+		{ "SHORTCUT_CLAIM_MS", 1, 600000,
+		  "milliseconds a client waits for its offer to be claimed, 1 to 600000",
+		  &sc__cfg.claim_ms },
+	};
+	for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++) {
+		rc = get_uint(more[i].name, more[i].lo, more[i].hi, more[i].allowed, &n);
+		if (rc < 0) {
+			load_rc = rc;
+			return;
+		}
+		if (rc == 0)
+			*more[i].dst = (uint32_t)n;
+	}
+	const char *d = getenv("SHORTCUT_RUNDIR");
+	if (d && (!*d || d[0] != '/' || strlen(d) >= 80)) {
+		load_rc = bad("SHORTCUT_RUNDIR", d, "an absolute directory path shorter than 80 bytes");
+		return;
+	}
 }
 
 int sc__config_load(void)

@@ -10,6 +10,10 @@ struct sc_config {
 	uint32_t wmem;          /* send ring bytes (power of two) */
 	uint32_t spin_ns;       /* spin budget before sleeping; 0 = never spin */
 	uint32_t max_conns;     /* connections per link group */
+	/* the interposer */
+	uint32_t disable;       /* 1: every connection stays on TCP */
+	uint32_t log;           /* 0..3 */
+	uint32_t claim_ms;      /* a client's wait for its offer to be claimed */
 };
 
 extern struct sc_config sc__cfg;

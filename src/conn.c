@@ -344,6 +344,8 @@ int sc__listener_push(struct sc_listener *l, struct sc_conn *c)
 	uint64_t one = 1;
 	int rc = 0;
 
+	if (l->deliver)
+		return l->deliver(l, c);
 	pthread_mutex_lock(&l->lock);
 	if (l->closed || l->count >= l->max) {
 		rc = -ECONNREFUSED;
@@ -436,6 +438,11 @@ API void sc_listener_close(struct sc_listener *l)
 
 API int sc_connect(const char *path, struct sc_conn **out, int flags)
 {
+	return sc__connect_tagged(path, 0, flags, out);
+}
+
+int sc__connect_tagged(const char *path, uint64_t tag, int flags, struct sc_conn **out)
+{
 	int saved = errno, rc;
 	struct sc_group *g;
 	struct sc_conn *c;
@@ -459,7 +466,7 @@ API int sc_connect(const char *path, struct sc_conn **out, int flags)
 	}
 	sc__conn_set_flags(c, SC_SF_OPEN);
 	struct sc_msg m = { .magic = SC_MSG_MAGIC, .type = SC_MSG_OPEN,
-			    .version = SC_LAYOUT_VERSION, .slot = slot };
+			    .version = SC_LAYOUT_VERSION, .slot = slot, .tag = tag };
 	rc = sc__group_send(g, &m, -1);
 	pthread_mutex_unlock(&g->lock);
 	if (rc) {

@@ -43,12 +43,15 @@ struct sc_conn {
 	uint32_t spin_ns[2];    /* adaptive spin budget: [0] receive, [1] send */
 	uint32_t spin_misses[2];        /* consecutive spins that ended in sleep */
 	void *user;
+	uint64_t tag;           /* claim tag from the OPEN (interposer handshake) */
 	/* single writer (under txlock / rxlock), read by stats: relaxed */
 	_Atomic uint64_t bytes_sent, bytes_received, spin_hits;
 	_Atomic uint64_t wakeups, sleeps;
 	struct sc_conn *next;   /* listener backlog */
 };
 
+/* sc_connect with a claim tag carried in the OPEN message. */
+int sc__connect_tagged(const char *path, uint64_t tag, int flags, struct sc_conn **out);
 /* Create the local half of slot s in g (group locked). */
 int sc__conn_new(struct sc_group *g, uint32_t slot, struct sc_conn **out);
 /* Record a peer violation on c: sticky -EPROTO, counted. */

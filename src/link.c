@@ -548,6 +548,7 @@ static int group_open(struct sc_group *g, const struct sc_msg *m, struct sc_conn
 	if (rc)
 		return rc;
 	sc__conn_set_flags(c, SC_SF_OPEN);
+	c->tag = m->tag;
 	SC_STAT_ADD(conns_opened, 1);
 	if (!g->listener || sc__listener_push(g->listener, c)) {
 		c->next = *refused;
@@ -832,6 +833,34 @@ static void *ctl_main(void *arg)
 		if (done)
 			return NULL;
 	}
+}
+
+void sc__link_atfork_child(void)
+{
+	pthread_mutex_init(&ctl.lock, NULL);
+	for (struct sc_group *g = ctl.groups; g; g = g->next) {
+		if (g->sock >= 0)
+			close(g->sock);
+		g->sock = -1;
+		for (int i = 0; i < SC_MAX_CELLS; i++)
+			if (g->peer_wake[i] >= 0)
+				close(g->peer_wake[i]);
+	}
+	for (struct sc_listener *l = ctl.listeners; l; l = l->next)
+		close(l->sock);
+	if (ctl.epfd >= 0)
+		close(ctl.epfd);
+	if (ctl.wakefd >= 0)
+		close(ctl.wakefd);
+	if (ctl.reserve_fd >= 0)
+		close(ctl.reserve_fd);
+	/* the parent's structures stay allocated: its connections, copied
+	 * into the child, still point at them (and are never used here) */
+	ctl.groups = ctl.zombies = NULL;
+	ctl.listeners = NULL;
+	ctl.ngroups = ctl.nlisteners = 0;
+	ctl.running = false;
+	ctl.epfd = ctl.wakefd = ctl.reserve_fd = -1;
 }
 
 /* Live connections' counters (stats.c); a closing connection moves its

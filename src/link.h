@@ -75,7 +75,11 @@ struct sc_msg {
 	int32_t pid;
 	uint32_t nslots;
 	uint32_t ring_size[2];
-	uint64_t seg_size, group_id;
+	union {
+		uint64_t seg_size;      /* HELLO */
+		uint64_t tag;           /* OPEN: the connector's claim tag (0: none) */
+	};
+	uint64_t group_id;
 };
 #define SC_MSG_MAGIC 0x5343544cu
 _Static_assert(sizeof(struct sc_msg) == 48, "control message is a wire format");
@@ -101,6 +105,10 @@ void sc__group_release_slot(struct sc_group *g, uint32_t slot);
 int sc__group_peer_wake(struct sc_group *g, uint32_t idx, uint32_t gen);
 /* A violation by the peer or its death: abort every connection of g. */
 void sc__group_kill(struct sc_group *g, int err);
+/* In a child after fork: drop (without touching the peers) every group and
+ * listener the parent had; the child starts afresh.  Inherited link sockets
+ * are closed so that the parent's death is still seen by its peers. */
+void sc__link_atfork_child(void);
 
 /* Listener backlog handed over by the control thread. */
 int sc__listener_push(struct sc_listener *l, struct sc_conn *c);

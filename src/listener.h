@@ -17,6 +17,9 @@ struct sc_listener {
 	struct sc_conn *head, *tail;
 	int count, max;
 	bool closed;
+	/* if set, new connections go here instead of the backlog (called with
+	 * the group lock held; 0 = taken, else refused) */
+	int (*deliver)(struct sc_listener *l, struct sc_conn *c);
 	struct sc_listener *next;       /* control thread's list */
 };
 

@@ -1,0 +1,180 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * shortcut run CMD...   run a program with the interposer preloaded
+ * shortcut stats        counters of every process of the run directory
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "rundir.h"
+#include "shortcut.h"
+#include "stats.h"
+
+/* libshortcut.so beside the shortcut binary, or in ../lib/shortcut/ */
+static int find_lib(char *out, size_t len)
+{
+	char exe[PATH_MAX - 64];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n < 0)
+		return -1;
+	exe[n] = 0;
+	char *slash = strrchr(exe, '/');
+	if (!slash)
+		return -1;
+	*slash = 0;
+	if (snprintf(out, len, "%s/libshortcut.so", exe) < (int)len && access(out, R_OK) == 0)
+		return 0;
+	if (snprintf(out, len, "%s/../lib/shortcut/libshortcut.so", exe) < (int)len &&
+	    access(out, R_OK) == 0)
+		return 0;
+	return -1;
+}
+
+int sc__run_main(int argc, char **argv)
+{
+	char lib[PATH_MAX], pre[2 * PATH_MAX + 2];
+
+	if (argc < 2) {
+		fprintf(stderr, "usage: shortcut run CMD [ARGS...]\n");
+		return 2;
+	}
+	if (sc_config_check())
+		return 2;
+	if (find_lib(lib, sizeof(lib))) {
+		fprintf(stderr, "shortcut: libshortcut.so not found beside the shortcut binary\n");
+		return 1;
+	}
+	const char *old = getenv("LD_PRELOAD");
+	if (old && *old)
+		snprintf(pre, sizeof(pre), "%s:%s", lib, old);
+	else
+		snprintf(pre, sizeof(pre), "%s", lib);
+	setenv("LD_PRELOAD", pre, 1);
+	execvp(argv[1], argv + 1);
+	fprintf(stderr, "shortcut: cannot run %s: %s\n", argv[1], strerror(errno));
+	return 127;
+}
+
+static bool alive(int pid)
+{
+	return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+}
+
+int sc__stats_main(int argc, char **argv)
+{
+	bool json = false, reset = false;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--json"))
+			json = true;
+		else if (!strcmp(argv[i], "--reset"))
+			reset = true;
+		else {
+			fprintf(stderr, "usage: shortcut stats [--json] [--reset]\n");
+			return 2;
+		}
+	}
+	if (sc_config_check())
+		return 2;
+	const char *dir = sc__rundir();
+	if (!dir) {
+		fprintf(stderr, "shortcut: run directory unusable (SHORTCUT_RUNDIR)\n");
+		return 1;
+	}
+	DIR *d = opendir(dir);
+	if (!d) {
+		fprintf(stderr, "shortcut: %s: %s\n", dir, strerror(errno));
+		return 1;
+	}
+	uint64_t sum[sizeof(struct sc_counters) / 8] = { 0 };
+	int procs = 0, live = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (strncmp(e->d_name, "stats-", 6))
+			continue;
+		int fd = openat(dirfd(d), e->d_name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+		struct stat st;
+		if (fd < 0 || fstat(fd, &st) < 0 || st.st_size != sizeof(struct sc_stats_file)) {
+			if (fd >= 0)
+				close(fd);
+			continue;
+		}
+		struct sc_stats_file *f = mmap(NULL, sizeof(*f), PROT_READ | PROT_WRITE,
+					       MAP_SHARED, fd, 0);
+		close(fd);
+		if (f == MAP_FAILED)
+			continue;
+		if (__atomic_load_n(&f->magic, __ATOMIC_ACQUIRE) == SC_STATS_MAGIC) {
+			_Atomic uint64_t *c = (_Atomic uint64_t *)&f->c;
+			bool up = alive(f->pid);
+			procs++;
+			live += up;
+			for (size_t i = 0; i < sizeof(sum) / 8; i++)
+				sum[i] += reset ? 0 : atomic_load_explicit(&c[i], memory_order_relaxed);
+			if (reset) {
+				if (up)
+					for (size_t i = 0; i < sizeof(sum) / 8; i++)
+						atomic_store(&c[i], 0);
+				else
+					unlinkat(dirfd(d), e->d_name, 0);
+			}
+		}
+		munmap(f, sizeof(*f));
+	}
+	closedir(d);
+	struct sc_counters *s = (struct sc_counters *)sum;
+#define V(f) ((unsigned long long)*(uint64_t *)&s->f)
+	if (reset) {
+		printf("counters reset (%d processes)\n", procs);
+		return 0;
+	}
+	if (json) {
+		printf("{\"rundir\": \"%s\", \"processes\": %d, \"live_processes\": %d, "
+		       "\"conns_accelerated\": %llu, \"conns_fallback\": %llu, \"fallback\": {",
+		       dir, procs, live, V(conns_accelerated), V(conns_fallback));
+		for (int i = 0, first = 1; i < SC_FB_MAX; i++) {
+			if (!sc__fallback_names[i])
+				continue;
+			printf("%s\"%s\": %llu", first ? "" : ", ", sc__fallback_names[i],
+			       V(fallback[i]));
+			first = 0;
+		}
+		printf("}, \"bytes_shm_sent\": %llu, \"bytes_shm_received\": %llu, "
+		       "\"bytes_tcp_sent\": %llu, \"bytes_tcp_received\": %llu, "
+		       "\"conns_opened\": %llu, \"conns_closed\": %llu, \"conns_aborted\": %llu, "
+		       "\"conns_refused\": %llu, \"proto_errors\": %llu, \"groups_created\": %llu, "
+		       "\"groups_joined\": %llu, \"wakeups_sent\": %llu, \"sleeps\": %llu, "
+		       "\"spin_hits\": %llu}\n",
+		       V(bytes_sent), V(bytes_received), V(bytes_tcp_sent), V(bytes_tcp_received),
+		       V(conns_opened), V(conns_closed), V(conns_aborted), V(conns_refused),
+		       V(proto_errors), V(groups_created), V(groups_joined), V(wakeups_sent),
+		       V(sleeps), V(spin_hits));
+		return 0;
+	}
+	printf("run directory       %s\n", dir);
+	printf("processes           %d (%d running)\n", procs, live);
+	printf("connections         %llu on shared memory, %llu on TCP\n",
+	       V(conns_accelerated), V(conns_fallback));
+	for (int i = 0; i < SC_FB_MAX; i++)
+		if (sc__fallback_names[i] && V(fallback[i]))
+			printf("  stayed on TCP     %-22s %llu\n", sc__fallback_names[i], V(fallback[i]));
+	printf("bytes, shared memory  sent %llu, received %llu (closed connections)\n",
+	       V(bytes_sent), V(bytes_received));
+	printf("bytes, TCP            sent %llu, received %llu\n",
+	       V(bytes_tcp_sent), V(bytes_tcp_received));
+	printf("aborted %llu, refused %llu, protocol errors %llu, link groups %llu+%llu, "
+	       "wake-ups %llu, sleeps %llu\n",
+	       V(conns_aborted), V(conns_refused), V(proto_errors), V(groups_created),
+	       V(groups_joined), V(wakeups_sent), V(sleeps));
+	return 0;
+}

@@ -1,0 +1,403 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Run directory, offer boards, rendezvous paths and stats files (rundir.h).
+ * Everything here is shared with other processes of the same user: values
+ * read from a board are hints, checked again before anything relies on them
+ * (the claimer connects to the client's rendezvous and names the tag; the
+ * link layer validates everything it maps).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "rundir.h"
+#include "stats.h"
+
+static pthread_once_t dir_once = PTHREAD_ONCE_INIT;
+static char dir[256];
+static bool dir_ok;
+static uint64_t netns_ino;
+
+static int mkdir_private(const char *p)
+{
+	struct stat st;
+
+	if (mkdir(p, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	if (lstat(p, &st) < 0)
+		return -errno;
+	/* another user's directory would let them impersonate listeners */
+	if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+		return -EPERM;
+	return 0;
+}
+
+static void dir_init(void)
+{
+	const char *e = getenv("SHORTCUT_RUNDIR");
+	const char *x = getenv("XDG_RUNTIME_DIR");
+	struct stat st;
+	int n;
+
+	if (e && *e)
+		n = snprintf(dir, sizeof(dir), "%s", e);
+	else if (x && *x)
+		n = snprintf(dir, sizeof(dir), "%s/shortcut", x);
+	else
+		n = snprintf(dir, sizeof(dir), "/tmp/shortcut-%u", (unsigned)geteuid());
+	/* room for "/p-PID.sock" inside sun_path (108 bytes) */
+	dir_ok = n > 0 && n < 80 && mkdir_private(dir) == 0;
+	if (stat("/proc/self/ns/net", &st) == 0)
+		netns_ino = st.st_ino;
+}
+
+const char *sc__rundir(void)
+{
+	pthread_once(&dir_once, dir_init);
+	return dir_ok ? dir : NULL;
+}
+
+uint64_t sc__netns(void)
+{
+	pthread_once(&dir_once, dir_init);
+	return netns_ino;
+}
+
+/* ---- addresses ---------------------------------------------------------- */
+
+bool sc__addr16(const struct sockaddr *sa, struct sc_addr16 *out, uint16_t *port)
+{
+	memset(out, 0, sizeof(*out));
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
+		out->b[10] = out->b[11] = 0xff;
+		memcpy(&out->b[12], &s4->sin_addr, 4);
+		if (port)
+			*port = ntohs(s4->sin_port);
+		return true;
+	}
+	if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+		memcpy(out->b, &s6->sin6_addr, 16);
+		if (port)
+			*port = ntohs(s6->sin6_port);
+		return true;
+	}
+	return false;
+}
+
+static bool is_v4(const struct sc_addr16 *a)
+{
+	static const uint8_t pre[12] = { [10] = 0xff, [11] = 0xff };
+	return !memcmp(a->b, pre, 12);
+}
+
+bool sc__addr_is_loopback(const struct sc_addr16 *a)
+{
+	static const uint8_t one[16] = { [15] = 1 };
+	if (is_v4(a))
+		return a->b[12] == 127;
+	return !memcmp(a->b, one, 16);
+}
+
+bool sc__addr_is_any(const struct sc_addr16 *a)
+{
+	static const uint8_t zero[16];
+	if (is_v4(a))
+		return !memcmp(&a->b[12], zero, 4);
+	return !memcmp(a->b, zero, 16);
+}
+
+static bool pid_alive(int32_t pid)
+{
+	return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+}
+
+/* ---- boards ------------------------------------------------------------- */
+
+static pthread_mutex_t board_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sc_board *_Atomic boards[65536];
+static int board_fd[65536];
+
+struct sc_board *sc__board(uint16_t port, bool create)
+{
+	struct sc_board *b = atomic_load_explicit(&boards[port], memory_order_acquire);
+	const char *d;
+	char path[320];
+	struct stat st;
+	int fd, saved = errno;
+
+	if (b || !(d = sc__rundir()))
+		return b;
+	snprintf(path, sizeof(path), "%s/tcp-%u", d, port);
+	pthread_mutex_lock(&board_lock);
+	b = atomic_load_explicit(&boards[port], memory_order_relaxed);
+	if (b)
+		goto out;
+	fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0), 0600);
+	if (fd < 0)
+		goto out;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+	    (st.st_size != sizeof(*b) && (!create || st.st_size != 0 ||
+					  ftruncate(fd, sizeof(*b)) < 0))) {
+		close(fd);
+		goto out;
+	}
+	b = mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (b == MAP_FAILED) {
+		b = NULL;
+		close(fd);
+		goto out;
+	}
+	uint32_t zero = 0;
+	if (__atomic_compare_exchange_n(&b->magic, &zero, SC_BOARD_MAGIC, false,
+					__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		b->version = SC_BOARD_VERSION;
+		b->port = port;
+	} else if (zero != SC_BOARD_MAGIC) {
+		munmap(b, sizeof(*b));
+		close(fd);
+		b = NULL;
+		goto out;
+	}
+	board_fd[port] = fd;
+	atomic_store_explicit(&boards[port], b, memory_order_release);
+out:
+	pthread_mutex_unlock(&board_lock);
+	errno = saved;
+	return b;
+}
+
+static int local_addrs(struct sc_addr16 *out, int max)
+{
+	struct ifaddrs *ifa, *i;
+	int n = 0;
+
+	if (getifaddrs(&ifa) < 0)
+		return 0;
+	for (i = ifa; i && n < max; i = i->ifa_next) {
+		struct sc_addr16 a;
+		if (!i->ifa_addr || !sc__addr16(i->ifa_addr, &a, NULL) ||
+		    sc__addr_is_loopback(&a))
+			continue;       /* loopback is matched by namespace */
+		out[n++] = a;
+	}
+	freeifaddrs(ifa);
+	return n;
+}
+
+int sc__board_listen(struct sc_board *b, const struct sc_addr16 *addr, uint64_t sock_ino)
+{
+	int fd = board_fd[b->port], rc = -ENOSPC, saved = errno;
+	int32_t me = getpid();
+
+	flock(fd, LOCK_EX);
+	for (int i = 0; i < SC_BOARD_LISTENERS; i++) {
+		struct sc_board_listener *l = &b->listeners[i];
+		int32_t pid = atomic_load(&l->pid);
+		if (pid && pid_alive(pid) && !(pid == me && l->sock_ino == sock_ino))
+			continue;
+		l->naddr = 0;
+		atomic_store(&l->pid, me);
+		l->netns = sc__netns();
+		l->sock_ino = sock_ino;
+		l->wildcard = sc__addr_is_any(addr);
+		uint32_t n = 1;
+		if (l->wildcard)
+			n = (uint32_t)local_addrs(l->addr, SC_BOARD_ADDRS) ;
+		else
+			l->addr[0] = *addr;
+		/* naddr last: a reader sees the addresses complete */
+		__atomic_store_n(&l->naddr, n ? n : SC_BOARD_ADDRS + 1, __ATOMIC_RELEASE);
+		rc = 0;
+		break;
+	}
+	flock(fd, LOCK_UN);
+	errno = saved;
+	return rc;
+}
+
+void sc__board_unlisten(struct sc_board *b, uint64_t sock_ino)
+{
+	int fd = board_fd[b->port], saved = errno;
+	int32_t me = getpid();
+
+	flock(fd, LOCK_EX);
+	for (int i = 0; i < SC_BOARD_LISTENERS; i++) {
+		struct sc_board_listener *l = &b->listeners[i];
+		if (atomic_load(&l->pid) == me && l->sock_ino == sock_ino)
+			atomic_store(&l->pid, 0);
+	}
+	flock(fd, LOCK_UN);
+	errno = saved;
+}
+
+bool sc__board_serves(struct sc_board *b, const struct sc_addr16 *dst)
+{
+	bool loop = sc__addr_is_loopback(dst);
+	int saved = errno;
+	bool yes = false;
+
+	for (int i = 0; i < SC_BOARD_LISTENERS && !yes; i++) {
+		struct sc_board_listener *l = &b->listeners[i];
+		int32_t pid = atomic_load(&l->pid);
+		uint32_t n = __atomic_load_n(&l->naddr, __ATOMIC_ACQUIRE);
+		if (!pid || !n)
+			continue;
+		if (n > SC_BOARD_ADDRS)
+			n = 0;  /* wildcard with no address besides loopback */
+		if (loop) {
+			/* 127.0.0.1 in another namespace is another host */
+			if (l->netns != sc__netns())
+				continue;
+			if (l->wildcard || sc__addr_is_loopback(&l->addr[0]))
+				yes = !memcmp(&l->addr[0], dst, 16) || l->wildcard;
+		} else {
+			for (uint32_t k = 0; k < n && !yes; k++)
+				yes = !memcmp(&l->addr[k], dst, 16);
+		}
+		if (yes && !pid_alive(pid))
+			yes = false;
+	}
+	errno = saved;
+	return yes;
+}
+
+/* ---- offers ------------------------------------------------------------- */
+
+int sc__offer_post(struct sc_board *b, uint16_t cport, const struct sc_addr16 *dst,
+		   uint64_t tag)
+{
+	uint32_t h = cport % SC_BOARD_OFFERS;
+	int saved = errno;
+
+	for (uint32_t i = 0; i < SC_BOARD_PROBE; i++) {
+		uint32_t idx = (h + i) % SC_BOARD_OFFERS;
+		struct sc_offer *o = &b->offers[idx];
+		uint32_t st = atomic_load_explicit(&o->state, memory_order_acquire);
+		bool take = false;
+		if (st == SC_OFFER_FREE) {
+			take = atomic_compare_exchange_strong(&o->state, &st, SC_OFFER_BUSY);
+		} else if (st == SC_OFFER_OFFERED && !pid_alive(o->pid)) {
+			/* left by a client that died before anyone claimed it */
+			take = atomic_compare_exchange_strong(&o->state, &st, SC_OFFER_BUSY);
+		}
+		if (!take)
+			continue;
+		o->cport = cport;
+		o->daddr = *dst;
+		o->netns = sc__netns();
+		o->pid = getpid();
+		o->tag = tag;
+		atomic_store_explicit(&o->state, SC_OFFER_OFFERED, memory_order_release);
+		errno = saved;
+		return (int)idx;
+	}
+	errno = saved;
+	return -ENOSPC;
+}
+
+bool sc__offer_cancel(struct sc_board *b, int idx)
+{
+	uint32_t st = SC_OFFER_OFFERED;
+	return atomic_compare_exchange_strong(&b->offers[idx].state, &st, SC_OFFER_FREE);
+}
+
+uint32_t sc__offer_state(struct sc_board *b, int idx)
+{
+	return atomic_load_explicit(&b->offers[idx].state, memory_order_acquire);
+}
+
+void sc__offer_free(struct sc_board *b, int idx)
+{
+	atomic_store_explicit(&b->offers[idx].state, SC_OFFER_FREE, memory_order_release);
+}
+
+int sc__offer_claim(struct sc_board *b, uint16_t cport, const struct sc_addr16 *local,
+		    int32_t *pid, uint64_t *tag)
+{
+	uint32_t h = cport % SC_BOARD_OFFERS;
+	bool loop = sc__addr_is_loopback(local);
+	int saved = errno;
+
+	for (uint32_t i = 0; i < SC_BOARD_PROBE; i++) {
+		uint32_t idx = (h + i) % SC_BOARD_OFFERS;
+		struct sc_offer *o = &b->offers[idx];
+		uint32_t st = atomic_load_explicit(&o->state, memory_order_acquire);
+		if (st != SC_OFFER_OFFERED || o->cport != cport ||
+		    memcmp(&o->daddr, local, 16) || (loop && o->netns != sc__netns()))
+			continue;
+		int32_t p = o->pid;
+		uint64_t t = o->tag;
+		if (!atomic_compare_exchange_strong(&o->state, &st, SC_OFFER_CLAIMED))
+			continue;
+		/* fields read before the CAS: a withdrawn and reposted
+		 * offer would have failed it only if the state moved, so
+		 * check the copy is still this offer's */
+		if (o->pid != p || o->tag != t || !pid_alive(p)) {
+			atomic_store(&o->state, SC_OFFER_FREE);
+			continue;
+		}
+		*pid = p;
+		*tag = t;
+		errno = saved;
+		return (int)idx;
+	}
+	errno = saved;
+	return -1;
+}
+
+/* ---- rendezvous and stats ---------------------------------------------- */
+
+int sc__rendezvous_path(int32_t pid, char *buf, size_t len)
+{
+	const char *d = sc__rundir();
+	if (!d)
+		return -ENOENT;
+	int n = snprintf(buf, len, "%s/p-%d.sock", d, (int)pid);
+	return n > 0 && (size_t)n < len ? 0 : -ENAMETOOLONG;
+}
+
+
+int sc__stats_file_open(void)
+{
+	const char *d = sc__rundir();
+	char path[320];
+	uint32_t r = 0;
+	int fd, saved = errno;
+
+	if (!d)
+		return -ENOENT;
+	if (getentropy(&r, sizeof(r)) < 0)
+		r = (uint32_t)(uintptr_t)&r;
+	snprintf(path, sizeof(path), "%s/stats-%d-%08x", d, (int)getpid(), r);
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0 || ftruncate(fd, sizeof(struct sc_stats_file)) < 0) {
+		int rc = -errno;
+		if (fd >= 0)
+			close(fd);
+		errno = saved;
+		return rc;
+	}
+	struct sc_stats_file *f = mmap(NULL, sizeof(*f), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (f == MAP_FAILED) {
+		errno = saved;
+		return -ENOMEM;
+	}
+	f->pid = getpid();
+	f->version = 1;
+	sc__stats_move(&f->c);
+	__atomic_store_n(&f->magic, SC_STATS_MAGIC, __ATOMIC_RELEASE);
+	errno = saved;
+	return 0;
+}

@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The run directory (SHORTCUT_RUNDIR): where accelerated processes on one
+ * host find each other.  It holds, per TCP port with an accelerated
+ * listener, an offer board (a small shared file), each process's rendezvous
+ * socket (p-PID.sock) and each process's counters (stats-PID-N).
+ *
+ * Offer board, per port: a header naming the live listeners of that port
+ * (process, network namespace, addresses) and a table of offers.  A client
+ * that connects to an address a live listener serves writes an offer (its
+ * port, the destination address, its pid and a random tag) *before* its TCP
+ * SYN; whichever process accept()s the connection finds the offer by the
+ * 4-tuple it sees, claims it (one compare-and-swap), and connects to the
+ * client's rendezvous with the tag.  No network round trip is added, and a
+ * connection nobody claims stays plain TCP.
+ */
+#ifndef SC_RUNDIR_H
+#define SC_RUNDIR_H
+
+#include <netinet/in.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include "stats.h"
+
+#define SC_BOARD_MAGIC      0x5343424fu
+#define SC_BOARD_VERSION    1u
+#define SC_BOARD_LISTENERS  32
+#define SC_BOARD_ADDRS      8
+#define SC_BOARD_OFFERS     1024
+#define SC_BOARD_PROBE      64          /* offers searched from the hash slot */
+
+/* an IPv4 address is stored v4-mapped */
+struct sc_addr16 {
+	uint8_t b[16];
+};
+
+struct sc_board_listener {
+	_Atomic int32_t pid;            /* 0: free */
+	uint32_t naddr;                 /* addresses below; 0 = not yet written */
+	uint64_t netns;                 /* network namespace inode */
+	uint64_t sock_ino;              /* the listening socket's inode */
+	struct sc_addr16 addr[SC_BOARD_ADDRS];  /* bound address, or all local
+						  * addresses of a wildcard bind */
+	uint32_t wildcard, pad;
+};
+
+enum { SC_OFFER_FREE, SC_OFFER_BUSY, SC_OFFER_OFFERED, SC_OFFER_CLAIMED,
+       SC_OFFER_DECLINED };
+
+struct sc_offer {
+	_Atomic uint32_t state;
+	uint16_t cport;                 /* client port, host order */
+	uint16_t pad;
+	struct sc_addr16 daddr;         /* destination address as the client sees it */
+	uint64_t netns;                 /* client's network namespace */
+	int32_t pid;                    /* client process */
+	uint32_t pad2;
+	uint64_t tag;                   /* random; names the connection on the client */
+	uint64_t pad3[2];
+};
+_Static_assert(sizeof(struct sc_offer) == 64, "offer is one cache line");
+
+struct sc_board {
+	uint32_t magic, version, port, pad;
+	struct sc_board_listener listeners[SC_BOARD_LISTENERS];
+	struct sc_offer offers[SC_BOARD_OFFERS] __attribute__((aligned(64)));
+};
+
+/* The run directory, created (0700) on first use; NULL if unusable. */
+const char *sc__rundir(void);
+/* Our network namespace's inode (0 if unknown). */
+uint64_t sc__netns(void);
+
+/* Address helpers (AF_INET / AF_INET6 only; false for anything else). */
+bool sc__addr16(const struct sockaddr *sa, struct sc_addr16 *out, uint16_t *port);
+bool sc__addr_is_loopback(const struct sc_addr16 *a);
+bool sc__addr_is_any(const struct sc_addr16 *a);
+
+/* The board of a port: mapped once per process, created if create. */
+struct sc_board *sc__board(uint16_t port, bool create);
+
+/* A listener of ours on port (addr as bound): register / drop it. */
+int sc__board_listen(struct sc_board *b, const struct sc_addr16 *addr, uint64_t sock_ino);
+void sc__board_unlisten(struct sc_board *b, uint64_t sock_ino);
+/* Does a live accelerated listener serve dst?  (client side) */
+bool sc__board_serves(struct sc_board *b, const struct sc_addr16 *dst);
+
+/* Client: write an offer; returns its index or -errno (-ENOSPC: full). */
+int sc__offer_post(struct sc_board *b, uint16_t cport, const struct sc_addr16 *dst,
+		   uint64_t tag);
+/* Client: withdraw an unclaimed offer.  true: withdrawn (nobody will claim
+ * it); false: it was claimed (an OPEN is on its way) or declined. */
+bool sc__offer_cancel(struct sc_board *b, int idx);
+/* Client: the offer's state. */
+uint32_t sc__offer_state(struct sc_board *b, int idx);
+void sc__offer_free(struct sc_board *b, int idx);
+
+/* Server: find and claim the offer for a connection we accepted; returns
+ * its index (state CLAIMED, pid and tag copied out) or -1. */
+int sc__offer_claim(struct sc_board *b, uint16_t cport, const struct sc_addr16 *local,
+		    int32_t *pid, uint64_t *tag);
+
+/* Path of process pid's rendezvous socket. */
+int sc__rendezvous_path(int32_t pid, char *buf, size_t len);
+
+/* A process's stats file: <rundir>/stats-PID-RANDOM. */
+struct sc_stats_file {
+	uint32_t magic, version;
+	int32_t pid;
+	uint32_t pad;
+	struct sc_counters c;
+};
+#define SC_STATS_MAGIC 0x53435354u
+
+/* Map this process's stats file and move the counters there. */
+int sc__stats_file_open(void);
+
+#endif

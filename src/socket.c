@@ -1,0 +1,1925 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Socket layer: the LD_PRELOAD interposer (design brief, layer 5), built
+ * into libshortcut.so only.
+ *
+ * The program's fd stays the real kernel TCP socket for the connection's
+ * whole life; a flat table indexed by fd maps accelerated fds to their
+ * sc_sock.  Calls on any other fd go straight to libc after one table load.
+ *
+ * Handshake (rundir.h): connect() to an address a live accelerated listener
+ * serves binds the socket's port if needed, posts an offer on the port's
+ * board, then makes the real TCP connect.  The process that accept()s the
+ * connection claims the offer and opens a shared-memory connection to the
+ * client's rendezvous with the offer's tag.  Until the client sees that
+ * OPEN, what it writes waits in a private buffer (one ring's worth at
+ * least); if instead the peer answers over TCP, or nobody claims the offer
+ * in time, the client withdraws it, writes the buffer to TCP and stays
+ * plain.  A peer that is not accelerated never receives a byte the program
+ * did not write.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/sockios.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/select.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "conn.h"
+#include "link.h"
+#include "listener.h"
+#include "notify.h"
+#include "ring.h"
+#include "rundir.h"
+#include "stats.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* ---- the real functions ------------------------------------------------- */
+
+#define REALS(X) \
+	X(socket) X(connect) X(listen) X(accept) X(accept4) X(close) X(shutdown) \
+	X(read) X(write) X(readv) X(writev) X(send) X(recv) X(sendto) X(recvfrom) \
+	X(sendmsg) X(recvmsg) X(sendmmsg) X(recvmmsg) X(dup) X(dup2) X(dup3) \
+	X(fcntl) X(ioctl) X(poll) X(ppoll) X(select) X(pselect) X(epoll_create) \
+	X(epoll_create1) X(epoll_ctl) X(epoll_wait) X(epoll_pwait) X(getsockopt) \
+	X(setsockopt) X(sendfile) X(__read_chk) X(__recv_chk) X(__recvfrom_chk) \
+	X(__poll_chk) X(__ppoll_chk)
+
+extern ssize_t __read_chk(int, void *, size_t, size_t);
+extern ssize_t __recv_chk(int, void *, size_t, size_t, int);
+extern ssize_t __recvfrom_chk(int, void *, size_t, size_t, int, struct sockaddr *, socklen_t *);
+extern int __poll_chk(struct pollfd *, nfds_t, int, size_t);
+extern int __ppoll_chk(struct pollfd *, nfds_t, const struct timespec *, const sigset_t *, size_t);
+
+#define DECL(f) static __typeof__(f) *real_##f;
+REALS(DECL)
+static int (*real_fcntl64)(int, int, ...);
+
+static pthread_once_t real_once = PTHREAD_ONCE_INIT;
+static void real_init(void)
+{
+#define LOAD(f) real_##f = (__typeof__(f) *)dlsym(RTLD_NEXT, #f);
+	REALS(LOAD)
+	real_fcntl64 = (int (*)(int, int, ...))dlsym(RTLD_NEXT, "fcntl64");
+	if (!real_fcntl64)
+		real_fcntl64 = real_fcntl;
+}
+#define R(f) (pthread_once(&real_once, real_init), real_##f)
+
+/* ---- state -------------------------------------------------------------- */
+
+enum { M_TCP, M_LISTEN, M_PENDING, M_SHM };
+
+#define PBUF_CAP SC_RING_MIN    /* a pending client's buffer: fits any ring */
+
+struct sc_sock {
+	pthread_mutex_t lock;   /* mode changes, the pending state */
+	_Atomic int mode;
+	int refs;               /* fds naming it (dup), under table_lock */
+	bool nonblock;          /* O_NONBLOCK of the open file description */
+	bool counted;           /* an established connection (bytes_tcp_*) */
+	bool linger0;
+	pid_t owner;            /* the process whose shared-memory state it is */
+	struct sc_conn *c;      /* M_SHM */
+	/* M_LISTEN */
+	struct sc_board *board;
+	uint64_t ino;
+	/* M_PENDING: the client side of an offer */
+	uint64_t tag;
+	int offer;
+	uint64_t deadline_ns;
+	char *pbuf;
+	size_t plen;
+	int efd;                /* readable once the OPEN arrived */
+	struct sc_conn *_Atomic attached;
+	struct sc_sock *pnext;  /* pending list */
+};
+
+static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+#define PAGE_BITS 12
+#define NPAGES 256
+static struct sc_sock *_Atomic *_Atomic pages[NPAGES];
+
+static inline struct sc_sock *sock_get(int fd)
+{
+	if ((unsigned)fd >= (NPAGES << PAGE_BITS))
+		return NULL;
+	struct sc_sock *_Atomic *p = atomic_load_explicit(&pages[fd >> PAGE_BITS],
+							 memory_order_acquire);
+	return p ? atomic_load_explicit(&p[fd & ((1 << PAGE_BITS) - 1)], memory_order_acquire)
+		 : NULL;
+}
+
+/* table_lock held */
+static bool sock_set(int fd, struct sc_sock *s)
+{
+	if ((unsigned)fd >= (NPAGES << PAGE_BITS))
+		return false;
+	struct sc_sock *_Atomic *p = atomic_load(&pages[fd >> PAGE_BITS]);
+	if (!p) {
+		if (!s)
+			return true;
+		p = calloc(1u << PAGE_BITS, sizeof(*p));
+		if (!p)
+			return false;
+		atomic_store_explicit(&pages[fd >> PAGE_BITS], p, memory_order_release);
+	}
+	atomic_store_explicit(&p[fd & ((1 << PAGE_BITS) - 1)], s, memory_order_release);
+	return true;
+}
+
+static struct {
+	bool disabled;
+	int log;
+	uint32_t claim_ms;
+	bool ok;                /* configuration valid and run directory usable */
+	struct sc_listener *rdv;        /* our rendezvous (clients), lazily */
+	pthread_mutex_t rdv_lock;       /* pending (taken under a group lock) */
+	pthread_mutex_t create_lock;    /* rdv creation (takes link locks) */
+	struct sc_sock *pending;        /* offers waiting for their OPEN */
+} G = { .claim_ms = 10000, .rdv_lock = PTHREAD_MUTEX_INITIALIZER,
+	.create_lock = PTHREAD_MUTEX_INITIALIZER };
+
+static void logf_(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void logf_(int level, const char *fmt, ...)
+{
+	if (G.log < level)
+		return;
+	int saved = errno;
+	char buf[512];
+	va_list ap;
+	int n = snprintf(buf, sizeof(buf), "shortcut[%d]: ", (int)getpid());
+	va_start(ap, fmt);
+	n += vsnprintf(buf + n, sizeof(buf) - (size_t)n - 1, fmt, ap);
+	va_end(ap);
+	if (n > (int)sizeof(buf) - 2)
+		n = (int)sizeof(buf) - 2;
+	buf[n++] = '\n';
+	if (R(write)(2, buf, (size_t)n) < 0) {
+	}
+	errno = saved;
+}
+#define LOG(lvl, ...) do { if (G.log >= (lvl)) logf_((lvl), __VA_ARGS__); } while (0)
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- start-up ----------------------------------------------------------- */
+
+static void atfork_child(void);
+
+__attribute__((constructor)) static void sc_preload_init(void)
+{
+	pthread_once(&real_once, real_init);
+	G.ok = sc__config_load() == 0;
+	G.log = (int)sc__cfg.log;
+	G.disabled = sc__cfg.disable;
+	G.claim_ms = sc__cfg.claim_ms;
+	if (!G.ok) {
+		/* a wrong setting is reported and nothing is accelerated:
+		 * the program still runs, on plain TCP */
+		fprintf(stderr, "shortcut: configuration invalid; running without acceleration\n");
+		G.disabled = true;
+	}
+	if (!sc__rundir()) {
+		LOG(1, "run directory unusable (SHORTCUT_RUNDIR); running without acceleration");
+		G.disabled = true;
+	}
+	pthread_atfork(NULL, NULL, atfork_child);
+	LOG(2, "loaded (%s)", G.disabled ? "disabled" : "enabled");
+}
+
+/* ---- sockets ------------------------------------------------------------ */
+
+static pthread_once_t stats_once = PTHREAD_ONCE_INIT;
+static void stats_open(void)
+{
+	if (!G.disabled && sc__stats_file_open() < 0)
+		LOG(1, "cannot create a stats file in the run directory");
+}
+
+static void ep_forget_sock(struct sc_sock *s);
+
+static struct sc_sock *sock_new(int fd, int mode, bool nonblock)
+{
+	/* the stats file appears with the process's first TCP socket */
+	pthread_once(&stats_once, stats_open);
+	struct sc_sock *s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	pthread_mutex_init(&s->lock, NULL);
+	s->mode = mode;
+	s->refs = 1;
+	s->nonblock = nonblock;
+	s->owner = getpid();
+	s->efd = -1;
+	s->offer = -1;
+	pthread_mutex_lock(&table_lock);
+	if (!sock_set(fd, s)) {
+		pthread_mutex_unlock(&table_lock);
+		free(s);
+		return NULL;
+	}
+	pthread_mutex_unlock(&table_lock);
+	return s;
+}
+
+static void pending_unlink(struct sc_sock *s)
+{
+	pthread_mutex_lock(&G.rdv_lock);
+	for (struct sc_sock **pp = &G.pending; *pp; pp = &(*pp)->pnext)
+		if (*pp == s) {
+			*pp = s->pnext;
+			break;
+		}
+	pthread_mutex_unlock(&G.rdv_lock);
+}
+
+/* The last fd naming s is gone (s no longer in the table). */
+static void sock_release(struct sc_sock *s)
+{
+	ep_forget_sock(s);
+	pthread_mutex_lock(&s->lock);
+	int mode = atomic_load(&s->mode);
+	if (mode == M_SHM && s->c) {
+		if (s->owner == getpid()) {
+			if (s->linger0)
+				sc_set_linger0(s->c, 1);
+			sc_close(s->c);
+		}
+		s->c = NULL;
+	} else if (mode == M_PENDING) {
+		pending_unlink(s);
+		if (s->board && s->offer >= 0 && !sc__offer_cancel(s->board, s->offer) &&
+		    sc__offer_state(s->board, s->offer) == SC_OFFER_DECLINED)
+			sc__offer_free(s->board, s->offer);
+		struct sc_conn *c = atomic_exchange(&s->attached, NULL);
+		if (c)
+			sc_close(c);
+	} else if (mode == M_LISTEN && s->board && s->owner == getpid()) {
+		sc__board_unlisten(s->board, s->ino);
+	}
+	if (s->efd >= 0)
+		R(close)(s->efd);
+	free(s->pbuf);
+	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+/* fd is being closed or replaced: drop its reference. */
+static void fd_forget(int fd)
+{
+	struct sc_sock *s = sock_get(fd);
+	if (!s)
+		return;
+	pthread_mutex_lock(&table_lock);
+	s = sock_get(fd);
+	bool last = false;
+	if (s) {
+		sock_set(fd, NULL);
+		last = --s->refs == 0;
+	}
+	pthread_mutex_unlock(&table_lock);
+	if (last)
+		sock_release(s);
+}
+
+static void fd_alias(int oldfd, int newfd)
+{
+	struct sc_sock *s = sock_get(oldfd);
+	if (!s || newfd < 0)
+		return;
+	pthread_mutex_lock(&table_lock);
+	if (sock_get(oldfd) == s && sock_set(newfd, s))
+		s->refs++;
+	pthread_mutex_unlock(&table_lock);
+}
+
+/* ---- rendezvous: OPENs for our offers ----------------------------------- */
+
+/* Control thread, group lock held: an OPEN carrying a tag arrived. */
+static int rdv_deliver(struct sc_listener *l, struct sc_conn *c)
+{
+	uint64_t one = 1;
+	int rc = -ECONNREFUSED;
+
+	pthread_mutex_lock(&G.rdv_lock);
+	for (struct sc_sock *s = G.pending; s; s = s->pnext) {
+		if (s->tag != c->tag || !c->tag)
+			continue;
+		struct sc_conn *none = NULL;
+		if (atomic_compare_exchange_strong(&s->attached, &none, c)) {
+			if (R(write)(s->efd, &one, sizeof(one)) < 0) {
+			}
+			rc = 0;
+		}
+		break;
+	}
+	pthread_mutex_unlock(&G.rdv_lock);
+	return rc;
+}
+
+static int rdv_ensure(void)
+{
+	char path[128];
+	int rc = 0;
+
+	if (atomic_load_explicit((struct sc_listener *_Atomic *)&G.rdv, memory_order_acquire))
+		return 0;
+	pthread_mutex_lock(&G.create_lock);
+	if (!G.rdv) {
+		struct sc_listener *l;
+		rc = sc__rendezvous_path(getpid(), path, sizeof(path));
+		if (!rc)
+			rc = sc_listen(path, 4096, &l);
+		if (!rc) {
+			l->deliver = rdv_deliver;
+			atomic_store_explicit((struct sc_listener *_Atomic *)&G.rdv, l,
+					      memory_order_release);
+		}
+	}
+	pthread_mutex_unlock(&G.create_lock);
+	return rc;
+}
+
+/* ---- classification ------------------------------------------------------ */
+
+static bool is_tcp_type(int type, int protocol)
+{
+	return (type & 0xf) == SOCK_STREAM && (protocol == 0 || protocol == IPPROTO_TCP);
+}
+
+static uint64_t fd_ino(int fd)
+{
+	struct stat st;
+	return fstat(fd, &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+/* ---- pending clients ---------------------------------------------------- */
+
+static void fallback_stat(struct sc_sock *s, enum sc_fallback why)
+{
+	sc__stat_fallback(why);
+	s->counted = true;
+	LOG(2, "connection stays on TCP: %s", sc__fallback_names[why]);
+}
+
+/* Write all of buf to the kernel socket, waiting for room if needed. */
+static int tcp_write_all(int fd, const char *buf, size_t len)
+{
+	while (len) {
+		ssize_t n = R(send)(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+			struct pollfd p = { .fd = fd, .events = POLLOUT };
+			R(poll)(&p, 1, 1000);
+			continue;
+		}
+		if (n < 0)
+			return -errno;
+		SC_STAT_ADD(bytes_tcp_sent, (uint64_t)n);
+		buf += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* s->lock held: the offer lost; continue on TCP. */
+static int pending_to_tcp(int fd, struct sc_sock *s, enum sc_fallback why)
+{
+	int rc = 0;
+	pending_unlink(s);
+	if (s->plen)
+		rc = tcp_write_all(fd, s->pbuf, s->plen);
+	free(s->pbuf);
+	s->pbuf = NULL;
+	s->plen = 0;
+	fallback_stat(s, why);
+	atomic_store_explicit(&s->mode, M_TCP, memory_order_release);
+	return rc;
+}
+
+/* s->lock held: the OPEN arrived; continue on shared memory. */
+static int pending_to_shm(struct sc_sock *s)
+{
+	struct sc_conn *c = atomic_exchange(&s->attached, NULL);
+	pending_unlink(s);
+	sc__offer_free(s->board, s->offer);
+	s->offer = -1;
+	s->c = c;
+	sc_set_nonblock(c, s->nonblock);
+	if (s->plen) {
+		/* an empty ring of at least PBUF_CAP bytes: never waits */
+		ssize_t n = sc_send(c, s->pbuf, s->plen, SC_NONBLOCK);
+		if (n != (ssize_t)s->plen)
+			LOG(1, "pending bytes did not fit (%zd)", n);
+	}
+	free(s->pbuf);
+	s->pbuf = NULL;
+	s->plen = 0;
+	s->counted = true;
+	SC_STAT_ADD(conns_accelerated, 1);
+	atomic_store_explicit(&s->mode, M_SHM, memory_order_release);
+	LOG(2, "connection on shared memory (client)");
+	return 0;
+}
+
+/* Try to settle a pending client (s->lock held).  Returns 0 when the mode
+ * is no longer M_PENDING, -EAGAIN if it must wait (and !block). */
+static int pending_settle(int fd, struct sc_sock *s, bool block, int max_ms)
+{
+	uint64_t start = now_ns();
+
+	for (;;) {
+		if (atomic_load(&s->mode) != M_PENDING)
+			return 0;
+		if (atomic_load(&s->attached))
+			return pending_to_shm(s);
+		uint32_t st = sc__offer_state(s->board, s->offer);
+		if (st == SC_OFFER_DECLINED) {
+			sc__offer_free(s->board, s->offer);
+			return pending_to_tcp(fd, s, SC_FB_RENDEZVOUS);
+		}
+		/* anything on TCP (data, FIN, RST, a failed connect) before the
+		 * OPEN: the peer is plain, since an accelerated one sends the
+		 * OPEN before it returns from accept */
+		char b;
+		ssize_t n = R(recv)(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+		bool tcp_active = n >= 0 || (errno != EAGAIN && errno != EINTR);
+		bool late = now_ns() > s->deadline_ns;
+		if (tcp_active || late) {
+			if (sc__offer_cancel(s->board, s->offer))
+				return pending_to_tcp(fd, s, tcp_active ? SC_FB_PEER_PLAIN
+									: SC_FB_CLAIM_TIMEOUT);
+			/* claimed: the OPEN is on its way, or declined */
+			block = true;
+		}
+		if (!block)
+			return -EAGAIN;
+		if (max_ms >= 0 && now_ns() - start > (uint64_t)max_ms * 1000000u)
+			return -EAGAIN;
+		struct pollfd p[2] = { { .fd = s->efd, .events = POLLIN },
+				       { .fd = fd, .events = POLLIN } };
+		/* the TCP fd is polled only while it can tell us something */
+		R(poll)(p, tcp_active ? 1 : 2, 20);
+	}
+}
+
+/* ---- connect / listen / accept ---------------------------------------- */
+
+EXPORT int socket(int domain, int type, int protocol)
+{
+	int fd = R(socket)(domain, type, protocol);
+	if (fd >= 0 && (domain == AF_INET || domain == AF_INET6) && is_tcp_type(type, protocol))
+		sock_new(fd, M_TCP, type & SOCK_NONBLOCK);
+	return fd;
+}
+
+static int do_offer(int fd, struct sc_sock *s, const struct sockaddr *addr, socklen_t alen,
+		    enum sc_fallback *why)
+{
+	struct sc_addr16 dst;
+	uint16_t dport, cport;
+	struct sockaddr_storage me;
+	socklen_t ml = sizeof(me);
+	int opt = 0;
+	socklen_t ol = sizeof(opt);
+
+	if (!sc__addr16(addr, &dst, &dport) || !dport) {
+		*why = SC_FB_NO_LISTENER;
+		return -1;
+	}
+	if (sc__addr_is_any(&dst)) {      /* connect(0.0.0.0) means this host */
+		static const struct sc_addr16 lo4 = { { [10] = 0xff, [11] = 0xff, [12] = 127, [15] = 1 } };
+		static const struct sc_addr16 lo6 = { { [15] = 1 } };
+		dst = addr->sa_family == AF_INET ? lo4 : lo6;
+	}
+	struct sc_board *b = sc__board(dport, false);
+	if (!b || !sc__board_serves(b, &dst)) {
+		*why = SC_FB_NO_LISTENER;
+		return -1;
+	}
+	if (R(getsockopt)(fd, IPPROTO_TCP, TCP_FASTOPEN_CONNECT, &opt, &ol) == 0 && opt) {
+		*why = SC_FB_UNSUPPORTED;
+		return -1;
+	}
+	/* our port must be known before the SYN: bind it now if the program
+	 * did not */
+	if (getsockname(fd, (struct sockaddr *)&me, &ml) < 0) {
+		*why = SC_FB_LIMITS;
+		return -1;
+	}
+	struct sc_addr16 mine;
+	if (!sc__addr16((struct sockaddr *)&me, &mine, &cport)) {
+		*why = SC_FB_UNSUPPORTED;
+		return -1;
+	}
+	if (!cport) {
+		struct sockaddr_storage any;
+		memset(&any, 0, sizeof(any));
+		any.ss_family = me.ss_family;
+		if (bind(fd, (struct sockaddr *)&any, me.ss_family == AF_INET ?
+			 sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6)) < 0 ||
+		    (ml = sizeof(me), getsockname(fd, (struct sockaddr *)&me, &ml) < 0) ||
+		    !sc__addr16((struct sockaddr *)&me, &mine, &cport) || !cport) {
+			*why = SC_FB_LIMITS;
+			return -1;
+		}
+	}
+	if (rdv_ensure() < 0) {
+		*why = SC_FB_RENDEZVOUS;
+		return -1;
+	}
+	uint64_t tag = 0;
+	while (!tag && getentropy(&tag, sizeof(tag)) == 0)
+		;
+	s->pbuf = malloc(PBUF_CAP);
+	s->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (!s->pbuf || s->efd < 0 || !tag) {
+		free(s->pbuf);
+		s->pbuf = NULL;
+		*why = SC_FB_NOMEM;
+		return -1;
+	}
+	s->tag = tag;
+	s->board = b;
+	pthread_mutex_lock(&G.rdv_lock);
+	s->pnext = G.pending;
+	G.pending = s;
+	pthread_mutex_unlock(&G.rdv_lock);
+	s->offer = sc__offer_post(b, cport, &dst, tag);
+	if (s->offer < 0) {
+		pending_unlink(s);
+		*why = SC_FB_LIMITS;
+		return -1;
+	}
+	s->deadline_ns = now_ns() + (uint64_t)G.claim_ms * 1000000u;
+	atomic_store(&s->mode, M_PENDING);
+	LOG(3, "offer posted: port %u -> %u", cport, dport);
+	return 0;
+}
+
+EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t alen)
+{
+	struct sc_sock *s = sock_get(fd);
+	enum sc_fallback why = SC_FB_NO_LISTENER;
+	bool offered = false;
+
+	if (!s || atomic_load(&s->mode) != M_TCP || s->counted || !addr ||
+	    alen < sizeof(sa_family_t))
+		return R(connect)(fd, addr, alen);
+	pthread_mutex_lock(&s->lock);
+	if (G.disabled)
+		why = SC_FB_DISABLED;
+	else
+		offered = do_offer(fd, s, addr, alen, &why) == 0;
+	int rc = R(connect)(fd, addr, alen);
+	int err = errno;
+	if (offered && rc < 0 && err != EINPROGRESS && err != EINTR) {
+		/* no connection: nobody will claim the offer */
+		pending_unlink(s);
+		if (!sc__offer_cancel(s->board, s->offer))
+			sc__offer_free(s->board, s->offer);
+		struct sc_conn *c = atomic_exchange(&s->attached, NULL);
+		if (c)
+			sc_close(c);
+		free(s->pbuf);
+		s->pbuf = NULL;
+		atomic_store(&s->mode, M_TCP);
+	} else if (!offered && (rc == 0 || err == EINPROGRESS)) {
+		fallback_stat(s, why);
+	}
+	pthread_mutex_unlock(&s->lock);
+	errno = err;
+	return rc;
+}
+
+EXPORT int listen(int fd, int backlog)
+{
+	struct sc_sock *s = sock_get(fd);
+	int rc = R(listen)(fd, backlog);
+
+	if (rc < 0 || !s || G.disabled || atomic_load(&s->mode) != M_TCP)
+		return rc;
+	int saved = errno;
+	struct sockaddr_storage me;
+	socklen_t ml = sizeof(me);
+	struct sc_addr16 a;
+	uint16_t port;
+	if (getsockname(fd, (struct sockaddr *)&me, &ml) == 0 &&
+	    sc__addr16((struct sockaddr *)&me, &a, &port)) {
+		pthread_mutex_lock(&s->lock);
+		s->board = sc__board(port, true);
+		s->ino = fd_ino(fd);
+		if (s->board && sc__board_listen(s->board, &a, s->ino) == 0) {
+			atomic_store(&s->mode, M_LISTEN);
+			LOG(2, "listening on port %u, accelerated", port);
+		} else {
+			LOG(1, "cannot register the listener on port %u", port);
+		}
+		pthread_mutex_unlock(&s->lock);
+	}
+	errno = saved;
+	return rc;
+}
+
+/* A connection we accepted on an accelerated listener: claim its offer. */
+static void accept_claim(int nfd, struct sc_sock *ls, int flags)
+{
+	struct sockaddr_storage me, peer;
+	socklen_t ml = sizeof(me), pl = sizeof(peer);
+	struct sc_addr16 local, remote;
+	uint16_t lport, cport;
+	int32_t pid;
+	uint64_t tag;
+	struct sc_sock *s = sock_new(nfd, M_TCP, flags & SOCK_NONBLOCK);
+
+	if (!s)
+		return;
+	if (G.disabled) {
+		fallback_stat(s, SC_FB_DISABLED);
+		return;
+	}
+	if (getsockname(nfd, (struct sockaddr *)&me, &ml) < 0 ||
+	    getpeername(nfd, (struct sockaddr *)&peer, &pl) < 0 ||
+	    !sc__addr16((struct sockaddr *)&me, &local, &lport) ||
+	    !sc__addr16((struct sockaddr *)&peer, &remote, &cport)) {
+		fallback_stat(s, SC_FB_PEER_PLAIN);
+		return;
+	}
+	struct sc_board *b = ls->board ? ls->board : sc__board(lport, false);
+	int idx = b ? sc__offer_claim(b, cport, &local, &pid, &tag) : -1;
+	if (idx < 0) {
+		fallback_stat(s, SC_FB_PEER_PLAIN);
+		return;
+	}
+	char path[128];
+	struct sc_conn *c = NULL;
+	int rc = sc__rendezvous_path(pid, path, sizeof(path));
+	if (!rc)
+		rc = sc__connect_tagged(path, tag, (flags & SOCK_NONBLOCK) ? SC_NONBLOCK : 0, &c);
+	if (rc) {
+		/* the client learns it from the board and stays on TCP */
+		atomic_store(&b->offers[idx].state, SC_OFFER_DECLINED);
+		fallback_stat(s, rc == -ENOMEM ? SC_FB_NOMEM : SC_FB_RENDEZVOUS);
+		return;
+	}
+	sc__offer_free(b, idx);
+	pthread_mutex_lock(&s->lock);
+	s->c = c;
+	s->counted = true;
+	atomic_store_explicit(&s->mode, M_SHM, memory_order_release);
+	pthread_mutex_unlock(&s->lock);
+	SC_STAT_ADD(conns_accelerated, 1);
+	LOG(2, "connection on shared memory (server, peer pid %d)", (int)pid);
+}
+
+EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
+{
+	int nfd = R(accept4)(fd, addr, alen, flags);
+	struct sc_sock *ls;
+
+	if (nfd >= 0 && (ls = sock_get(fd))) {
+		int saved = errno;
+		if (atomic_load(&ls->mode) == M_LISTEN)
+			accept_claim(nfd, ls, flags);
+		else
+			sock_new(nfd, M_TCP, flags & SOCK_NONBLOCK);
+		errno = saved;
+	}
+	return nfd;
+}
+
+EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *alen)
+{
+	return accept4(fd, addr, alen, 0);
+}
+
+/* ---- data --------------------------------------------------------------- */
+
+/* Map to the library's flags; -EOPNOTSUPP for what shared memory cannot do. */
+static int sc_flags(struct sc_sock *s, int flags, bool rx)
+{
+	int f = 0;
+	if (s->nonblock || (flags & MSG_DONTWAIT))
+		f |= SC_NONBLOCK;
+	if (rx && (flags & MSG_PEEK))
+		f |= SC_PEEK;
+	if (rx && (flags & MSG_WAITALL))
+		f |= SC_WAITALL;
+	if (!rx && (flags & MSG_MORE))
+		f |= SC_MORE;
+	if (flags & MSG_OOB)
+		return -EOPNOTSUPP;
+	return f;
+}
+
+/* A pending client writes: into the private buffer while it lasts. */
+static ssize_t pending_send(int fd, struct sc_sock *s, const struct iovec *iov, int iovcnt,
+			    int flags)
+{
+	size_t done = 0;
+
+	for (int i = 0; i < iovcnt && s->plen < PBUF_CAP; i++) {
+		size_t n = iov[i].iov_len;
+		if (n > PBUF_CAP - s->plen)
+			n = PBUF_CAP - s->plen;
+		memcpy(s->pbuf + s->plen, iov[i].iov_base, n);
+		s->plen += n;
+		done += n;
+		if (n < iov[i].iov_len)
+			break;
+	}
+	return (ssize_t)done;
+}
+
+static ssize_t shm_result(ssize_t rc, int flags, bool tx)
+{
+	if (rc >= 0)
+		return rc;
+	if (tx && rc == -EPIPE && !(flags & MSG_NOSIGNAL))
+		raise(SIGPIPE);
+	errno = (int)-rc;
+	return -1;
+}
+
+static ssize_t do_sendv(int fd, struct sc_sock *s, const struct iovec *iov, int iovcnt,
+			int flags, ssize_t (*tcp)(int, const struct iovec *, int, int))
+{
+	size_t total = 0;
+	for (int i = 0; i < iovcnt; i++)
+		total += iov[i].iov_len;
+
+	if (atomic_load_explicit(&s->mode, memory_order_acquire) == M_PENDING) {
+		pthread_mutex_lock(&s->lock);
+		ssize_t n = 0;
+		if (atomic_load(&s->mode) == M_PENDING) {
+			pending_settle(fd, s, false, 0);
+			if (atomic_load(&s->mode) == M_PENDING) {
+				n = pending_send(fd, s, iov, iovcnt, flags);
+				if ((size_t)n < total && n == 0) {
+					/* buffer full: wait for the claim like a
+					 * full socket buffer */
+					if (s->nonblock || (flags & MSG_DONTWAIT)) {
+						pthread_mutex_unlock(&s->lock);
+						errno = EAGAIN;
+						return -1;
+					}
+					pending_settle(fd, s, true, -1);
+				}
+			}
+		}
+		pthread_mutex_unlock(&s->lock);
+		if (n > 0 || total == 0)
+			return n;
+	}
+	int mode = atomic_load_explicit(&s->mode, memory_order_acquire);
+	if (mode == M_SHM && s->owner == getpid()) {
+		int f = sc_flags(s, flags, false);
+		if (f < 0) {
+			errno = -f;
+			return -1;
+		}
+		return shm_result(sc_sendv(s->c, iov, iovcnt, f), flags, true);
+	}
+	if (mode == M_SHM) {
+		errno = ENOTCONN;       /* inherited across fork: see README Limits */
+		return -1;
+	}
+	ssize_t n = tcp(fd, iov, iovcnt, flags);
+	if (n > 0 && s->counted)
+		SC_STAT_ADD(bytes_tcp_sent, (uint64_t)n);
+	return n;
+}
+
+static ssize_t do_recvv(int fd, struct sc_sock *s, const struct iovec *iov, int iovcnt,
+			int flags, ssize_t (*tcp)(int, const struct iovec *, int, int))
+{
+	if (atomic_load_explicit(&s->mode, memory_order_acquire) == M_PENDING) {
+		pthread_mutex_lock(&s->lock);
+		int rc = pending_settle(fd, s, !(s->nonblock || (flags & MSG_DONTWAIT)), -1);
+		pthread_mutex_unlock(&s->lock);
+		if (rc == -EAGAIN) {
+			errno = EAGAIN;
+			return -1;
+		}
+	}
+	int mode = atomic_load_explicit(&s->mode, memory_order_acquire);
+	if (mode == M_SHM && s->owner == getpid()) {
+		int f = sc_flags(s, flags, true);
+		if (f < 0) {
+			errno = -f;
+			return -1;
+		}
+		if (flags & MSG_TRUNC) {
+			/* TCP: discard the bytes instead of copying them */
+			errno = EOPNOTSUPP;
+			return -1;
+		}
+		return shm_result(sc_recvv(s->c, iov, iovcnt, f), flags, false);
+	}
+	if (mode == M_SHM) {
+		errno = ENOTCONN;
+		return -1;
+	}
+	ssize_t n = tcp(fd, iov, iovcnt, flags);
+	if (n > 0 && s->counted)
+		SC_STAT_ADD(bytes_tcp_received, (uint64_t)n);
+	return n;
+}
+
+static ssize_t tcp_sendv(int fd, const struct iovec *iov, int iovcnt, int flags)
+{
+	struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt };
+	return R(sendmsg)(fd, &m, flags);
+}
+static ssize_t tcp_recvv(int fd, const struct iovec *iov, int iovcnt, int flags)
+{
+	struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt };
+	return R(recvmsg)(fd, &m, flags);
+}
+static ssize_t tcp_writev(int fd, const struct iovec *iov, int iovcnt, int flags)
+{
+	return R(writev)(fd, iov, iovcnt);
+}
+static ssize_t tcp_readv(int fd, const struct iovec *iov, int iovcnt, int flags)
+{
+	return R(readv)(fd, iov, iovcnt);
+}
+
+EXPORT ssize_t write(int fd, const void *buf, size_t len)
+{
+	struct sc_sock *s = sock_get(fd);
+	if (!s)
+		return R(write)(fd, buf, len);
+	struct iovec v = { (void *)buf, len };
+	return do_sendv(fd, s, &v, 1, 0, tcp_writev);
+}
+
+EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
+{
+	struct sc_sock *s = sock_get(fd);
+	if (!s)
+		return R(send)(fd, buf, len, flags);
+	struct iovec v = { (void *)buf, len };
+	return do_sendv(fd, s, &v, 1, flags, tcp_sendv);
+}
+
+EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
+		      const struct sockaddr *to, socklen_t tolen)
+{
+	struct sc_sock *s = sock_get(fd);
+	if (!s || (to && atomic_load(&s->mode) == M_TCP))
+		return R(sendto)(fd, buf, len, flags, to, tolen);
+	/* a connected TCP socket ignores the address (EISCONN only for
+	 * MSG_FASTOPEN-style use, which we decline) */
+	struct iovec v = { (void *)buf, len };
+	return do_sendv(fd, s, &v, 1, flags, tcp_sendv);
+}
+
+EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
+{
+	struct sc_sock *s = sock_get(fd);
+	if (!s)
+		return R(writev)(fd, iov, iovcnt);
+	if (iovcnt < 0 || iovcnt > IOV_MAX) {
+		errno = EINVAL;
+		return -1;
+	}
+	return do_sendv(fd, s, iov, iovcnt, 0, tcp_writev);
+}
+
+EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
+{
+	struct sc_sock *s = sock_get(fd);
+	if (!s || atomic_load(&s->mode) == M_TCP || m->msg_controllen)
+		return R(sendmsg)(fd, m, flags);
+	if (m->msg_iovlen > IOV_MAX) {
+		errno = EMSGSIZE;
+		return -1;
+	}
+	return do_sendv(fd, s, m->msg_iov, (int)m->msg_iovlen, flags, tcp_sendv);
+}
+
+EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
+{
+	struct sc_sock *s = sock_get(fd);
+	if (!s || atomic_load(&s->mode) == M_TCP)
+		return R(sendmmsg)(fd, v, n, flags);
+	unsigned int i;
+	for (i = 0; i < n; i++) {
+		ssize_t r = sendmsg(fd, &v[i].msg_hdr, flags);
+		if (r < 0)
+			return i ? (int)i : -1;
+		v[i].msg_len = (unsigned int)r;
+	}
+	return (int)i;
+}
+
+EXPORT ssize_t read(int fd, void *buf, size_t len)
+{
+	struct sc_sock *s = sock_get(fd);
+	if (!s)
+		return R(read)(fd, buf, len);
+	struct iovec v = { buf, len };
+	return do_recvv(fd, s, &v, 1, 0, tcp_readv);
+}
+
+EXPORT ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen)
+{
+	if (len > buflen)
+		return R(__read_chk)(fd, buf, len, buflen);   /* aborts */
+	return read(fd, buf, len);
+}
+
+EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
+{
+	struct sc_sock *s = sock_get(fd);
+	if (!s)
+		return R(recv)(fd, buf, len, flags);
+	struct iovec v = { buf, len };
+	return do_recvv(fd, s, &v, 1, flags, tcp_recvv);
+}
+
+EXPORT ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen, int flags)
+{
+	if (len > buflen)
+		return R(__recv_chk)(fd, buf, len, buflen, flags);
+	return recv(fd, buf, len, flags);
+}
+
+EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *from,
+			socklen_t *fromlen)
+{
+	struct sc_sock *s = sock_get(fd);
+	if (!s || atomic_load(&s->mode) == M_TCP)
+		return R(recvfrom)(fd, buf, len, flags, from, fromlen);
+	struct iovec v = { buf, len };
+	ssize_t n = do_recvv(fd, s, &v, 1, flags, tcp_recvv);
+	/* TCP leaves the address alone */
+	return n;
+}
+
+EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen, int flags,
+			      struct sockaddr *from, socklen_t *fromlen)
+{
+	if (len > buflen)
+		return R(__recvfrom_chk)(fd, buf, len, buflen, flags, from, fromlen);
+	return recvfrom(fd, buf, len, flags, from, fromlen);
+}
+
+EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
+{
+	struct sc_sock *s = sock_get(fd);
+	if (!s)
+		return R(readv)(fd, iov, iovcnt);
+	if (iovcnt < 0 || iovcnt > IOV_MAX) {
+		errno = EINVAL;
+		return -1;
+	}
+	return do_recvv(fd, s, iov, iovcnt, 0, tcp_readv);
+}
+
+EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
+{
+	struct sc_sock *s = sock_get(fd);
+	if (!s || atomic_load(&s->mode) == M_TCP)
+		return R(recvmsg)(fd, m, flags);
+	if (m->msg_iovlen > IOV_MAX) {
+		errno = EMSGSIZE;
+		return -1;
+	}
+	ssize_t n = do_recvv(fd, s, m->msg_iov, (int)m->msg_iovlen, flags, tcp_recvv);
+	if (n >= 0) {
+		m->msg_controllen = 0;
+		m->msg_flags = 0;
+	}
+	return n;
+}
+
+EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags,
+		    struct timespec *timeout)
+{
+	struct sc_sock *s = sock_get(fd);
+	if (!s || atomic_load(&s->mode) == M_TCP)
+		return R(recvmmsg)(fd, v, n, flags, timeout);
+	unsigned int i;
+	for (i = 0; i < n; i++) {
+		ssize_t r = recvmsg(fd, &v[i].msg_hdr, i ? flags | MSG_DONTWAIT : flags);
+		if (r < 0)
+			return i ? (int)i : -1;
+		v[i].msg_len = (unsigned int)r;
+		if (r == 0)
+			break;
+	}
+	return (int)i;
+}
+
+/* sendfile from a file into an accelerated socket: read, then send. */
+EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
+{
+	struct sc_sock *s = sock_get(out);
+	if (!s || atomic_load(&s->mode) == M_TCP) {
+		ssize_t n = R(sendfile)(out, in, off, count);
+		if (s && n > 0 && s->counted)
+			SC_STAT_ADD(bytes_tcp_sent, (uint64_t)n);
+		return n;
+	}
+	char buf[65536];
+	size_t done = 0;
+	off_t pos = off ? *off : 0;
+	while (done < count) {
+		size_t want = count - done < sizeof(buf) ? count - done : sizeof(buf);
+		ssize_t r = off ? pread(in, buf, want, pos) : R(read)(in, buf, want);
+		if (r < 0) {
+			if (done)
+				break;
+			return -1;
+		}
+		if (r == 0)
+			break;
+		ssize_t w = send(out, buf, (size_t)r, MSG_NOSIGNAL);
+		if (w < 0) {
+			if (errno == EPIPE)
+				raise(SIGPIPE);
+			if (done) {
+				errno = 0;
+				break;
+			}
+			if (!off && r > 0)
+				lseek(in, -r, SEEK_CUR);
+			return -1;
+		}
+		if (!off && w < r)
+			lseek(in, w - r, SEEK_CUR);
+		done += (size_t)w;
+		pos += w;
+		if (w < r)
+			break;
+	}
+	if (off)
+		*off = pos;
+	return (ssize_t)done;
+}
+
+EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t count)
+	__attribute__((alias("sendfile")));
+
+/* ---- shutdown / close / dup --------------------------------------------- */
+
+EXPORT int shutdown(int fd, int how)
+{
+	struct sc_sock *s = sock_get(fd);
+	if (s && atomic_load(&s->mode) == M_PENDING) {
+		pthread_mutex_lock(&s->lock);
+		pending_settle(fd, s, true, -1);
+		pthread_mutex_unlock(&s->lock);
+	}
+	if (s && atomic_load(&s->mode) == M_SHM && s->owner == getpid()) {
+		int rc = sc_shutdown(s->c, how);
+		if (rc < 0) {
+			errno = -rc;
+			return -1;
+		}
+		/* the kernel socket follows, as the brief's control channel */
+		R(shutdown)(fd, how);
+		return 0;
+	}
+	return R(shutdown)(fd, how);
+}
+
+static void ep_close(int epfd);
+
+EXPORT int close(int fd)
+{
+	if (sock_get(fd))
+		fd_forget(fd);
+	ep_close(fd);
+	return R(close)(fd);
+}
+
+EXPORT int dup(int fd)
+{
+	int n = R(dup)(fd);
+	if (n >= 0)
+		fd_alias(fd, n);
+	return n;
+}
+
+EXPORT int dup3(int fd, int nfd, int flags)
+{
+	if (fd == nfd)
+		return R(dup3)(fd, nfd, flags);
+	int n = R(dup3)(fd, nfd, flags);
+	if (n >= 0) {
+		fd_forget(nfd);
+		fd_alias(fd, nfd);
+	}
+	return n;
+}
+
+EXPORT int dup2(int fd, int nfd)
+{
+	int n = R(dup2)(fd, nfd);
+	if (n >= 0 && fd != nfd) {
+		fd_forget(nfd);
+		fd_alias(fd, nfd);
+	}
+	return n;
+}
+
+static int do_fcntl(int (*f)(int, int, ...), int fd, int cmd, va_list ap)
+{
+	struct sc_sock *s = sock_get(fd);
+	switch (cmd) {
+	case F_DUPFD:
+	case F_DUPFD_CLOEXEC: {
+		int arg = va_arg(ap, int);
+		int n = f(fd, cmd, arg);
+		if (n >= 0 && s)
+			fd_alias(fd, n);
+		return n;
+	}
+	case F_SETFL: {
+		int arg = va_arg(ap, int);
+		int n = f(fd, cmd, arg);
+		if (n == 0 && s)
+			s->nonblock = arg & O_NONBLOCK;
+		return n;
+	}
+	case F_GETFD: case F_GETFL: case F_GETOWN: case F_GETSIG: case F_GETLEASE:
+	case F_GETPIPE_SZ: case F_GET_SEALS:
+		return f(fd, cmd);
+	default: {
+		void *arg = va_arg(ap, void *);
+		return f(fd, cmd, arg);
+	}
+	}
+}
+
+EXPORT int fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	va_start(ap, cmd);
+	int rc = do_fcntl(R(fcntl), fd, cmd, ap);
+	va_end(ap);
+	return rc;
+}
+
+EXPORT int fcntl64(int fd, int cmd, ...)
+{
+	va_list ap;
+	va_start(ap, cmd);
+	int rc = do_fcntl((pthread_once(&real_once, real_init), real_fcntl64), fd, cmd, ap);
+	va_end(ap);
+	return rc;
+}
+
+EXPORT int ioctl(int fd, unsigned long req, ...)
+{
+	va_list ap;
+	va_start(ap, req);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	struct sc_sock *s = sock_get(fd);
+	if (!s)
+		return R(ioctl)(fd, req, arg);
+	if (req == FIONBIO) {
+		int rc = R(ioctl)(fd, req, arg);
+		if (rc == 0)
+			s->nonblock = *(int *)arg != 0;
+		return rc;
+	}
+	if (atomic_load(&s->mode) == M_PENDING && (req == FIONREAD || req == SIOCOUTQ)) {
+		pthread_mutex_lock(&s->lock);
+		if (req == SIOCOUTQ && atomic_load(&s->mode) == M_PENDING) {
+			*(int *)arg = (int)s->plen;
+			pthread_mutex_unlock(&s->lock);
+			return 0;
+		}
+		pending_settle(fd, s, false, 0);
+		pthread_mutex_unlock(&s->lock);
+		if (atomic_load(&s->mode) == M_PENDING) {
+			*(int *)arg = 0;
+			return 0;
+		}
+	}
+	if (atomic_load(&s->mode) == M_SHM && s->owner == getpid() &&
+	    (req == FIONREAD || req == SIOCOUTQ)) {
+		struct sc_conn_info ci;
+		sc_conn_info(s->c, &ci);
+		uint64_t v = req == FIONREAD ? ci.rx_prod - ci.rx_cons : ci.tx_prod - ci.tx_cons;
+		*(int *)arg = v > INT32_MAX ? INT32_MAX : (int)v;
+		return 0;
+	}
+	return R(ioctl)(fd, req, arg);
+}
+
+EXPORT int getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
+{
+	struct sc_sock *s = sock_get(fd);
+	if (s && level == SOL_SOCKET && opt == SO_ERROR && atomic_load(&s->mode) == M_SHM &&
+	    s->owner == getpid() && val && len && *len >= sizeof(int)) {
+		struct sc_conn_info ci;
+		sc_conn_info(s->c, &ci);
+		if (ci.state & SC_EV_ERR) {
+			/* reported once, as the kernel clears sk_err */
+			*(int *)val = ECONNRESET;
+			*len = sizeof(int);
+			return 0;
+		}
+	}
+	return R(getsockopt)(fd, level, opt, val, len);
+}
+
+EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t len)
+{
+	struct sc_sock *s = sock_get(fd);
+	int rc = R(setsockopt)(fd, level, opt, val, len);
+	if (rc == 0 && s && level == SOL_SOCKET && opt == SO_LINGER && val &&
+	    len >= sizeof(struct linger)) {
+		const struct linger *l = val;
+		s->linger0 = l->l_onoff && !l->l_linger;
+	}
+	return rc;
+}
+
+/* ---- readiness: poll / select -------------------------------------------- */
+
+/* Readiness of an accelerated fd as poll() reports it; 0 if it needs the
+ * kernel's word (plain TCP).  *waitfd: what to poll to learn of a change. */
+static short sock_revents(int fd, struct sc_sock *s, short want, int *waitfd)
+{
+	*waitfd = -1;
+	if (atomic_load(&s->mode) == M_PENDING) {
+		pthread_mutex_lock(&s->lock);
+		pending_settle(fd, s, false, 0);
+		pthread_mutex_unlock(&s->lock);
+		if (atomic_load(&s->mode) == M_PENDING) {
+			short r = s->plen < PBUF_CAP ? (want & POLLOUT) : 0;
+			*waitfd = s->efd;
+			return r;
+		}
+	}
+	if (atomic_load(&s->mode) != M_SHM || s->owner != getpid())
+		return -1;
+	/* arm first, then look: a change after the look wakes the fd
+	 * (sc_conn_fd's flag update is a full barrier) */
+	sc__chan_rearm_poll(s->c);
+	*waitfd = sc_conn_fd(s->c);
+	int ev = sc_conn_events(s->c);
+	short r = 0;
+	if (ev & SC_EV_IN)
+		r |= POLLIN | POLLRDNORM;
+	if (ev & SC_EV_OUT)
+		r |= POLLOUT | POLLWRNORM;
+	if (ev & SC_EV_RDHUP)
+		r |= POLLRDHUP;
+	if (ev & SC_EV_HUP)
+		r |= POLLHUP;
+	if (ev & SC_EV_ERR)
+		r |= POLLERR;
+	r &= (short)(want | POLLHUP | POLLERR);
+	return r;
+}
+
+static int do_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t *mask)
+{
+	bool any = false;
+	for (nfds_t i = 0; i < n && !any; i++) {
+		struct sc_sock *s = fds[i].fd >= 0 ? sock_get(fds[i].fd) : NULL;
+		any = s && atomic_load(&s->mode) >= M_PENDING;
+	}
+	if (!any) {
+		if (mask) {
+			struct timespec ts = { timeout_ms / 1000, (timeout_ms % 1000) * 1000000L };
+			return R(ppoll)(fds, n, timeout_ms < 0 ? NULL : &ts, mask);
+		}
+		return R(poll)(fds, n, timeout_ms);
+	}
+	struct pollfd local[64];
+	struct pollfd *k = n <= 64 ? local : malloc(n * sizeof(*k));
+	if (!k) {
+		errno = ENOMEM;
+		return -1;
+	}
+	uint64_t end = timeout_ms < 0 ? UINT64_MAX : now_ns() + (uint64_t)timeout_ms * 1000000u;
+	int ready;
+	for (;;) {
+		ready = 0;
+		for (nfds_t i = 0; i < n; i++) {
+			struct sc_sock *s = fds[i].fd >= 0 ? sock_get(fds[i].fd) : NULL;
+			int wfd;
+			short r = s ? sock_revents(fds[i].fd, s, fds[i].events, &wfd) : -1;
+			k[i] = fds[i];
+			fds[i].revents = 0;
+			if (r < 0)
+				continue;       /* the kernel decides */
+			fds[i].revents = r;
+			if (r)
+				ready++;
+			k[i].fd = wfd;
+			k[i].events = POLLIN;
+		}
+		uint64_t now = now_ns();
+		int t = ready ? 0 : end == UINT64_MAX ? -1 :
+			now >= end ? 0 : (int)((end - now + 999999) / 1000000);
+		int rc;
+		if (mask) {
+			struct timespec ts = { t / 1000, (t % 1000) * 1000000L };
+			rc = R(ppoll)(k, n, t < 0 ? NULL : &ts, mask);
+		} else {
+			rc = R(poll)(k, n, t);
+		}
+		if (rc < 0) {
+			int e = errno;
+			if (k != local)
+				free(k);
+			errno = e;
+			return -1;
+		}
+		for (nfds_t i = 0; i < n; i++) {
+			struct sc_sock *s = fds[i].fd >= 0 ? sock_get(fds[i].fd) : NULL;
+			int wfd;
+			if (s && atomic_load(&s->mode) >= M_PENDING) {
+				if (k[i].revents && !fds[i].revents) {
+					short r = sock_revents(fds[i].fd, s, fds[i].events, &wfd);
+					if (r > 0) {
+						fds[i].revents = r;
+						ready++;
+					}
+				}
+			} else if (k[i].revents) {
+				fds[i].revents = k[i].revents;
+				ready++;
+			}
+		}
+		if (ready || (t >= 0 && now_ns() >= end))
+			break;
+	}
+	if (k != local)
+		free(k);
+	return ready;
+}
+
+EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+	return do_poll(fds, n, timeout, NULL);
+}
+
+EXPORT int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen)
+{
+	if (fdslen / sizeof(*fds) < n)
+		return R(__poll_chk)(fds, n, timeout, fdslen);
+	return do_poll(fds, n, timeout, NULL);
+}
+
+EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask)
+{
+	int t = ts ? (int)(ts->tv_sec * 1000 + (ts->tv_nsec + 999999) / 1000000) : -1;
+	if (!mask)
+		return do_poll(fds, n, t, NULL);
+	return do_poll(fds, n, t, mask);
+}
+
+EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *ts,
+		       const sigset_t *mask, size_t fdslen)
+{
+	if (fdslen / sizeof(*fds) < n)
+		return R(__ppoll_chk)(fds, n, ts, mask, fdslen);
+	return ppoll(fds, n, ts, mask);
+}
+
+static int do_select(int nfds, fd_set *r, fd_set *w, fd_set *e, int timeout_ms,
+		     const sigset_t *mask)
+{
+	bool any = false;
+	for (int fd = 0; fd < nfds && !any; fd++) {
+		struct sc_sock *s = sock_get(fd);
+		any = s && atomic_load(&s->mode) >= M_PENDING &&
+		      ((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) || (e && FD_ISSET(fd, e)));
+	}
+	if (!any)
+		return -2;
+	struct pollfd *p = calloc((size_t)nfds + 1, sizeof(*p));
+	int *map = calloc((size_t)nfds + 1, sizeof(int));
+	int np = 0;
+	if (!p || !map) {
+		free(p);
+		free(map);
+		errno = ENOMEM;
+		return -1;
+	}
+	for (int fd = 0; fd < nfds; fd++) {
+		short ev = 0;
+		if (r && FD_ISSET(fd, r))
+			ev |= POLLIN;
+		if (w && FD_ISSET(fd, w))
+			ev |= POLLOUT;
+		if (e && FD_ISSET(fd, e))
+			ev |= POLLPRI;
+		if (!ev)
+			continue;
+		p[np].fd = fd;
+		p[np].events = ev;
+		map[np++] = fd;
+	}
+	int rc = do_poll(p, (nfds_t)np, timeout_ms, mask);
+	if (rc >= 0) {
+		int count = 0;
+		for (int i = 0; i < np; i++)
+			if (p[i].revents & POLLNVAL) {
+				free(p);
+				free(map);
+				errno = EBADF;
+				return -1;
+			}
+		if (r) FD_ZERO(r);
+		if (w) FD_ZERO(w);
+		if (e) FD_ZERO(e);
+		for (int i = 0; i < np; i++) {
+			short re = p[i].revents;
+			if (r && (p[i].events & POLLIN) && (re & (POLLIN | POLLHUP | POLLERR))) {
+				FD_SET(map[i], r);
+				count++;
+			}
+			if (w && (p[i].events & POLLOUT) && (re & (POLLOUT | POLLERR))) {
+				FD_SET(map[i], w);
+				count++;
+			}
+			if (e && (p[i].events & POLLPRI) && (re & POLLPRI)) {
+				FD_SET(map[i], e);
+				count++;
+			}
+		}
+		rc = count;
+	}
+	free(p);
+	free(map);
+	return rc;
+}
+
+EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv)
+{
+	int t = tv ? (int)(tv->tv_sec * 1000 + (tv->tv_usec + 999) / 1000) : -1;
+	uint64_t start = tv ? now_ns() : 0;
+	int rc = do_select(nfds, r, w, e, t, NULL);
+	if (rc == -2)
+		return R(select)(nfds, r, w, e, tv);
+	if (tv) {
+		/* Linux reports the time left */
+		uint64_t used = (now_ns() - start) / 1000;
+		uint64_t had = (uint64_t)tv->tv_sec * 1000000 + (uint64_t)tv->tv_usec;
+		uint64_t left = used >= had ? 0 : had - used;
+		tv->tv_sec = (time_t)(left / 1000000);
+		tv->tv_usec = (suseconds_t)(left % 1000000);
+	}
+	return rc;
+}
+
+EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct timespec *ts,
+		   const sigset_t *mask)
+{
+	int t = ts ? (int)(ts->tv_sec * 1000 + (ts->tv_nsec + 999999) / 1000000) : -1;
+	int rc = do_select(nfds, r, w, e, t, mask);
+	if (rc == -2)
+		return R(pselect)(nfds, r, w, e, ts, mask);
+	return rc;
+}
+
+/* ---- fork ----------------------------------------------------------------- */
+
+static void atfork_child(void)
+{
+	/* The control thread did not come along: the child starts its own
+	 * rendezvous and link groups when it needs them.  Connections the
+	 * parent accelerated stay the parent's (s->owner); the child's
+	 * close() of them only drops its fd. */
+	pthread_mutex_init(&G.rdv_lock, NULL);
+	pthread_mutex_init(&G.create_lock, NULL);
+	pthread_mutex_init(&table_lock, NULL);
+	G.rdv = NULL;
+	G.pending = NULL;
+	sc__link_atfork_child();
+}
+
+/* ---- readiness: epoll ------------------------------------------------------
+ *
+ * An epoll set that holds accelerated fds gets an inner epoll set of ours,
+ * registered in it under a magic cookie.  The inner set watches, per
+ * accelerated fd, what signals a change: the connection's pollable fd (or,
+ * for a pending client, its attach eventfd and its kernel socket).  When
+ * the cookie fires, epoll_wait asks each signalled registration for its
+ * real readiness.  Level-triggered registrations that reported stay on a
+ * check list and are asked again at every epoll_wait until they are not
+ * ready, so a wait costs O(ready), not O(registered).
+ */
+
+#define EP_COOKIE 0x5c0de5c0de5c0de5ull
+
+struct sc_epreg {
+	int fd;
+	struct sc_sock *s;
+	uint32_t events;        /* as the program asked */
+	epoll_data_t data;
+	bool listed;            /* on the check list */
+	bool disabled;          /* EPOLLONESHOT fired; re-armed by MOD */
+	int kind;               /* what the inner set watches: 0 none, M_PENDING, M_SHM */
+	uint64_t seen;          /* the epoll_wait call that last reported it */
+	int wfd[2];             /* the fds registered in the inner set */
+	struct sc_epreg *next, *cnext;
+};
+
+struct sc_ep {
+	int fd, inner;
+	pthread_mutex_t lock;
+	struct sc_epreg *regs, *check;
+	uint64_t calls;         /* epoll_wait calls (an fd is reported once per call) */
+	struct sc_ep *next;
+};
+
+static pthread_mutex_t eps_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sc_ep *eps;
+
+/* eps_lock held */
+static struct sc_ep *ep_find(int epfd)
+{
+	for (struct sc_ep *e = eps; e; e = e->next)
+		if (e->fd == epfd)
+			return e;
+	return NULL;
+}
+
+static _Atomic int neps;        /* fast path: no epoll set of ours at all */
+
+static struct sc_ep *ep_get(int epfd, bool create)
+{
+	if (!create && !atomic_load_explicit(&neps, memory_order_acquire))
+		return NULL;
+	pthread_mutex_lock(&eps_lock);
+	struct sc_ep *e = ep_find(epfd);
+	if (!e && create) {
+		e = calloc(1, sizeof(*e));
+		if (e) {
+			e->fd = epfd;
+			e->inner = R(epoll_create1)(EPOLL_CLOEXEC);
+			struct epoll_event ev = { .events = EPOLLIN, .data.u64 = EP_COOKIE };
+			if (e->inner < 0 || R(epoll_ctl)(epfd, EPOLL_CTL_ADD, e->inner, &ev) < 0) {
+				if (e->inner >= 0)
+					R(close)(e->inner);
+				free(e);
+				e = NULL;
+			} else {
+				pthread_mutex_init(&e->lock, NULL);
+				e->next = eps;
+				eps = e;
+				atomic_fetch_add(&neps, 1);
+			}
+		}
+	}
+	pthread_mutex_unlock(&eps_lock);
+	return e;
+}
+
+/* e->lock held */
+static void reg_unwatch(struct sc_ep *e, struct sc_epreg *r)
+{
+	for (int i = 0; i < 2; i++)
+		if (r->wfd[i] >= 0) {
+			R(epoll_ctl)(e->inner, EPOLL_CTL_DEL, r->wfd[i], NULL);
+			r->wfd[i] = -1;
+		}
+	r->kind = 0;
+}
+
+static void reg_watch_fd(struct sc_ep *e, struct sc_epreg *r, int i, int fd)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.ptr = r };
+	if (R(epoll_ctl)(e->inner, EPOLL_CTL_ADD, fd, &ev) == 0)
+		r->wfd[i] = fd;
+}
+
+static void check_add(struct sc_ep *e, struct sc_epreg *r)
+{
+	if (r->listed || r->disabled)
+		return;
+	r->listed = true;
+	r->cnext = e->check;
+	e->check = r;
+}
+
+/* e->lock held: unlink r from the lists and free it. */
+static void reg_free(struct sc_ep *e, struct sc_epreg *r)
+{
+	reg_unwatch(e, r);
+	for (struct sc_epreg **pp = &e->check; *pp; pp = &(*pp)->cnext)
+		if (*pp == r) {
+			*pp = r->cnext;
+			break;
+		}
+	for (struct sc_epreg **pp = &e->regs; *pp; pp = &(*pp)->next)
+		if (*pp == r) {
+			*pp = r->next;
+			break;
+		}
+	free(r);
+}
+
+static uint32_t poll_to_epoll(short r)
+{
+	uint32_t ev = 0;
+	if (r & POLLIN) ev |= EPOLLIN | EPOLLRDNORM;
+	if (r & POLLOUT) ev |= EPOLLOUT | EPOLLWRNORM;
+	if (r & POLLRDHUP) ev |= EPOLLRDHUP;
+	if (r & POLLHUP) ev |= EPOLLHUP;
+	if (r & POLLERR) ev |= EPOLLERR;
+	if (r & POLLPRI) ev |= EPOLLPRI;
+	return ev;
+}
+
+/* e->lock held: r's readiness now, keeping what the inner set watches in
+ * step with the connection's mode.  Returns 0 and frees r if the fd went
+ * back to plain TCP (the kernel set then watches it itself); *gone set. */
+static uint32_t reg_eval(struct sc_ep *e, struct sc_epreg *r, bool *gone)
+{
+	struct sc_sock *s = r->s;
+	short want = POLLIN | POLLOUT | POLLRDHUP | POLLPRI;
+	int wfd;
+	*gone = false;
+	short rv = sock_revents(r->fd, s, want, &wfd);
+	int mode = atomic_load(&s->mode);
+	if (rv < 0 && mode != M_SHM) {
+		/* fell back to TCP: hand the fd to the kernel's own set */
+		struct epoll_event ev = { .events = r->events, .data = r->data };
+		if (!r->disabled)
+			R(epoll_ctl)(e->fd, EPOLL_CTL_ADD, r->fd, &ev);
+		reg_free(e, r);
+		*gone = true;
+		return 0;
+	}
+	if (rv < 0)
+		rv = 0;
+	if (r->kind != mode) {
+		reg_unwatch(e, r);
+		r->kind = mode;
+		if (mode == M_PENDING) {
+			reg_watch_fd(e, r, 0, s->efd);
+			reg_watch_fd(e, r, 1, r->fd);
+		} else if (mode == M_SHM && s->owner == getpid()) {
+			int pfd = sc_conn_fd(s->c);
+			if (pfd >= 0)
+				reg_watch_fd(e, r, 0, pfd);
+			/* anything that happened before the watch began */
+			rv = sock_revents(r->fd, s, want, &wfd);
+			if (rv < 0)
+				rv = 0;
+		}
+	}
+	return poll_to_epoll(rv) & (r->events | EPOLLHUP | EPOLLERR);
+}
+
+EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+{
+	struct sc_sock *s = sock_get(fd);
+	struct sc_ep *e = ep_get(epfd, false);
+	struct sc_epreg *r = NULL;
+
+	if (e) {
+		pthread_mutex_lock(&e->lock);
+		for (r = e->regs; r && r->fd != fd; r = r->next)
+			;
+		if (!r)
+			pthread_mutex_unlock(&e->lock);
+	}
+	if (!r) {
+		int mode = s ? atomic_load(&s->mode) : M_TCP;
+		if (op != EPOLL_CTL_ADD || (mode != M_PENDING && mode != M_SHM) || !ev)
+			return R(epoll_ctl)(epfd, op, fd, ev);
+		/* let the kernel validate epfd and fd (EBADF, EINVAL, ELOOP...) */
+		if (R(epoll_ctl)(epfd, EPOLL_CTL_ADD, fd, ev) < 0)
+			return -1;
+		R(epoll_ctl)(epfd, EPOLL_CTL_DEL, fd, NULL);
+		e = ep_get(epfd, true);
+		if (!e) {
+			errno = ENOMEM;
+			return -1;
+		}
+		r = calloc(1, sizeof(*r));
+		if (!r) {
+			errno = ENOMEM;
+			return -1;
+		}
+		r->fd = fd;
+		r->s = s;
+		r->events = ev->events & ~(EPOLLEXCLUSIVE | EPOLLWAKEUP);
+		r->data = ev->data;
+		r->wfd[0] = r->wfd[1] = -1;
+		pthread_mutex_lock(&e->lock);
+		r->next = e->regs;
+		e->regs = r;
+		bool gone;
+		reg_eval(e, r, &gone);
+		if (!gone)
+			check_add(e, r);
+		pthread_mutex_unlock(&e->lock);
+		return 0;
+	}
+	/* r is ours, e locked */
+	int rc = 0;
+	switch (op) {
+	case EPOLL_CTL_ADD:
+		errno = EEXIST;
+		rc = -1;
+		break;
+	case EPOLL_CTL_DEL:
+		reg_free(e, r);
+		break;
+	case EPOLL_CTL_MOD:
+		if (!ev || (ev->events & EPOLLEXCLUSIVE)) {
+			errno = EINVAL;
+			rc = -1;
+			break;
+		}
+		r->events = ev->events & ~EPOLLWAKEUP;
+		r->data = ev->data;
+		r->disabled = false;
+		check_add(e, r);
+		break;
+	default:
+		errno = EINVAL;
+		rc = -1;
+	}
+	pthread_mutex_unlock(&e->lock);
+	return rc;
+}
+
+/* Evaluate the check list into out[n..max); returns the new n. */
+static int ep_harvest(struct sc_ep *e, struct epoll_event *out, int n, int max, uint64_t call)
+{
+	pthread_mutex_lock(&e->lock);
+	struct sc_epreg *list = e->check;
+	e->check = NULL;
+	while (list) {
+		struct sc_epreg *r = list;
+		list = r->cnext;
+		r->listed = false;
+		if (r->disabled)
+			continue;
+		if (n >= max || r->seen == call) {
+			check_add(e, r);
+			continue;
+		}
+		bool gone;
+		uint32_t ev = reg_eval(e, r, &gone);
+		if (gone || !ev)
+			continue;
+		out[n].events = ev;
+		out[n].data = r->data;
+		n++;
+		r->seen = call;
+		if (r->events & EPOLLONESHOT)
+			r->disabled = true;
+		else if (!(r->events & EPOLLET))
+			check_add(e, r);        /* level: ask again next time */
+	}
+	pthread_mutex_unlock(&e->lock);
+	return n;
+}
+
+static int do_epoll_wait(int epfd, struct epoll_event *out, int max, int timeout,
+			 const sigset_t *mask)
+{
+	struct sc_ep *e = ep_get(epfd, false);
+	if (!e || max <= 0) {
+		if (mask)
+			return R(epoll_pwait)(epfd, out, max, timeout, mask);
+		return R(epoll_wait)(epfd, out, max, timeout);
+	}
+	uint64_t end = timeout < 0 ? UINT64_MAX : now_ns() + (uint64_t)timeout * 1000000u;
+	int n = 0;
+	pthread_mutex_lock(&e->lock);
+	uint64_t call = ++e->calls;
+	pthread_mutex_unlock(&e->lock);
+	for (;;) {
+		n = ep_harvest(e, out, n, max, call);
+		if (n >= max)
+			return n;
+		uint64_t now = now_ns();
+		int t = n ? 0 : end == UINT64_MAX ? -1 :
+			now >= end ? 0 : (int)((end - now + 999999) / 1000000);
+		int k = mask ? R(epoll_pwait)(epfd, out + n, max - n, t, mask)
+			     : R(epoll_wait)(epfd, out + n, max - n, t);
+		if (k < 0)
+			return n ? n : -1;
+		bool inner = false;
+		int kept = 0;
+		for (int i = 0; i < k; i++) {
+			if (out[n + i].data.u64 == EP_COOKIE) {
+				inner = true;
+				continue;
+			}
+			out[n + kept++] = out[n + i];
+		}
+		n += kept;
+		if (inner) {
+			struct epoll_event iev[64];
+			int m = R(epoll_wait)(e->inner, iev, 64, 0);
+			pthread_mutex_lock(&e->lock);
+			for (int i = 0; i < m; i++) {
+				struct sc_epreg *r = iev[i].data.ptr;
+				/* still registered? (DEL may have raced) */
+				struct sc_epreg *q = e->regs;
+				while (q && q != r)
+					q = q->next;
+				if (q)
+					check_add(e, r);
+			}
+			pthread_mutex_unlock(&e->lock);
+			/* evaluate them now; the kernel's part is already in
+			 * (asking it again would report a level fd twice) */
+			n = ep_harvest(e, out, n, max, call);
+		}
+		if (n || (t >= 0 && now_ns() >= end))
+			return n;
+	}
+}
+
+EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
+{
+	return do_epoll_wait(epfd, ev, max, timeout, NULL);
+}
+
+EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout,
+		       const sigset_t *mask)
+{
+	return do_epoll_wait(epfd, ev, max, timeout, mask);
+}
+
+/* An epoll fd is closed: drop our shadow of it. */
+static void ep_close(int epfd)
+{
+	if (!atomic_load_explicit(&neps, memory_order_acquire))
+		return;
+	pthread_mutex_lock(&eps_lock);
+	struct sc_ep **pp = &eps, *e;
+	while ((e = *pp) && e->fd != epfd)
+		pp = &e->next;
+	if (e) {
+		*pp = e->next;
+		atomic_fetch_sub(&neps, 1);
+	}
+	pthread_mutex_unlock(&eps_lock);
+	if (!e)
+		return;
+	pthread_mutex_lock(&e->lock);
+	while (e->regs)
+		reg_free(e, e->regs);
+	pthread_mutex_unlock(&e->lock);
+	R(close)(e->inner);
+	pthread_mutex_destroy(&e->lock);
+	free(e);
+}
+
+/* The last fd of s closed: it leaves every epoll set, as in the kernel. */
+static void ep_forget_sock(struct sc_sock *s)
+{
+	if (!atomic_load_explicit(&neps, memory_order_acquire))
+		return;
+	pthread_mutex_lock(&eps_lock);
+	for (struct sc_ep *e = eps; e; e = e->next) {
+		pthread_mutex_lock(&e->lock);
+		struct sc_epreg *r = e->regs;
+		while (r) {
+			struct sc_epreg *next = r->next;
+			if (r->s == s)
+				reg_free(e, r);
+			r = next;
+		}
+		pthread_mutex_unlock(&e->lock);
+	}
+	pthread_mutex_unlock(&eps_lock);
+}
