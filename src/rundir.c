@@ -283,22 +283,19 @@ int sc__offer_post(struct sc_board *b, uint16_t cport, const struct sc_addr16 *d
 	for (uint32_t i = 0; i < SC_BOARD_PROBE; i++) {
 		uint32_t idx = (h + i) % SC_BOARD_OFFERS;
 		struct sc_offer *o = &b->offers[idx];
-		uint32_t st = atomic_load_explicit(&o->state, memory_order_acquire);
-		bool take = false;
-		if (st == SC_OFFER_FREE) {
-			take = atomic_compare_exchange_strong(&o->state, &st, SC_OFFER_BUSY);
-		} else if (st == SC_OFFER_OFFERED && !pid_alive(o->pid)) {
-			/* left by a client that died before anyone claimed it */
-			take = atomic_compare_exchange_strong(&o->state, &st, SC_OFFER_BUSY);
-		}
-		if (!take)
+		uint64_t w = atomic_load_explicit(&o->word, memory_order_acquire);
+		uint32_t st = w & 0xff;
+		/* free, or left by a client that died before anyone claimed it */
+		if (st != SC_OFFER_FREE && !(st == SC_OFFER_OFFERED && !pid_alive(o->pid)))
+			continue;
+		if (!atomic_compare_exchange_strong(&o->word, &w, SC_OFFER_WORD(tag, SC_OFFER_BUSY)))
 			continue;
 		o->cport = cport;
 		o->daddr = *dst;
 		o->netns = sc__netns();
 		o->pid = getpid();
-		o->tag = tag;
-		atomic_store_explicit(&o->state, SC_OFFER_OFFERED, memory_order_release);
+		atomic_store_explicit(&o->word, SC_OFFER_WORD(tag, SC_OFFER_OFFERED),
+				      memory_order_release);
 		errno = saved;
 		return (int)idx;
 	}
@@ -306,20 +303,22 @@ int sc__offer_post(struct sc_board *b, uint16_t cport, const struct sc_addr16 *d
 	return -ENOSPC;
 }
 
-bool sc__offer_cancel(struct sc_board *b, int idx)
+uint32_t sc__offer_state(struct sc_board *b, int idx, uint64_t tag)
 {
-	uint32_t st = SC_OFFER_OFFERED;
-	return atomic_compare_exchange_strong(&b->offers[idx].state, &st, SC_OFFER_FREE);
+	uint64_t w = atomic_load_explicit(&b->offers[idx].word, memory_order_acquire);
+	if (w >> 8 != tag)
+		return SC_OFFER_CLAIMED;        /* claimed and done with */
+	return w & 0xff;
 }
 
-uint32_t sc__offer_state(struct sc_board *b, int idx)
+bool sc__offer_withdraw(struct sc_board *b, int idx, uint64_t tag)
 {
-	return atomic_load_explicit(&b->offers[idx].state, memory_order_acquire);
-}
-
-void sc__offer_free(struct sc_board *b, int idx)
-{
-	atomic_store_explicit(&b->offers[idx].state, SC_OFFER_FREE, memory_order_release);
+	_Atomic uint64_t *w = &b->offers[idx].word;
+	uint64_t v = SC_OFFER_WORD(tag, SC_OFFER_OFFERED);
+	if (atomic_compare_exchange_strong(w, &v, 0))
+		return true;
+	v = SC_OFFER_WORD(tag, SC_OFFER_DECLINED);
+	return atomic_compare_exchange_strong(w, &v, 0);
 }
 
 int sc__offer_claim(struct sc_board *b, uint16_t cport, const struct sc_addr16 *local,
@@ -332,28 +331,38 @@ int sc__offer_claim(struct sc_board *b, uint16_t cport, const struct sc_addr16 *
 	for (uint32_t i = 0; i < SC_BOARD_PROBE; i++) {
 		uint32_t idx = (h + i) % SC_BOARD_OFFERS;
 		struct sc_offer *o = &b->offers[idx];
-		uint32_t st = atomic_load_explicit(&o->state, memory_order_acquire);
-		if (st != SC_OFFER_OFFERED || o->cport != cport ||
+		uint64_t w = atomic_load_explicit(&o->word, memory_order_acquire);
+		if ((w & 0xff) != SC_OFFER_OFFERED || o->cport != cport ||
 		    memcmp(&o->daddr, local, 16) || (loop && o->netns != sc__netns()))
 			continue;
 		int32_t p = o->pid;
-		uint64_t t = o->tag;
-		if (!atomic_compare_exchange_strong(&o->state, &st, SC_OFFER_CLAIMED))
+		/* the fields were written before the word went OFFERED with
+		 * this tag; if the CAS succeeds, they are that offer's */
+		if (!atomic_compare_exchange_strong(&o->word, &w,
+						    SC_OFFER_WORD(w >> 8, SC_OFFER_CLAIMED)))
 			continue;
-		/* fields read before the CAS: a withdrawn and reposted
-		 * offer would have failed it only if the state moved, so
-		 * check the copy is still this offer's */
-		if (o->pid != p || o->tag != t || !pid_alive(p)) {
-			atomic_store(&o->state, SC_OFFER_FREE);
+		if (!pid_alive(p)) {
+			atomic_store(&o->word, 0);
 			continue;
 		}
 		*pid = p;
-		*tag = t;
+		*tag = w >> 8;
 		errno = saved;
 		return (int)idx;
 	}
 	errno = saved;
 	return -1;
+}
+
+void sc__offer_done(struct sc_board *b, int idx)
+{
+	atomic_store_explicit(&b->offers[idx].word, 0, memory_order_release);
+}
+
+void sc__offer_decline(struct sc_board *b, int idx, uint64_t tag)
+{
+	atomic_store_explicit(&b->offers[idx].word, SC_OFFER_WORD(tag, SC_OFFER_DECLINED),
+			      memory_order_release);
 }
 
 /* ---- rendezvous and stats ---------------------------------------------- */

@@ -51,15 +51,20 @@ struct sc_board_listener {
 enum { SC_OFFER_FREE, SC_OFFER_BUSY, SC_OFFER_OFFERED, SC_OFFER_CLAIMED,
        SC_OFFER_DECLINED };
 
+/* An offer's word: tag << 8 | state.  The tag (56 random bits, never 0)
+ * makes every transition a compare-and-swap on this offer, not on whatever
+ * offer reuses the entry later. */
+#define SC_OFFER_WORD(tag, st)  ((uint64_t)(tag) << 8 | (st))
+#define SC_TAG_MASK             ((1ull << 56) - 1)
+
 struct sc_offer {
-	_Atomic uint32_t state;
+	_Atomic uint64_t word;
 	uint16_t cport;                 /* client port, host order */
-	uint16_t pad;
+	uint16_t pad[3];
 	struct sc_addr16 daddr;         /* destination address as the client sees it */
 	uint64_t netns;                 /* client's network namespace */
 	int32_t pid;                    /* client process */
 	uint32_t pad2;
-	uint64_t tag;                   /* random; names the connection on the client */
 	uint64_t pad3[2];
 };
 _Static_assert(sizeof(struct sc_offer) == 64, "offer is one cache line");
@@ -89,20 +94,25 @@ void sc__board_unlisten(struct sc_board *b, uint64_t sock_ino);
 /* Does a live accelerated listener serve dst?  (client side) */
 bool sc__board_serves(struct sc_board *b, const struct sc_addr16 *dst);
 
-/* Client: write an offer; returns its index or -errno (-ENOSPC: full). */
+/* Client: write an offer (tag: 56 bits, not 0); returns its index or
+ * -errno (-ENOSPC: no free entry near the port's hash). */
 int sc__offer_post(struct sc_board *b, uint16_t cport, const struct sc_addr16 *dst,
 		   uint64_t tag);
-/* Client: withdraw an unclaimed offer.  true: withdrawn (nobody will claim
- * it); false: it was claimed (an OPEN is on its way) or declined. */
-bool sc__offer_cancel(struct sc_board *b, int idx);
-/* Client: the offer's state. */
-uint32_t sc__offer_state(struct sc_board *b, int idx);
-void sc__offer_free(struct sc_board *b, int idx);
+/* Client: our offer's state: OFFERED, DECLINED, or CLAIMED (claimed, or
+ * claimed and already done with: the OPEN is on its way). */
+uint32_t sc__offer_state(struct sc_board *b, int idx, uint64_t tag);
+/* Client: withdraw our offer if nobody claimed it (OFFERED or DECLINED →
+ * FREE).  true: withdrawn, nobody will claim it; false: claimed. */
+bool sc__offer_withdraw(struct sc_board *b, int idx, uint64_t tag);
 
 /* Server: find and claim the offer for a connection we accepted; returns
  * its index (state CLAIMED, pid and tag copied out) or -1. */
 int sc__offer_claim(struct sc_board *b, uint16_t cport, const struct sc_addr16 *local,
 		    int32_t *pid, uint64_t *tag);
+/* Server, after a claim: the OPEN was sent (entry freed), or it could not
+ * be (the client learns it and stays on TCP). */
+void sc__offer_done(struct sc_board *b, int idx);
+void sc__offer_decline(struct sc_board *b, int idx, uint64_t tag);
 
 /* Path of process pid's rendezvous socket. */
 int sc__rendezvous_path(int32_t pid, char *buf, size_t len);

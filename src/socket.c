@@ -274,9 +274,8 @@ static void sock_release(struct sc_sock *s)
 		s->c = NULL;
 	} else if (mode == M_PENDING) {
 		pending_unlink(s);
-		if (s->board && s->offer >= 0 && !sc__offer_cancel(s->board, s->offer) &&
-		    sc__offer_state(s->board, s->offer) == SC_OFFER_DECLINED)
-			sc__offer_free(s->board, s->offer);
+		if (s->board && s->offer >= 0)
+			sc__offer_withdraw(s->board, s->offer, s->tag);
 		struct sc_conn *c = atomic_exchange(&s->attached, NULL);
 		if (c)
 			sc_close(c);
@@ -428,8 +427,7 @@ static int pending_to_shm(struct sc_sock *s)
 {
 	struct sc_conn *c = atomic_exchange(&s->attached, NULL);
 	pending_unlink(s);
-	sc__offer_free(s->board, s->offer);
-	s->offer = -1;
+	s->offer = -1;          /* the claimer frees the entry */
 	s->c = c;
 	sc_set_nonblock(c, s->nonblock);
 	if (s->plen) {
@@ -459,9 +457,10 @@ static int pending_settle(int fd, struct sc_sock *s, bool block, int max_ms)
 			return 0;
 		if (atomic_load(&s->attached))
 			return pending_to_shm(s);
-		uint32_t st = sc__offer_state(s->board, s->offer);
+		uint32_t st = sc__offer_state(s->board, s->offer, s->tag);
 		if (st == SC_OFFER_DECLINED) {
-			sc__offer_free(s->board, s->offer);
+			sc__offer_withdraw(s->board, s->offer, s->tag);
+			s->offer = -1;
 			return pending_to_tcp(fd, s, SC_FB_RENDEZVOUS);
 		}
 		/* anything on TCP (data, FIN, RST, a failed connect) before the
@@ -472,9 +471,11 @@ static int pending_settle(int fd, struct sc_sock *s, bool block, int max_ms)
 		bool tcp_active = n >= 0 || (errno != EAGAIN && errno != EINTR);
 		bool late = now_ns() > s->deadline_ns;
 		if (tcp_active || late) {
-			if (sc__offer_cancel(s->board, s->offer))
+			if (sc__offer_withdraw(s->board, s->offer, s->tag)) {
+				s->offer = -1;
 				return pending_to_tcp(fd, s, tcp_active ? SC_FB_PEER_PLAIN
 									: SC_FB_CLAIM_TIMEOUT);
+			}
 			/* claimed: the OPEN is on its way, or declined */
 			block = true;
 		}
@@ -556,7 +557,7 @@ static int do_offer(int fd, struct sc_sock *s, const struct sockaddr *addr, sock
 	}
 	uint64_t tag = 0;
 	while (!tag && getentropy(&tag, sizeof(tag)) == 0)
-		;
+		tag &= SC_TAG_MASK;
 	s->pbuf = malloc(PBUF_CAP);
 	s->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (!s->pbuf || s->efd < 0 || !tag) {
@@ -579,7 +580,7 @@ static int do_offer(int fd, struct sc_sock *s, const struct sockaddr *addr, sock
 	}
 	s->deadline_ns = now_ns() + (uint64_t)G.claim_ms * 1000000u;
 	atomic_store(&s->mode, M_PENDING);
-	LOG(3, "offer posted: port %u -> %u", cport, dport);
+	LOG(3, "offer %d posted: port %u -> %u", s->offer, cport, dport);
 	return 0;
 }
 
@@ -590,8 +591,10 @@ EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t alen)
 	bool offered = false;
 
 	if (!s || atomic_load(&s->mode) != M_TCP || s->counted || !addr ||
-	    alen < sizeof(sa_family_t))
+	    alen < sizeof(sa_family_t)) {
+		LOG(3, "connect(%d) passes: %s", fd, !s ? "untracked" : "not fresh");
 		return R(connect)(fd, addr, alen);
+	}
 	pthread_mutex_lock(&s->lock);
 	if (G.disabled)
 		why = SC_FB_DISABLED;
@@ -602,8 +605,8 @@ EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t alen)
 	if (offered && rc < 0 && err != EINPROGRESS && err != EINTR) {
 		/* no connection: nobody will claim the offer */
 		pending_unlink(s);
-		if (!sc__offer_cancel(s->board, s->offer))
-			sc__offer_free(s->board, s->offer);
+		sc__offer_withdraw(s->board, s->offer, s->tag);
+		s->offer = -1;
 		struct sc_conn *c = atomic_exchange(&s->attached, NULL);
 		if (c)
 			sc_close(c);
@@ -674,6 +677,7 @@ static void accept_claim(int nfd, struct sc_sock *ls, int flags)
 	struct sc_board *b = ls->board ? ls->board : sc__board(lport, false);
 	int idx = b ? sc__offer_claim(b, cport, &local, &pid, &tag) : -1;
 	if (idx < 0) {
+		LOG(3, "no offer for client port %u on port %u", cport, lport);
 		fallback_stat(s, SC_FB_PEER_PLAIN);
 		return;
 	}
@@ -684,11 +688,11 @@ static void accept_claim(int nfd, struct sc_sock *ls, int flags)
 		rc = sc__connect_tagged(path, tag, (flags & SOCK_NONBLOCK) ? SC_NONBLOCK : 0, &c);
 	if (rc) {
 		/* the client learns it from the board and stays on TCP */
-		atomic_store(&b->offers[idx].state, SC_OFFER_DECLINED);
+		sc__offer_decline(b, idx, tag);
 		fallback_stat(s, rc == -ENOMEM ? SC_FB_NOMEM : SC_FB_RENDEZVOUS);
 		return;
 	}
-	sc__offer_free(b, idx);
+	sc__offer_done(b, idx);
 	pthread_mutex_lock(&s->lock);
 	s->c = c;
 	s->counted = true;
