@@ -609,6 +609,7 @@ API int sc_conn_fd(struct sc_conn *c)
 		 * (token first, then the flags) */
 		atomic_store_explicit(&c->g->my_cells[c->cell].armed, SC_ARM_POLL,
 				      memory_order_relaxed);
+		c->polled = true;
 		atomic_fetch_or(&c->rx.h->rx_armed, SC_ARM_EDGE);
 		atomic_fetch_or(&c->tx.h->tx_blocked, SC_ARM_EDGE);
 		rc = atomic_load(&c->chan)->pfd;

@@ -40,6 +40,9 @@ struct sc_conn {
 	_Atomic int err;        /* sticky -ECONNRESET / -EPROTO / -ECONNREFUSED */
 	_Atomic uint32_t lflags;
 	bool nonblock, linger0, corked;
+	/* someone polls the connection's fd (sc_conn_fd): keep the edge
+	 * interest set across data moves, so every change can signal it */
+	bool polled;
 	uint32_t spin_ns[2];    /* adaptive spin budget: [0] receive, [1] send */
 	uint32_t spin_misses[2];        /* consecutive spins that ended in sleep */
 	void *user;

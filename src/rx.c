@@ -93,7 +93,8 @@ static ssize_t recv_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
 				if (sc__ring_update_cons(&c->rx, false))
 					sc__notify_peer(c);
 			}
-			sc__disarm_edge(&c->rx.h->rx_armed);
+			if (!c->polled)
+				sc__disarm_edge(&c->rx.h->rx_armed);
 			if (done == total || !waitall)
 				break;
 			continue;

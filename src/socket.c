@@ -116,6 +116,8 @@ struct sc_sock {
 };
 
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+/* our pid, cached (glibc no longer does); refreshed in the fork child */
+static pid_t my_pid;
 #define PAGE_BITS 12
 #define NPAGES 256
 static struct sc_sock *_Atomic *_Atomic pages[NPAGES];
@@ -168,7 +170,7 @@ static void logf_(int level, const char *fmt, ...)
 	int saved = errno;
 	char buf[512];
 	va_list ap;
-	int n = snprintf(buf, sizeof(buf), "shortcut[%d]: ", (int)getpid());
+	int n = snprintf(buf, sizeof(buf), "shortcut[%d]: ", (int)my_pid);
 	va_start(ap, fmt);
 	n += vsnprintf(buf + n, sizeof(buf) - (size_t)n - 1, fmt, ap);
 	va_end(ap);
@@ -195,6 +197,7 @@ static void atfork_child(void);
 __attribute__((constructor)) static void sc_preload_init(void)
 {
 	pthread_once(&real_once, real_init);
+	my_pid = getpid();
 	G.ok = sc__config_load() == 0;
 	G.log = (int)sc__cfg.log;
 	G.disabled = sc__cfg.disable;
@@ -235,7 +238,7 @@ static struct sc_sock *sock_new(int fd, int mode, bool nonblock)
 	s->mode = mode;
 	s->refs = 1;
 	s->nonblock = nonblock;
-	s->owner = getpid();
+	s->owner = my_pid;
 	s->efd = -1;
 	s->offer = -1;
 	pthread_mutex_lock(&table_lock);
@@ -266,7 +269,7 @@ static void sock_release(struct sc_sock *s)
 	pthread_mutex_lock(&s->lock);
 	int mode = atomic_load(&s->mode);
 	if (mode == M_SHM && s->c) {
-		if (s->owner == getpid()) {
+		if (s->owner == my_pid) {
 			if (s->linger0)
 				sc_set_linger0(s->c, 1);
 			sc_close(s->c);
@@ -279,7 +282,7 @@ static void sock_release(struct sc_sock *s)
 		struct sc_conn *c = atomic_exchange(&s->attached, NULL);
 		if (c)
 			sc_close(c);
-	} else if (mode == M_LISTEN && s->board && s->owner == getpid()) {
+	} else if (mode == M_LISTEN && s->board && s->owner == my_pid) {
 		sc__board_unlisten(s->board, s->ino);
 	}
 	if (s->efd >= 0)
@@ -353,7 +356,7 @@ static int rdv_ensure(void)
 	pthread_mutex_lock(&G.create_lock);
 	if (!G.rdv) {
 		struct sc_listener *l;
-		rc = sc__rendezvous_path(getpid(), path, sizeof(path));
+		rc = sc__rendezvous_path(my_pid, path, sizeof(path));
 		if (!rc)
 			rc = sc_listen(path, 4096, &l);
 		if (!rc) {
@@ -802,7 +805,7 @@ static ssize_t do_sendv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 			return n;
 	}
 	int mode = atomic_load_explicit(&s->mode, memory_order_acquire);
-	if (mode == M_SHM && s->owner == getpid()) {
+	if (mode == M_SHM && s->owner == my_pid) {
 		int f = sc_flags(s, flags, false);
 		if (f < 0) {
 			errno = -f;
@@ -833,7 +836,7 @@ static ssize_t do_recvv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 		}
 	}
 	int mode = atomic_load_explicit(&s->mode, memory_order_acquire);
-	if (mode == M_SHM && s->owner == getpid()) {
+	if (mode == M_SHM && s->owner == my_pid) {
 		int f = sc_flags(s, flags, true);
 		if (f < 0) {
 			errno = -f;
@@ -1103,7 +1106,7 @@ EXPORT int shutdown(int fd, int how)
 		pending_settle(fd, s, true, -1);
 		pthread_mutex_unlock(&s->lock);
 	}
-	if (s && atomic_load(&s->mode) == M_SHM && s->owner == getpid()) {
+	if (s && atomic_load(&s->mode) == M_SHM && s->owner == my_pid) {
 		int rc = sc_shutdown(s->c, how);
 		if (rc < 0) {
 			errno = -rc;
@@ -1232,7 +1235,7 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 			return 0;
 		}
 	}
-	if (atomic_load(&s->mode) == M_SHM && s->owner == getpid() &&
+	if (atomic_load(&s->mode) == M_SHM && s->owner == my_pid &&
 	    (req == FIONREAD || req == SIOCOUTQ)) {
 		struct sc_conn_info ci;
 		sc_conn_info(s->c, &ci);
@@ -1247,7 +1250,7 @@ EXPORT int getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
 {
 	struct sc_sock *s = sock_get(fd);
 	if (s && level == SOL_SOCKET && opt == SO_ERROR && atomic_load(&s->mode) == M_SHM &&
-	    s->owner == getpid() && val && len && *len >= sizeof(int)) {
+	    s->owner == my_pid && val && len && *len >= sizeof(int)) {
 		struct sc_conn_info ci;
 		sc_conn_info(s->c, &ci);
 		if (ci.state & SC_EV_ERR) {
@@ -1276,7 +1279,7 @@ EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t len
 
 /* Readiness of an accelerated fd as poll() reports it; 0 if it needs the
  * kernel's word (plain TCP).  *waitfd: what to poll to learn of a change. */
-static short sock_revents(int fd, struct sc_sock *s, short want, int *waitfd)
+static short sock_revents(int fd, struct sc_sock *s, short want, int *waitfd, bool arm)
 {
 	*waitfd = -1;
 	if (atomic_load(&s->mode) == M_PENDING) {
@@ -1289,12 +1292,16 @@ static short sock_revents(int fd, struct sc_sock *s, short want, int *waitfd)
 			return r;
 		}
 	}
-	if (atomic_load(&s->mode) != M_SHM || s->owner != getpid())
+	if (atomic_load(&s->mode) != M_SHM || s->owner != my_pid)
 		return -1;
 	/* arm first, then look: a change after the look wakes the fd
-	 * (sc_conn_fd's flag update is a full barrier) */
-	sc__chan_rearm_poll(s->c);
-	*waitfd = sc_conn_fd(s->c);
+	 * (sc_conn_fd's flag update is a full barrier).  A caller that will
+	 * not sleep leaves the token as it is: while nobody sleeps, the
+	 * peer's sends make no wake-up calls. */
+	if (arm) {
+		sc__chan_rearm_poll(s->c);
+		*waitfd = sc_conn_fd(s->c);
+	}
 	int ev = sc_conn_events(s->c);
 	short r = 0;
 	if (ev & SC_EV_IN)
@@ -1338,7 +1345,7 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t 
 		for (nfds_t i = 0; i < n; i++) {
 			struct sc_sock *s = fds[i].fd >= 0 ? sock_get(fds[i].fd) : NULL;
 			int wfd;
-			short r = s ? sock_revents(fds[i].fd, s, fds[i].events, &wfd) : -1;
+			short r = s ? sock_revents(fds[i].fd, s, fds[i].events, &wfd, true) : -1;
 			k[i] = fds[i];
 			fds[i].revents = 0;
 			if (r < 0)
@@ -1371,7 +1378,7 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t 
 			int wfd;
 			if (s && atomic_load(&s->mode) >= M_PENDING) {
 				if (k[i].revents && !fds[i].revents) {
-					short r = sock_revents(fds[i].fd, s, fds[i].events, &wfd);
+					short r = sock_revents(fds[i].fd, s, fds[i].events, &wfd, true);
 					if (r > 0) {
 						fds[i].revents = r;
 						ready++;
@@ -1523,6 +1530,7 @@ static void atfork_child(void)
 	 * rendezvous and link groups when it needs them.  Connections the
 	 * parent accelerated stay the parent's (s->owner); the child's
 	 * close() of them only drops its fd. */
+	my_pid = getpid();
 	pthread_mutex_init(&G.rdv_lock, NULL);
 	pthread_mutex_init(&G.create_lock, NULL);
 	pthread_mutex_init(&table_lock, NULL);
@@ -1554,6 +1562,8 @@ struct sc_epreg {
 	bool disabled;          /* EPOLLONESHOT fired; re-armed by MOD */
 	int kind;               /* what the inner set watches: 0 none, M_PENDING, M_SHM */
 	uint64_t seen;          /* the epoll_wait call that last reported it */
+	bool fired;             /* signalled since last armed (on the fired list) */
+	struct sc_epreg *fnext;
 	int wfd[2];             /* the fds registered in the inner set */
 	struct sc_epreg *next, *cnext;
 };
@@ -1562,6 +1572,7 @@ struct sc_ep {
 	int fd, inner;
 	pthread_mutex_t lock;
 	struct sc_epreg *regs, *check;
+	struct sc_epreg *fired;         /* to re-arm before the next sleep */
 	uint64_t calls;         /* epoll_wait calls (an fd is reported once per call) */
 	struct sc_ep *next;
 };
@@ -1640,6 +1651,11 @@ static void check_add(struct sc_ep *e, struct sc_epreg *r)
 static void reg_free(struct sc_ep *e, struct sc_epreg *r)
 {
 	reg_unwatch(e, r);
+	for (struct sc_epreg **pp = &e->fired; *pp; pp = &(*pp)->fnext)
+		if (*pp == r) {
+			*pp = r->fnext;
+			break;
+		}
 	for (struct sc_epreg **pp = &e->check; *pp; pp = &(*pp)->cnext)
 		if (*pp == r) {
 			*pp = r->cnext;
@@ -1674,7 +1690,7 @@ static uint32_t reg_eval(struct sc_ep *e, struct sc_epreg *r, bool *gone)
 	short want = POLLIN | POLLOUT | POLLRDHUP | POLLPRI;
 	int wfd;
 	*gone = false;
-	short rv = sock_revents(r->fd, s, want, &wfd);
+	short rv = sock_revents(r->fd, s, want, &wfd, false);
 	int mode = atomic_load(&s->mode);
 	if (rv < 0 && mode != M_SHM) {
 		/* fell back to TCP: hand the fd to the kernel's own set */
@@ -1693,12 +1709,12 @@ static uint32_t reg_eval(struct sc_ep *e, struct sc_epreg *r, bool *gone)
 		if (mode == M_PENDING) {
 			reg_watch_fd(e, r, 0, s->efd);
 			reg_watch_fd(e, r, 1, r->fd);
-		} else if (mode == M_SHM && s->owner == getpid()) {
+		} else if (mode == M_SHM && s->owner == my_pid) {
 			int pfd = sc_conn_fd(s->c);
 			if (pfd >= 0)
 				reg_watch_fd(e, r, 0, pfd);
 			/* anything that happened before the watch began */
-			rv = sock_revents(r->fd, s, want, &wfd);
+			rv = sock_revents(r->fd, s, want, &wfd, false);
 			if (rv < 0)
 				rv = 0;
 		}
@@ -1814,6 +1830,29 @@ static int ep_harvest(struct sc_ep *e, struct epoll_event *out, int n, int max, 
 	return n;
 }
 
+/* About to sleep: re-arm every connection signalled since it was last
+ * armed, and queue it for a look (armed first, then looked at).  Returns
+ * whether any was queued. */
+static bool ep_arm(struct sc_ep *e)
+{
+	bool any = false;
+	pthread_mutex_lock(&e->lock);
+	while (e->fired) {
+		struct sc_epreg *r = e->fired;
+		e->fired = r->fnext;
+		r->fired = false;
+		struct sc_sock *s = r->s;
+		if (atomic_load(&s->mode) == M_SHM && s->owner == my_pid) {
+			sc__chan_rearm_poll(s->c);
+			sc_conn_fd(s->c);
+		}
+		check_add(e, r);
+		any = true;
+	}
+	pthread_mutex_unlock(&e->lock);
+	return any;
+}
+
 static int do_epoll_wait(int epfd, struct epoll_event *out, int max, int timeout,
 			 const sigset_t *mask)
 {
@@ -1835,6 +1874,12 @@ static int do_epoll_wait(int epfd, struct epoll_event *out, int max, int timeout
 		uint64_t now = now_ns();
 		int t = n ? 0 : end == UINT64_MAX ? -1 :
 			now >= end ? 0 : (int)((end - now + 999999) / 1000000);
+		if (t != 0 && ep_arm(e)) {
+			/* arming found work: look again instead of sleeping */
+			n = ep_harvest(e, out, n, max, call);
+			if (n)
+				return n;
+		}
 		int k = mask ? R(epoll_pwait)(epfd, out + n, max - n, t, mask)
 			     : R(epoll_wait)(epfd, out + n, max - n, t);
 		if (k < 0)
@@ -1859,8 +1904,14 @@ static int do_epoll_wait(int epfd, struct epoll_event *out, int max, int timeout
 				struct sc_epreg *q = e->regs;
 				while (q && q != r)
 					q = q->next;
-				if (q)
+				if (q) {
 					check_add(e, r);
+					if (!r->fired) {
+						r->fired = true;
+						r->fnext = e->fired;
+						e->fired = r;
+					}
+				}
 			}
 			pthread_mutex_unlock(&e->lock);
 			/* evaluate them now; the kernel's part is already in

@@ -98,7 +98,8 @@ static ssize_t send_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
 			done += sc__ring_put(&c->tx, iov, iovcnt, done, n);
 			sc__ring_publish(&c->tx);
 			wake = true;
-			sc__disarm_edge(&c->tx.h->tx_blocked);
+			if (!c->polled)
+				sc__disarm_edge(&c->tx.h->tx_blocked);
 			continue;
 		}
 		/* full: whatever corking asked, the consumer must hear of what
