@@ -13,7 +13,7 @@ CLI_SRC := $(sort $(wildcard cli/*.c))
 TESTS   := $(patsubst tests/%.c,%,$(sort $(wildcard tests/test_*.c)))
 T_SRC   := $(filter-out $(wildcard tests/test_*.c),$(wildcard tests/t_*.c))
 
-.PHONY: all test test-unit test-asan test-tsan demo bench clean
+.PHONY: all test test-unit test-asan test-tsan test-preload demo bench clean
 all: $(B)/libshortcut.so $(B)/libshortcut.a $(B)/shortcut
 
 # --- normal build ------------------------------------------------------
@@ -48,8 +48,13 @@ test-asan: $(addprefix $(B)/asan/,$(TESTS))
 test-tsan: $(addprefix $(B)/tsan/,$(TESTS))
 	SC_TEST_SANITIZER=tsan tests/run-tests.sh $(B)/tsan $(TESTS)
 
-# everything CI runs: plain, ASan+UBSan, TSan, then the CLI checks
-test: test-unit test-asan test-tsan
+# the interposer against the kernel: each program runs on kernel TCP and
+# under `shortcut run`; transcripts must match and stats show shared memory
+test-preload: all
+	tests/preload/run.sh $(B)
+
+# everything CI runs: plain, ASan+UBSan, TSan, the interposer, then pytest
+test: test-unit test-asan test-tsan test-preload
 	tests/integration/run.sh
 
 demo: all

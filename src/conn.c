@@ -497,6 +497,7 @@ API int sc_shutdown(struct sc_conn *c, int how)
 		return -EINVAL;
 	if (how != SHUT_WR) {
 		atomic_fetch_or(&c->lflags, SC_LF_SHUT_RD);
+		sc__conn_set_flags(c, SC_SF_RD_DONE);
 		/* a receiver of ours blocked on this connection returns 0 */
 		pthread_mutex_lock(&c->g->lock);
 		sc__notify_self(c);

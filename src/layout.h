@@ -30,7 +30,7 @@
 
 #define SC_CACHELINE        64
 #define SC_SEG_MAGIC        0x314745534354524fULL   /* "ORTCSEG1" */
-#define SC_LAYOUT_VERSION   1
+#define SC_LAYOUT_VERSION   2
 #define SC_MAX_SLOTS        255                     /* SMC's per-link-group cap */
 #define SC_MAX_CELLS        256
 #define SC_CELL_NONE        0xffffffffu
@@ -111,11 +111,13 @@ _Static_assert(offsetof(struct sc_ring_hdr, tx_blocked) == 192, "tx_blocked line
 /* Connection state flags, per side, written only by that side. */
 #define SC_SF_OPEN      0x01u   /* side is using the slot */
 #define SC_SF_WR_DONE   0x02u   /* FIN: no more bytes will be produced (after prod) */
+#define SC_SF_RD_DONE   0x04u   /* shut down reading: with WR_DONE, bytes sent to
+				 * this side are refused (TCP answers them with RST) */
 #define SC_SF_CLOSED    0x08u   /* closed cleanly */
 #define SC_SF_ABORT     0x10u   /* RST: the peer gets ECONNRESET */
 #define SC_SF_REFUSED   0x20u   /* listener refused (backlog full, closed) */
 #define SC_SF_RELEASED  0x40u   /* side has let go of the slot for good */
-#define SC_SF_ALL       0x7bu
+#define SC_SF_ALL       0x7fu
 
 struct sc_slot_side {
 	_Atomic uint32_t flags;     /* SC_SF_*, release after the data they order */

@@ -761,6 +761,8 @@ static void ctl_accept(uint64_t id)
 	}
 }
 
+void (*sc__ctl_after_hook)(void);
+
 static void ctl_event(struct sc_group *g, uint32_t events)
 {
 	struct sc_conn *refused = NULL;
@@ -775,6 +777,8 @@ static void ctl_event(struct sc_group *g, uint32_t events)
 		epoll_ctl(ctl.epfd, EPOLL_CTL_DEL, g->sock, NULL);
 	pthread_mutex_unlock(&g->lock);
 	finish_refused(refused);
+	if (sc__ctl_after_hook)
+		sc__ctl_after_hook();
 }
 
 /* Free zombie groups and decide whether to exit (ctl.lock held). */

@@ -110,6 +110,10 @@ void sc__group_kill(struct sc_group *g, int err);
  * are closed so that the parent's death is still seen by its peers. */
 void sc__link_atfork_child(void);
 
+/* Called by the control thread, holding no lock, after it handled a group's
+ * messages (the interposer settles clients whose OPEN just arrived). */
+extern void (*sc__ctl_after_hook)(void);
+
 /* Listener backlog handed over by the control thread. */
 int sc__listener_push(struct sc_listener *l, struct sc_conn *c);
 

@@ -99,6 +99,9 @@ struct sc_sock {
 	bool nonblock;          /* O_NONBLOCK of the open file description */
 	bool counted;           /* an established connection (bytes_tcp_*) */
 	bool linger0;
+	bool shut_wr;           /* we shut down writing */
+	bool err_reported;      /* a reset was reported once (as sk_err) */
+	bool sent_to_closed;    /* one send went to a closed peer (TCP: then RST) */
 	pid_t owner;            /* the process whose shared-memory state it is */
 	struct sc_conn *c;      /* M_SHM */
 	/* M_LISTEN */
@@ -324,6 +327,8 @@ static void fd_alias(int oldfd, int newfd)
 
 /* ---- rendezvous: OPENs for our offers ----------------------------------- */
 
+static int pending_to_shm(struct sc_sock *s);
+
 /* Control thread, group lock held: an OPEN carrying a tag arrived. */
 static int rdv_deliver(struct sc_listener *l, struct sc_conn *c)
 {
@@ -346,6 +351,30 @@ static int rdv_deliver(struct sc_listener *l, struct sc_conn *c)
 	return rc;
 }
 
+/* Control thread, no lock held: an OPEN may have arrived for a client
+ * that is not in a socket call (it wrote, then waits on something else):
+ * move its buffered bytes now, or they would sit there. */
+static void rdv_after(void)
+{
+	for (;;) {
+		struct sc_sock *found = NULL;
+		pthread_mutex_lock(&G.rdv_lock);
+		for (struct sc_sock *s = G.pending; s; s = s->pnext)
+			if (atomic_load(&s->attached) && pthread_mutex_trylock(&s->lock) == 0) {
+				found = s;
+				break;
+			}
+		pthread_mutex_unlock(&G.rdv_lock);
+		if (!found)
+			return;
+		/* the socket is ours to settle (a caller holding its lock
+		 * would settle it itself) */
+		if (atomic_load(&found->mode) == M_PENDING && atomic_load(&found->attached))
+			pending_to_shm(found);
+		pthread_mutex_unlock(&found->lock);
+	}
+}
+
 static int rdv_ensure(void)
 {
 	char path[128];
@@ -361,6 +390,7 @@ static int rdv_ensure(void)
 			rc = sc_listen(path, 4096, &l);
 		if (!rc) {
 			l->deliver = rdv_deliver;
+			sc__ctl_after_hook = rdv_after;
 			atomic_store_explicit((struct sc_listener *_Atomic *)&G.rdv, l,
 					      memory_order_release);
 		}
@@ -811,7 +841,20 @@ static ssize_t do_sendv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 			errno = -f;
 			return -1;
 		}
-		return shm_result(sc_sendv(s->c, iov, iovcnt, f), flags, true);
+		ssize_t rc = sc_sendv(s->c, iov, iovcnt, f);
+		if (rc == -EPIPE && !s->shut_wr && !s->sent_to_closed) {
+			/* TCP: the first send to a peer that closed succeeds
+			 * (the peer answers it with a reset); then EPIPE */
+			s->sent_to_closed = true;
+			return (ssize_t)total;
+		}
+		if (rc == -ECONNRESET) {
+			/* reported once, as sk_err; then the socket is dead */
+			if (s->err_reported)
+				rc = -EPIPE;
+			s->err_reported = true;
+		}
+		return shm_result(rc, flags, true);
 	}
 	if (mode == M_SHM) {
 		errno = ENOTCONN;       /* inherited across fork: see README Limits */
@@ -847,7 +890,24 @@ static ssize_t do_recvv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 			errno = EOPNOTSUPP;
 			return -1;
 		}
-		return shm_result(sc_recvv(s->c, iov, iovcnt, f), flags, false);
+		size_t total = 0;
+		for (int i = 0; i < iovcnt; i++)
+			total += iov[i].iov_len;
+		if (!total) {
+			/* as TCP: nothing to read yet is EAGAIN, else 0 */
+			if ((f & SC_NONBLOCK) && !(sc_conn_events(s->c) & (SC_EV_IN | SC_EV_ERR))) {
+				errno = EAGAIN;
+				return -1;
+			}
+			return 0;
+		}
+		ssize_t rc = sc_recvv(s->c, iov, iovcnt, f);
+		if (rc == -ECONNRESET) {
+			if (s->err_reported)
+				rc = 0;
+			s->err_reported = true;
+		}
+		return shm_result(rc, flags, false);
 	}
 	if (mode == M_SHM) {
 		errno = ENOTCONN;
@@ -987,7 +1047,8 @@ EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct sockadd
 		return R(recvfrom)(fd, buf, len, flags, from, fromlen);
 	struct iovec v = { buf, len };
 	ssize_t n = do_recvv(fd, s, &v, 1, flags, tcp_recvv);
-	/* TCP leaves the address alone */
+	if (n >= 0 && from && fromlen)
+		*fromlen = 0;           /* TCP: no address */
 	return n;
 }
 
@@ -1024,6 +1085,7 @@ EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 	if (n >= 0) {
 		m->msg_controllen = 0;
 		m->msg_flags = 0;
+		m->msg_namelen = 0;
 	}
 	return n;
 }
@@ -1055,6 +1117,13 @@ EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
 		if (s && n > 0 && s->counted)
 			SC_STAT_ADD(bytes_tcp_sent, (uint64_t)n);
 		return n;
+	}
+	struct stat ist;
+	if (fstat(in, &ist) < 0)
+		return -1;
+	if (!S_ISREG(ist.st_mode) && !S_ISBLK(ist.st_mode)) {
+		errno = EINVAL;         /* the kernel's answer for a non-file */
+		return -1;
 	}
 	char buf[65536];
 	size_t done = 0;
@@ -1107,13 +1176,19 @@ EXPORT int shutdown(int fd, int how)
 		pthread_mutex_unlock(&s->lock);
 	}
 	if (s && atomic_load(&s->mode) == M_SHM && s->owner == my_pid) {
+		/* the kernel socket follows (it mirrors the connection's
+		 * state: its answer, e.g. ENOTCONN once both sides are done,
+		 * is the kernel's) */
+		int krc = R(shutdown)(fd, how);
+		if (krc < 0)
+			return krc;
 		int rc = sc_shutdown(s->c, how);
 		if (rc < 0) {
 			errno = -rc;
 			return -1;
 		}
-		/* the kernel socket follows, as the brief's control channel */
-		R(shutdown)(fd, how);
+		if (how != SHUT_RD)
+			s->shut_wr = true;
 		return 0;
 	}
 	return R(shutdown)(fd, how);
@@ -1237,10 +1312,21 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 	}
 	if (atomic_load(&s->mode) == M_SHM && s->owner == my_pid &&
 	    (req == FIONREAD || req == SIOCOUTQ)) {
-		struct sc_conn_info ci;
-		sc_conn_info(s->c, &ci);
-		uint64_t v = req == FIONREAD ? ci.rx_prod - ci.rx_cons : ci.tx_prod - ci.tx_cons;
-		*(int *)arg = v > INT32_MAX ? INT32_MAX : (int)v;
+		struct sc_conn *c = s->c;
+		int64_t v;
+		if (req == FIONREAD) {
+			sc__lock(&c->rxlock);
+			v = sc__ring_avail(&c->rx);
+			sc__unlock(&c->rxlock);
+		} else {
+			sc__lock(&c->txlock);
+			v = (int64_t)(c->tx.prod -
+				      atomic_load_explicit(&c->tx.h->cons, memory_order_acquire));
+			sc__unlock(&c->txlock);
+			if (v > (int64_t)c->tx.size)
+				v = 0;
+		}
+		*(int *)arg = v < 0 ? 0 : v > INT32_MAX ? INT32_MAX : (int)v;
 		return 0;
 	}
 	return R(ioctl)(fd, req, arg);
@@ -1255,7 +1341,8 @@ EXPORT int getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
 		sc_conn_info(s->c, &ci);
 		if (ci.state & SC_EV_ERR) {
 			/* reported once, as the kernel clears sk_err */
-			*(int *)val = ECONNRESET;
+			*(int *)val = s->err_reported ? 0 : ECONNRESET;
+			s->err_reported = true;
 			*len = sizeof(int);
 			return 0;
 		}
@@ -1313,7 +1400,7 @@ static short sock_revents(int fd, struct sc_sock *s, short want, int *waitfd, bo
 	if (ev & SC_EV_HUP)
 		r |= POLLHUP;
 	if (ev & SC_EV_ERR)
-		r |= POLLERR;
+		r |= POLLERR | POLLRDHUP | POLLHUP;
 	r &= (short)(want | POLLHUP | POLLERR);
 	return r;
 }
@@ -1562,6 +1649,7 @@ struct sc_epreg {
 	bool disabled;          /* EPOLLONESHOT fired; re-armed by MOD */
 	int kind;               /* what the inner set watches: 0 none, M_PENDING, M_SHM */
 	uint64_t seen;          /* the epoll_wait call that last reported it */
+	uint64_t sig_in, sig_out;       /* EPOLLET: state when last reported */
 	bool fired;             /* signalled since last armed (on the fired list) */
 	struct sc_epreg *fnext;
 	int wfd[2];             /* the fds registered in the inner set */
@@ -1817,6 +1905,29 @@ static int ep_harvest(struct sc_ep *e, struct epoll_event *out, int n, int max, 
 		uint32_t ev = reg_eval(e, r, &gone);
 		if (gone || !ev)
 			continue;
+		if ((r->events & EPOLLET) && r->s->c && atomic_load(&r->s->mode) == M_SHM) {
+			/* an edge is new data, new room or a new state, as the
+			 * kernel's wake-ups are; a wake-up for something else
+			 * (room, when only input is wanted) is no edge */
+			struct sc_conn *c = r->s->c;
+			uint64_t fl = atomic_load_explicit(&c->peer->flags, memory_order_relaxed) |
+				      (uint64_t)atomic_load(&c->lflags) << 32;
+			uint64_t in = atomic_load_explicit(&c->rx.h->prod, memory_order_acquire) ^
+				      fl * 0x9e3779b97f4a7c15ull;
+			uint64_t outs = atomic_load_explicit(&c->tx.h->cons, memory_order_acquire) ^
+					fl * 0x9e3779b97f4a7c15ull;
+			uint32_t keep = ev & ~(EPOLLIN | EPOLLRDNORM | EPOLLOUT | EPOLLWRNORM |
+					       EPOLLRDHUP);
+			if ((ev & EPOLLIN) && in != r->sig_in)
+				keep |= ev & (EPOLLIN | EPOLLRDNORM | EPOLLRDHUP);
+			if ((ev & EPOLLOUT) && outs != r->sig_out)
+				keep |= ev & (EPOLLOUT | EPOLLWRNORM);
+			r->sig_in = in;
+			r->sig_out = outs;
+			if (!(keep & ~(uint32_t)(EPOLLHUP | EPOLLERR)) && !(keep & (EPOLLHUP | EPOLLERR)))
+				continue;
+			ev = keep;
+		}
 		out[n].events = ev;
 		out[n].data = r->data;
 		n++;
@@ -1875,23 +1986,31 @@ static int do_epoll_wait(int epfd, struct epoll_event *out, int max, int timeout
 		int t = n ? 0 : end == UINT64_MAX ? -1 :
 			now >= end ? 0 : (int)((end - now + 999999) / 1000000);
 		if (t != 0 && ep_arm(e)) {
-			/* arming found work: look again instead of sleeping */
+			/* arming found work: look again, and only peek at the
+			 * kernel's part instead of sleeping */
 			n = ep_harvest(e, out, n, max, call);
-			if (n)
+			if (n >= max)
 				return n;
+			if (n)
+				t = 0;
 		}
-		int k = mask ? R(epoll_pwait)(epfd, out + n, max - n, t, mask)
-			     : R(epoll_wait)(epfd, out + n, max - n, t);
+		/* one slot more than the room left: the cookie may take one */
+		struct epoll_event kbuf[65];
+		int room = max - n < 64 ? max - n : 64;
+		int k = mask ? R(epoll_pwait)(epfd, kbuf, room + 1, t, mask)
+			     : R(epoll_wait)(epfd, kbuf, room + 1, t);
 		if (k < 0)
 			return n ? n : -1;
 		bool inner = false;
 		int kept = 0;
 		for (int i = 0; i < k; i++) {
-			if (out[n + i].data.u64 == EP_COOKIE) {
+			if (kbuf[i].data.u64 == EP_COOKIE)
 				inner = true;
-				continue;
-			}
-			out[n + kept++] = out[n + i];
+			else if (kept < room)
+				out[n + kept++] = kbuf[i];
+			/* else: a level-triggered fd the kernel reports again
+			 * next time; an edge one would be lost, so ask for no
+			 * more than fits (the cookie came first or not at all) */
 		}
 		n += kept;
 		if (inner) {

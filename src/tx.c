@@ -53,7 +53,8 @@ static int tx_error(struct sc_conn *c)
 		return -ECONNREFUSED;
 	if (pf & SC_SF_ABORT)
 		return sc__conn_reset(c);
-	if ((pf & SC_SF_CLOSED) || (atomic_load(&c->lflags) & SC_LF_PEER_GONE))
+	if ((pf & SC_SF_CLOSED) || (atomic_load(&c->lflags) & SC_LF_PEER_GONE) ||
+	    (pf & (SC_SF_RD_DONE | SC_SF_WR_DONE)) == (SC_SF_RD_DONE | SC_SF_WR_DONE))
 		return -EPIPE;
 	return 0;
 }

@@ -1,0 +1,77 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# Preload oracle tests: every tests/preload/sem_*.c runs once on kernel TCP
+# and once under `shortcut run`; the two transcripts must be identical and
+# (unless the source says `// expect: tcp`) the run's stats must show both
+# ends accelerated (conns_accelerated >= 2).
+#
+#   tests/preload/run.sh BUILD_DIR [NAME...]     e.g.  tests/preload/run.sh build sem_dup
+set -u
+
+BUILD=${1:-build}
+[ $# -gt 0 ] && shift
+HERE=$(cd "$(dirname "$0")" && pwd)
+BUILD=$(cd "$BUILD" && pwd) || { echo "run.sh: no build directory" >&2; exit 1; }
+SHORTCUT=$BUILD/shortcut
+OUT=$BUILD/preload
+CC=${CC:-cc}
+CFLAGS_SEM="-std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror -O2 -pthread"
+LIMIT=${SEM_TIMEOUT:-30}
+
+[ -x "$SHORTCUT" ] || { echo "run.sh: $SHORTCUT missing (make first)" >&2; exit 1; }
+mkdir -p "$OUT"
+
+if [ $# -gt 0 ]; then
+	SRCS=
+	for n in "$@"; do SRCS="$SRCS $HERE/${n%.c}.c"; done
+else
+	SRCS=$(ls "$HERE"/sem_*.c)
+fi
+
+pass=0
+fail=0
+failed=
+for src in $SRCS; do
+	name=$(basename "$src" .c)
+	bin=$OUT/$name
+	why=
+	if ! $CC $CFLAGS_SEM -o "$bin" "$src" 2>"$bin.cc.err"; then
+		why="does not compile"
+		cat "$bin.cc.err"
+	else
+		# kernel TCP: no interposer, no shortcut settings
+		env -u LD_PRELOAD timeout -s KILL "$LIMIT" "$bin" >"$bin.tcp.out" 2>"$bin.tcp.err"
+		rc_tcp=$?
+		rundir=$(mktemp -d)
+		SHORTCUT_RUNDIR=$rundir timeout -s KILL "$LIMIT" "$SHORTCUT" run "$bin" \
+			>"$bin.shm.out" 2>"$bin.shm.err"
+		rc_shm=$?
+		stats=$(SHORTCUT_RUNDIR=$rundir "$SHORTCUT" stats --json 2>&1)
+		rm -rf "$rundir"
+		accel=$(printf '%s\n' "$stats" | sed -n 's/.*"conns_accelerated": *\([0-9][0-9]*\).*/\1/p')
+		if [ $rc_tcp -ne 0 ]; then
+			why="exit $rc_tcp on kernel TCP"
+			sed 's/^/  tcp stderr: /' "$bin.tcp.err"
+		elif [ $rc_shm -ne 0 ]; then
+			why="exit $rc_shm under shortcut run"
+			sed 's/^/  shm stderr: /' "$bin.shm.err"
+		fi
+		if ! cmp -s "$bin.tcp.out" "$bin.shm.out"; then
+			why="${why:+$why; }transcripts differ (--- kernel TCP, +++ shortcut)"
+			diff -u --label "kernel TCP" --label "shortcut" "$bin.tcp.out" "$bin.shm.out"
+		fi
+		if ! grep -q '^// expect: tcp' "$src" && [ "${accel:-0}" -lt 2 ]; then
+			why="${why:+$why; }conns_accelerated=${accel:-?} (want >= 2): $stats"
+		fi
+	fi
+	if [ -z "$why" ]; then
+		echo "PASS $name"
+		pass=$((pass + 1))
+	else
+		echo "FAIL $name: $why"
+		fail=$((fail + 1))
+		failed="$failed $name"
+	fi
+done
+echo "$pass passed, $fail failed${failed:+ (failed:$failed)}"
+[ $fail -eq 0 ]
