@@ -597,7 +597,7 @@ API int sc_conn_events(struct sc_conn *c)
 	return ev;
 }
 
-API int sc_conn_fd(struct sc_conn *c)
+int sc__conn_poll_arm(struct sc_conn *c, bool want_out)
 {
 	int saved = errno;
 	int rc = sc__conn_channel(c);
@@ -611,13 +611,25 @@ API int sc_conn_fd(struct sc_conn *c)
 		atomic_store_explicit(&c->g->my_cells[c->cell].armed, SC_ARM_POLL,
 				      memory_order_relaxed);
 		c->polled = true;
+		c->polled_out = want_out;
 		atomic_fetch_or(&c->rx.h->rx_armed, SC_ARM_EDGE);
-		atomic_fetch_or(&c->tx.h->tx_blocked, SC_ARM_EDGE);
+		/* room is signalled only to a poller that asks for it (as
+		 * the kernel's write-space wake-up): otherwise every read by
+		 * the peer would wake us */
+		if (want_out)
+			atomic_fetch_or(&c->tx.h->tx_blocked, SC_ARM_EDGE);
+		else
+			atomic_thread_fence(memory_order_seq_cst);
 		rc = atomic_load(&c->chan)->pfd;
 	}
 	pthread_mutex_unlock(&c->bindlock);
 	errno = saved;
 	return rc;
+}
+
+API int sc_conn_fd(struct sc_conn *c)
+{
+	return sc__conn_poll_arm(c, true);
 }
 
 API int sc_conn_info(struct sc_conn *c, struct sc_conn_info *info)

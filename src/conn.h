@@ -43,6 +43,7 @@ struct sc_conn {
 	/* someone polls the connection's fd (sc_conn_fd): keep the edge
 	 * interest set across data moves, so every change can signal it */
 	bool polled;
+	bool polled_out;        /* ... and wants to hear of room (POLLOUT) */
 	uint32_t spin_ns[2];    /* adaptive spin budget: [0] receive, [1] send */
 	uint32_t spin_misses[2];        /* consecutive spins that ended in sleep */
 	void *user;
@@ -53,6 +54,9 @@ struct sc_conn {
 	struct sc_conn *next;   /* listener backlog */
 };
 
+/* sc_conn_fd for a poller: arm the fd for input changes, and for room
+ * only if want_out; returns the fd or -errno. */
+int sc__conn_poll_arm(struct sc_conn *c, bool want_out);
 /* sc_connect with a claim tag carried in the OPEN message. */
 int sc__connect_tagged(const char *path, uint64_t tag, int flags, struct sc_conn **out);
 /* Create the local half of slot s in g (group locked). */

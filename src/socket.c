@@ -1387,7 +1387,7 @@ static short sock_revents(int fd, struct sc_sock *s, short want, int *waitfd, bo
 	 * peer's sends make no wake-up calls. */
 	if (arm) {
 		sc__chan_rearm_poll(s->c);
-		*waitfd = sc_conn_fd(s->c);
+		*waitfd = sc__conn_poll_arm(s->c, want & POLLOUT);
 	}
 	int ev = sc_conn_events(s->c);
 	short r = 0;
@@ -1647,6 +1647,7 @@ struct sc_epreg {
 	epoll_data_t data;
 	bool listed;            /* on the check list */
 	bool disabled;          /* EPOLLONESHOT fired; re-armed by MOD */
+	bool deleted;           /* EPOLL_CTL_DEL'd: dormant until added again */
 	int kind;               /* what the inner set watches: 0 none, M_PENDING, M_SHM */
 	uint64_t seen;          /* the epoll_wait call that last reported it */
 	uint64_t sig_in, sig_out;       /* EPOLLET: state when last reported */
@@ -1728,7 +1729,7 @@ static void reg_watch_fd(struct sc_ep *e, struct sc_epreg *r, int i, int fd)
 
 static void check_add(struct sc_ep *e, struct sc_epreg *r)
 {
-	if (r->listed || r->disabled)
+	if (r->listed || r->disabled || r->deleted)
 		return;
 	r->listed = true;
 	r->cnext = e->check;
@@ -1798,7 +1799,7 @@ static uint32_t reg_eval(struct sc_ep *e, struct sc_epreg *r, bool *gone)
 			reg_watch_fd(e, r, 0, s->efd);
 			reg_watch_fd(e, r, 1, r->fd);
 		} else if (mode == M_SHM && s->owner == my_pid) {
-			int pfd = sc_conn_fd(s->c);
+			int pfd = sc__conn_poll_arm(s->c, r->events & EPOLLOUT);
 			if (pfd >= 0)
 				reg_watch_fd(e, r, 0, pfd);
 			/* anything that happened before the watch began */
@@ -1808,6 +1809,15 @@ static uint32_t reg_eval(struct sc_ep *e, struct sc_epreg *r, bool *gone)
 		}
 	}
 	return poll_to_epoll(rv) & (r->events | EPOLLHUP | EPOLLERR);
+}
+
+static void fired_add(struct sc_ep *e, struct sc_epreg *r)
+{
+	if (!r->fired) {
+		r->fired = true;
+		r->fnext = e->fired;
+		e->fired = r;
+	}
 }
 
 EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
@@ -1820,6 +1830,11 @@ EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		pthread_mutex_lock(&e->lock);
 		for (r = e->regs; r && r->fd != fd; r = r->next)
 			;
+		if (r && r->s != s) {
+			/* the fd number now names another socket */
+			reg_free(e, r);
+			r = NULL;
+		}
 		if (!r)
 			pthread_mutex_unlock(&e->lock);
 	}
@@ -1827,15 +1842,15 @@ EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		int mode = s ? atomic_load(&s->mode) : M_TCP;
 		if (op != EPOLL_CTL_ADD || (mode != M_PENDING && mode != M_SHM) || !ev)
 			return R(epoll_ctl)(epfd, op, fd, ev);
-		/* let the kernel validate epfd and fd (EBADF, EINVAL, ELOOP...) */
-		if (R(epoll_ctl)(epfd, EPOLL_CTL_ADD, fd, ev) < 0)
-			return -1;
-		R(epoll_ctl)(epfd, EPOLL_CTL_DEL, fd, NULL);
-		e = ep_get(epfd, true);
-		if (!e) {
-			errno = ENOMEM;
+		if (fd == epfd) {
+			errno = EINVAL;
 			return -1;
 		}
+		/* creating our shadow registers the cookie in epfd: the
+		 * kernel checks epfd there (EBADF, EINVAL) */
+		e = ep_get(epfd, true);
+		if (!e)
+			return -1;
 		r = calloc(1, sizeof(*r));
 		if (!r) {
 			errno = ENOMEM;
@@ -1843,30 +1858,50 @@ EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		}
 		r->fd = fd;
 		r->s = s;
-		r->events = ev->events & ~(EPOLLEXCLUSIVE | EPOLLWAKEUP);
-		r->data = ev->data;
+		r->deleted = true;
 		r->wfd[0] = r->wfd[1] = -1;
 		pthread_mutex_lock(&e->lock);
 		r->next = e->regs;
 		e->regs = r;
-		bool gone;
-		reg_eval(e, r, &gone);
-		if (!gone)
-			check_add(e, r);
-		pthread_mutex_unlock(&e->lock);
-		return 0;
 	}
-	/* r is ours, e locked */
+	/* r is ours, e locked.  A deleted registration stays (dormant, its
+	 * watch in place) so that the DEL/ADD pairs event loops make per
+	 * request cost no system call. */
 	int rc = 0;
 	switch (op) {
 	case EPOLL_CTL_ADD:
-		errno = EEXIST;
-		rc = -1;
+		if (!r->deleted) {
+			errno = EEXIST;
+			rc = -1;
+			break;
+		}
+		r->deleted = false;
+		r->events = ev->events & ~(EPOLLEXCLUSIVE | EPOLLWAKEUP);
+		r->data = ev->data;
+		r->disabled = false;
+		r->seen = 0;
+		r->sig_in = r->sig_out = 0;
+		if (r->kind == M_SHM)
+			fired_add(e, r);        /* re-arm for this interest */
+		bool gone;
+		reg_eval(e, r, &gone);  /* sets up the watch; may hand back to TCP */
+		if (!gone)
+			check_add(e, r);
 		break;
 	case EPOLL_CTL_DEL:
-		reg_free(e, r);
+		if (r->deleted) {
+			errno = ENOENT;
+			rc = -1;
+			break;
+		}
+		r->deleted = true;
 		break;
 	case EPOLL_CTL_MOD:
+		if (r->deleted) {
+			errno = ENOENT;
+			rc = -1;
+			break;
+		}
 		if (!ev || (ev->events & EPOLLEXCLUSIVE)) {
 			errno = EINVAL;
 			rc = -1;
@@ -1876,6 +1911,7 @@ EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		r->data = ev->data;
 		r->disabled = false;
 		check_add(e, r);
+		fired_add(e, r);        /* re-arm for the new interest before sleeping */
 		break;
 	default:
 		errno = EINVAL;
@@ -1895,7 +1931,7 @@ static int ep_harvest(struct sc_ep *e, struct epoll_event *out, int n, int max, 
 		struct sc_epreg *r = list;
 		list = r->cnext;
 		r->listed = false;
-		if (r->disabled)
+		if (r->disabled || r->deleted)
 			continue;
 		if (n >= max || r->seen == call) {
 			check_add(e, r);
@@ -1955,7 +1991,7 @@ static bool ep_arm(struct sc_ep *e)
 		struct sc_sock *s = r->s;
 		if (atomic_load(&s->mode) == M_SHM && s->owner == my_pid) {
 			sc__chan_rearm_poll(s->c);
-			sc_conn_fd(s->c);
+			sc__conn_poll_arm(s->c, r->events & EPOLLOUT);
 		}
 		check_add(e, r);
 		any = true;

@@ -99,7 +99,7 @@ static ssize_t send_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
 			done += sc__ring_put(&c->tx, iov, iovcnt, done, n);
 			sc__ring_publish(&c->tx);
 			wake = true;
-			if (!c->polled)
+			if (!c->polled_out)
 				sc__disarm_edge(&c->tx.h->tx_blocked);
 			continue;
 		}
