@@ -226,6 +226,42 @@ int sc__board_listen(struct sc_board *b, const struct sc_addr16 *addr, uint64_t 
 	return rc;
 }
 
+int sc__board_listen_inherit(struct sc_board *b, uint64_t sock_ino, int32_t parent,
+			     int32_t child)
+{
+	int fd = board_fd[b->port], rc = -ENOENT, saved = errno;
+	int32_t me = child;
+	struct sc_board_listener copy;
+	bool found = false;
+
+	flock(fd, LOCK_EX);
+	for (int i = 0; i < SC_BOARD_LISTENERS && !found; i++) {
+		struct sc_board_listener *l = &b->listeners[i];
+		if (atomic_load(&l->pid) == parent && l->sock_ino == sock_ino) {
+			memcpy(&copy, l, sizeof(copy));
+			found = true;
+		}
+	}
+	for (int i = 0; i < SC_BOARD_LISTENERS && found; i++) {
+		struct sc_board_listener *l = &b->listeners[i];
+		int32_t pid = atomic_load(&l->pid);
+		if (pid && pid_alive(pid) && !(pid == me && l->sock_ino == sock_ino))
+			continue;
+		l->naddr = 0;
+		atomic_store(&l->pid, me);
+		l->netns = copy.netns;
+		l->sock_ino = sock_ino;
+		l->wildcard = copy.wildcard;
+		memcpy(l->addr, copy.addr, sizeof(l->addr));
+		__atomic_store_n(&l->naddr, copy.naddr, __ATOMIC_RELEASE);
+		rc = 0;
+		break;
+	}
+	flock(fd, LOCK_UN);
+	errno = saved;
+	return rc;
+}
+
 void sc__board_unlisten(struct sc_board *b, uint64_t sock_ino)
 {
 	int fd = board_fd[b->port], saved = errno;

@@ -91,6 +91,10 @@ struct sc_board *sc__board(uint16_t port, bool create);
 /* A listener of ours on port (addr as bound): register / drop it. */
 int sc__board_listen(struct sc_board *b, const struct sc_addr16 *addr, uint64_t sock_ino);
 void sc__board_unlisten(struct sc_board *b, uint64_t sock_ino);
+/* After fork: process child holds the listening socket parent registered
+ * too (idempotent; either side may call it). */
+int sc__board_listen_inherit(struct sc_board *b, uint64_t sock_ino, int32_t parent,
+			     int32_t child);
 /* Does a live accelerated listener serve dst?  (client side) */
 bool sc__board_serves(struct sc_board *b, const struct sc_addr16 *dst);
 

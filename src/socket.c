@@ -63,7 +63,7 @@
 	X(fcntl) X(ioctl) X(poll) X(ppoll) X(select) X(pselect) X(epoll_create) \
 	X(epoll_create1) X(epoll_ctl) X(epoll_wait) X(epoll_pwait) X(getsockopt) \
 	X(setsockopt) X(sendfile) X(__read_chk) X(__recv_chk) X(__recvfrom_chk) \
-	X(__poll_chk) X(__ppoll_chk)
+	X(__poll_chk) X(__ppoll_chk) X(fork)
 
 extern ssize_t __read_chk(int, void *, size_t, size_t);
 extern ssize_t __recv_chk(int, void *, size_t, size_t, int);
@@ -1611,8 +1611,47 @@ EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct times
 
 /* ---- fork ----------------------------------------------------------------- */
 
+/* fork: the child holds our listening sockets too.  Name it on their
+ * boards before the parent goes on (it may close its copy at once, and a
+ * client must still find a live listener); the child does it again. */
+EXPORT pid_t fork(void)
+{
+	pid_t child = R(fork)();
+	if (child <= 0)
+		return child;
+	int saved = errno;
+	for (int p = 0; p < NPAGES; p++) {
+		struct sc_sock *_Atomic *pg = atomic_load(&pages[p]);
+		if (!pg)
+			continue;
+		for (int i = 0; i < (1 << PAGE_BITS); i++) {
+			struct sc_sock *s = atomic_load(&pg[i]);
+			if (s && atomic_load(&s->mode) == M_LISTEN && s->board && s->owner == my_pid)
+				sc__board_listen_inherit(s->board, s->ino, my_pid, child);
+		}
+	}
+	errno = saved;
+	return child;
+}
+
 static void atfork_child(void)
 {
+	pid_t parent = my_pid;
+
+	my_pid = getpid();
+	/* listening sockets we inherited: we may accept on them too, so the
+	 * board names us as well (the parent may close its copy) */
+	for (int p = 0; p < NPAGES; p++) {
+		struct sc_sock *_Atomic *pg = atomic_load(&pages[p]);
+		if (!pg)
+			continue;
+		for (int i = 0; i < (1 << PAGE_BITS); i++) {
+			struct sc_sock *s = atomic_load(&pg[i]);
+			if (s && atomic_load(&s->mode) == M_LISTEN && s->board && s->owner == parent &&
+			    sc__board_listen_inherit(s->board, s->ino, parent, my_pid) == 0)
+				s->owner = my_pid;
+		}
+	}
 	/* The control thread did not come along: the child starts its own
 	 * rendezvous and link groups when it needs them.  Connections the
 	 * parent accelerated stay the parent's (s->owner); the child's
