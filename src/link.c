@@ -670,6 +670,25 @@ int sc__group_peer_wake(struct sc_group *g, uint32_t idx, uint32_t gen)
 
 /* ---- listeners ------------------------------------------------------ */
 
+void sc__listener_pump(struct sc_listener *l)
+{
+	int saved = errno;
+
+	pthread_mutex_lock(&ctl.lock);
+	for (struct sc_group *g = ctl.groups; g; g = g->next) {
+		if (g->side != 1 || g->listener != l)
+			continue;
+		struct sc_conn *refused = NULL;
+		pthread_mutex_lock(&g->lock);
+		if (!g->dead && g->hello_done)
+			group_pump_locked(g, &refused);
+		pthread_mutex_unlock(&g->lock);
+		finish_refused(refused);
+	}
+	pthread_mutex_unlock(&ctl.lock);
+	errno = saved;
+}
+
 int sc__listener_register(struct sc_listener *l)
 {
 	int rc;

@@ -114,6 +114,10 @@ void sc__link_atfork_child(void);
  * messages (the interposer settles clients whose OPEN just arrived). */
 extern void (*sc__ctl_after_hook)(void);
 
+/* Drain, from the calling thread, the sockets of every group whose OPENs
+ * go to l: a caller waiting for one need not wait for the control thread. */
+void sc__listener_pump(struct sc_listener *l);
+
 /* Listener backlog handed over by the control thread. */
 int sc__listener_push(struct sc_listener *l, struct sc_conn *c);
 

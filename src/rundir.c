@@ -17,10 +17,36 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "rundir.h"
 #include "stats.h"
+
+static _Atomic int32_t cached_pid;
+
+static void pid_forget(void)
+{
+	atomic_store(&cached_pid, 0);
+}
+
+static pthread_once_t pid_once = PTHREAD_ONCE_INIT;
+
+static void pid_init(void)
+{
+	pthread_atfork(NULL, NULL, pid_forget);
+}
+
+int32_t sc__pid(void)
+{
+	int32_t p = atomic_load_explicit(&cached_pid, memory_order_relaxed);
+	if (p)
+		return p;
+	pthread_once(&pid_once, pid_init);
+	p = getpid();
+	atomic_store_explicit(&cached_pid, p, memory_order_relaxed);
+	return p;
+}
 
 static pthread_once_t dir_once = PTHREAD_ONCE_INIT;
 static char dir[256];
@@ -198,7 +224,7 @@ static int local_addrs(struct sc_addr16 *out, int max)
 int sc__board_listen(struct sc_board *b, const struct sc_addr16 *addr, uint64_t sock_ino)
 {
 	int fd = board_fd[b->port], rc = -ENOSPC, saved = errno;
-	int32_t me = getpid();
+	int32_t me = sc__pid();
 
 	flock(fd, LOCK_EX);
 	for (int i = 0; i < SC_BOARD_LISTENERS; i++) {
@@ -265,7 +291,7 @@ int sc__board_listen_inherit(struct sc_board *b, uint64_t sock_ino, int32_t pare
 void sc__board_unlisten(struct sc_board *b, uint64_t sock_ino)
 {
 	int fd = board_fd[b->port], saved = errno;
-	int32_t me = getpid();
+	int32_t me = sc__pid();
 
 	flock(fd, LOCK_EX);
 	for (int i = 0; i < SC_BOARD_LISTENERS; i++) {
@@ -275,6 +301,23 @@ void sc__board_unlisten(struct sc_board *b, uint64_t sock_ino)
 	}
 	flock(fd, LOCK_UN);
 	errno = saved;
+}
+
+/* pid liveness, remembered for a moment (a kill(0) per connect adds up) */
+static bool pid_alive_cached(int32_t pid)
+{
+	static __thread int32_t last_pid;
+	static __thread uint64_t last_ns;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	if (pid == last_pid && now - last_ns < 50000000u)
+		return true;
+	if (!pid_alive(pid))
+		return false;
+	last_pid = pid;
+	last_ns = now;
+	return true;
 }
 
 bool sc__board_serves(struct sc_board *b, const struct sc_addr16 *dst)
@@ -301,7 +344,7 @@ bool sc__board_serves(struct sc_board *b, const struct sc_addr16 *dst)
 			for (uint32_t k = 0; k < n && !yes; k++)
 				yes = !memcmp(&l->addr[k], dst, 16);
 		}
-		if (yes && !pid_alive(pid))
+		if (yes && !pid_alive_cached(pid))
 			yes = false;
 	}
 	errno = saved;
@@ -329,7 +372,7 @@ int sc__offer_post(struct sc_board *b, uint16_t cport, const struct sc_addr16 *d
 		o->cport = cport;
 		o->daddr = *dst;
 		o->netns = sc__netns();
-		o->pid = getpid();
+		o->pid = sc__pid();
 		atomic_store_explicit(&o->word, SC_OFFER_WORD(tag, SC_OFFER_OFFERED),
 				      memory_order_release);
 		errno = saved;
@@ -377,10 +420,6 @@ int sc__offer_claim(struct sc_board *b, uint16_t cport, const struct sc_addr16 *
 		if (!atomic_compare_exchange_strong(&o->word, &w,
 						    SC_OFFER_WORD(w >> 8, SC_OFFER_CLAIMED)))
 			continue;
-		if (!pid_alive(p)) {
-			atomic_store(&o->word, 0);
-			continue;
-		}
 		*pid = p;
 		*tag = w >> 8;
 		errno = saved;

@@ -75,6 +75,9 @@ struct sc_board {
 	struct sc_offer offers[SC_BOARD_OFFERS] __attribute__((aligned(64)));
 };
 
+/* Our pid, cached (refreshed after fork). */
+int32_t sc__pid(void);
+
 /* The run directory, created (0700) on first use; NULL if unusable. */
 const char *sc__rundir(void);
 /* Our network namespace's inode (0 if unknown). */

@@ -102,6 +102,8 @@ struct sc_sock {
 	bool shut_wr;           /* we shut down writing */
 	bool err_reported;      /* a reset was reported once (as sk_err) */
 	bool sent_to_closed;    /* one send went to a closed peer (TCP: then RST) */
+	bool fastopen;          /* TCP_FASTOPEN_CONNECT / TCP_REPAIR set: stays TCP */
+	int tos;                /* the program's own IP_TOS / IPV6_TCLASS (-1: none) */
 	pid_t owner;            /* the process whose shared-memory state it is */
 	struct sc_conn *c;      /* M_SHM */
 	/* M_LISTEN */
@@ -244,6 +246,7 @@ static struct sc_sock *sock_new(int fd, int mode, bool nonblock)
 	s->owner = my_pid;
 	s->efd = -1;
 	s->offer = -1;
+	s->tos = -1;
 	pthread_mutex_lock(&table_lock);
 	if (!sock_set(fd, s)) {
 		pthread_mutex_unlock(&table_lock);
@@ -488,6 +491,9 @@ static int pending_settle(int fd, struct sc_sock *s, bool block, int max_ms)
 	for (;;) {
 		if (atomic_load(&s->mode) != M_PENDING)
 			return 0;
+		if (!atomic_load(&s->attached) && G.rdv &&
+		    sc__offer_state(s->board, s->offer, s->tag) == SC_OFFER_CLAIMED)
+			sc__listener_pump(G.rdv);       /* the OPEN may be waiting */
 		if (atomic_load(&s->attached))
 			return pending_to_shm(s);
 		uint32_t st = sc__offer_state(s->board, s->offer, s->tag);
@@ -533,6 +539,29 @@ EXPORT int socket(int domain, int type, int protocol)
 	return fd;
 }
 
+/* Offer tags: unique per process and unpredictable enough (a random
+ * per-process key through splitmix64); 56 bits, never 0. */
+static uint64_t next_tag(void)
+{
+	static _Atomic uint64_t key, ctr;
+	uint64_t k = atomic_load_explicit(&key, memory_order_relaxed);
+	if (!k) {
+		if (getentropy(&k, sizeof(k)) < 0 || !k)
+			k = (uint64_t)now_ns() ^ (uint64_t)my_pid << 40 ^ 0x9e3779b97f4a7c15ull;
+		uint64_t zero = 0;
+		if (!atomic_compare_exchange_strong(&key, &zero, k))
+			k = zero;
+	}
+	for (;;) {
+		uint64_t z = k + atomic_fetch_add(&ctr, 1) * 0x9e3779b97f4a7c15ull;
+		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+		z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+		z = (z ^ (z >> 31)) & SC_TAG_MASK;
+		if (z)
+			return z;
+	}
+}
+
 static int do_offer(int fd, struct sc_sock *s, const struct sockaddr *addr, socklen_t alen,
 		    enum sc_fallback *why)
 {
@@ -540,9 +569,6 @@ static int do_offer(int fd, struct sc_sock *s, const struct sockaddr *addr, sock
 	uint16_t dport, cport;
 	struct sockaddr_storage me;
 	socklen_t ml = sizeof(me);
-	int opt = 0;
-	socklen_t ol = sizeof(opt);
-
 	if (!sc__addr16(addr, &dst, &dport) || !dport) {
 		*why = SC_FB_NO_LISTENER;
 		return -1;
@@ -557,7 +583,7 @@ static int do_offer(int fd, struct sc_sock *s, const struct sockaddr *addr, sock
 		*why = SC_FB_NO_LISTENER;
 		return -1;
 	}
-	if (R(getsockopt)(fd, IPPROTO_TCP, TCP_FASTOPEN_CONNECT, &opt, &ol) == 0 && opt) {
+	if (s->fastopen) {
 		*why = SC_FB_UNSUPPORTED;
 		return -1;
 	}
@@ -588,9 +614,7 @@ static int do_offer(int fd, struct sc_sock *s, const struct sockaddr *addr, sock
 		*why = SC_FB_RENDEZVOUS;
 		return -1;
 	}
-	uint64_t tag = 0;
-	while (!tag && getentropy(&tag, sizeof(tag)) == 0)
-		tag &= SC_TAG_MASK;
+	uint64_t tag = next_tag();
 	s->pbuf = malloc(PBUF_CAP);
 	s->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (!s->pbuf || s->efd < 0 || !tag) {
@@ -815,7 +839,8 @@ static ssize_t do_sendv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 		pthread_mutex_lock(&s->lock);
 		ssize_t n = 0;
 		if (atomic_load(&s->mode) == M_PENDING) {
-			pending_settle(fd, s, false, 0);
+			if (atomic_load(&s->attached))
+				pending_settle(fd, s, false, 0);
 			if (atomic_load(&s->mode) == M_PENDING) {
 				n = pending_send(fd, s, iov, iovcnt, flags);
 				if ((size_t)n < total && n == 0) {
@@ -960,6 +985,13 @@ EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 		      const struct sockaddr *to, socklen_t tolen)
 {
 	struct sc_sock *s = sock_get(fd);
+	if (s && (flags & MSG_FASTOPEN) && atomic_load(&s->mode) == M_TCP && !s->counted) {
+		/* data in the SYN: shared memory cannot take part */
+		ssize_t n = R(sendto)(fd, buf, len, flags, to, tolen);
+		if (n >= 0 || errno == EINPROGRESS)
+			fallback_stat(s, SC_FB_UNSUPPORTED);
+		return n;
+	}
 	if (!s || (to && atomic_load(&s->mode) == M_TCP))
 		return R(sendto)(fd, buf, len, flags, to, tolen);
 	/* a connected TCP socket ignores the address (EISCONN only for
@@ -1354,6 +1386,12 @@ EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t len
 {
 	struct sc_sock *s = sock_get(fd);
 	int rc = R(setsockopt)(fd, level, opt, val, len);
+	if (rc == 0 && s && level == IPPROTO_TCP &&
+	    (opt == TCP_FASTOPEN_CONNECT || opt == TCP_REPAIR) && val && len >= sizeof(int))
+		s->fastopen = *(const int *)val != 0;
+	if (rc == 0 && s && ((level == IPPROTO_IP && opt == IP_TOS) ||
+			     (level == IPPROTO_IPV6 && opt == IPV6_TCLASS)) && val && len >= 1)
+		s->tos = len >= sizeof(int) ? *(const int *)val : *(const uint8_t *)val;
 	if (rc == 0 && s && level == SOL_SOCKET && opt == SO_LINGER && val &&
 	    len >= sizeof(struct linger)) {
 		const struct linger *l = val;
