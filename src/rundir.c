@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -164,7 +165,7 @@ struct sc_board *sc__board(uint16_t port, bool create)
 
 	if (b || !(d = sc__rundir()))
 		return b;
-	snprintf(path, sizeof(path), "%s/tcp-%u", d, port);
+	snprintf(path, sizeof(path), "%s/tcp-v%u-%u", d, SC_BOARD_VERSION, port);
 	pthread_mutex_lock(&board_lock);
 	b = atomic_load_explicit(&boards[port], memory_order_relaxed);
 	if (b)
@@ -353,33 +354,56 @@ bool sc__board_serves(struct sc_board *b, const struct sc_addr16 *dst)
 
 /* ---- offers ------------------------------------------------------------- */
 
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* The entry names this 4-tuple (as its writer saw it). */
+static bool offer_matches(const struct sc_offer *o, uint16_t cport, const struct sc_addr16 *a)
+{
+	return o->cport == cport && !memcmp(&o->daddr, a, 16) &&
+	       (!sc__addr_is_loopback(a) || o->netns == sc__netns());
+}
+
+/* A decline younger than this answers a late offer; older, it is left
+ * over (its connection long gone, the port in use again). */
+#define DECLINE_FRESH_MS 1000u
+
 int sc__offer_post(struct sc_board *b, uint16_t cport, const struct sc_addr16 *dst,
 		   uint64_t tag)
 {
-	uint32_t h = cport % SC_BOARD_OFFERS;
+	struct sc_offer *o = &b->offers[cport];
 	int saved = errno;
 
-	for (uint32_t i = 0; i < SC_BOARD_PROBE; i++) {
-		uint32_t idx = (h + i) % SC_BOARD_OFFERS;
-		struct sc_offer *o = &b->offers[idx];
+	for (;;) {
 		uint64_t w = atomic_load_explicit(&o->word, memory_order_acquire);
 		uint32_t st = w & 0xff;
-		/* free, or left by a client that died before anyone claimed it */
-		if (st != SC_OFFER_FREE && !(st == SC_OFFER_OFFERED && !pid_alive(o->pid)))
-			continue;
+		if (st == SC_OFFER_DECLINED && (w >> 8) == 0 && offer_matches(o, cport, dst) &&
+		    mono_ms() - o->time_ms < DECLINE_FRESH_MS) {
+			/* the accepting side was first: it saw no mark */
+			atomic_compare_exchange_strong(&o->word, &w, 0);
+			errno = saved;
+			return -ECONNREFUSED;
+		}
+		if (st != SC_OFFER_FREE && st != SC_OFFER_DECLINED && pid_alive(o->pid)) {
+			errno = saved;
+			return -EBUSY;          /* a live offer of another netns */
+		}
 		if (!atomic_compare_exchange_strong(&o->word, &w, SC_OFFER_WORD(tag, SC_OFFER_BUSY)))
 			continue;
 		o->cport = cport;
 		o->daddr = *dst;
 		o->netns = sc__netns();
 		o->pid = sc__pid();
+		o->time_ms = mono_ms();
 		atomic_store_explicit(&o->word, SC_OFFER_WORD(tag, SC_OFFER_OFFERED),
 				      memory_order_release);
 		errno = saved;
-		return (int)idx;
+		return cport;
 	}
-	errno = saved;
-	return -ENOSPC;
 }
 
 uint32_t sc__offer_state(struct sc_board *b, int idx, uint64_t tag)
@@ -403,30 +427,63 @@ bool sc__offer_withdraw(struct sc_board *b, int idx, uint64_t tag)
 int sc__offer_claim(struct sc_board *b, uint16_t cport, const struct sc_addr16 *local,
 		    int32_t *pid, uint64_t *tag)
 {
-	uint32_t h = cport % SC_BOARD_OFFERS;
-	bool loop = sc__addr_is_loopback(local);
+	struct sc_offer *o = &b->offers[cport];
+	uint64_t w = atomic_load_explicit(&o->word, memory_order_acquire);
+
+	if ((w & 0xff) != SC_OFFER_OFFERED || !offer_matches(o, cport, local))
+		return -1;
+	int32_t p = o->pid;
+	/* the fields were written before the word went OFFERED with this
+	 * tag; if the CAS succeeds, they are that offer's */
+	if (!atomic_compare_exchange_strong(&o->word, &w, SC_OFFER_WORD(w >> 8, SC_OFFER_CLAIMED)))
+		return -1;
+	*pid = p;
+	*tag = w >> 8;
+	return cport;
+}
+
+int sc__offer_decline_tuple(struct sc_board *b, uint16_t cport, const struct sc_addr16 *local,
+			    int *idx)
+{
+	struct sc_offer *o = &b->offers[cport];
 	int saved = errno;
 
-	for (uint32_t i = 0; i < SC_BOARD_PROBE; i++) {
-		uint32_t idx = (h + i) % SC_BOARD_OFFERS;
-		struct sc_offer *o = &b->offers[idx];
+	*idx = -1;
+	for (;;) {
 		uint64_t w = atomic_load_explicit(&o->word, memory_order_acquire);
-		if ((w & 0xff) != SC_OFFER_OFFERED || o->cport != cport ||
-		    memcmp(&o->daddr, local, 16) || (loop && o->netns != sc__netns()))
+		uint32_t st = w & 0xff;
+		if (st == SC_OFFER_OFFERED && offer_matches(o, cport, local))
+			return -EAGAIN;         /* it came after all */
+		if (st == SC_OFFER_BUSY && pid_alive(o->pid)) {
+			/* an offer being written: ours, or another netns's */
+			sched_yield();
 			continue;
-		int32_t p = o->pid;
-		/* the fields were written before the word went OFFERED with
-		 * this tag; if the CAS succeeds, they are that offer's */
-		if (!atomic_compare_exchange_strong(&o->word, &w,
-						    SC_OFFER_WORD(w >> 8, SC_OFFER_CLAIMED)))
+		}
+		if (st != SC_OFFER_FREE && st != SC_OFFER_DECLINED && pid_alive(o->pid)) {
+			errno = saved;
+			return 0;               /* another's: our client cannot post */
+		}
+		if (!atomic_compare_exchange_strong(&o->word, &w, SC_OFFER_WORD(0, SC_OFFER_BUSY)))
 			continue;
-		*pid = p;
-		*tag = w >> 8;
+		o->cport = cport;
+		o->daddr = *local;
+		o->netns = sc__netns();
+		o->pid = sc__pid();
+		o->time_ms = mono_ms();
+		atomic_store_explicit(&o->word, SC_OFFER_WORD(0, SC_OFFER_DECLINED),
+				      memory_order_release);
+		*idx = cport;
 		errno = saved;
-		return (int)idx;
+		return 0;
 	}
-	errno = saved;
-	return -1;
+}
+
+void sc__offer_undecline(struct sc_board *b, int idx, const struct sc_addr16 *local)
+{
+	struct sc_offer *o = &b->offers[idx];
+	uint64_t w = SC_OFFER_WORD(0, SC_OFFER_DECLINED);
+	if (offer_matches(o, (uint16_t)idx, local) && o->pid == sc__pid())
+		atomic_compare_exchange_strong(&o->word, &w, 0);
 }
 
 void sc__offer_done(struct sc_board *b, int idx)

@@ -6,13 +6,17 @@
  * socket (p-PID.sock) and each process's counters (stats-PID-N).
  *
  * Offer board, per port: a header naming the live listeners of that port
- * (process, network namespace, addresses) and a table of offers.  A client
- * that connects to an address a live listener serves writes an offer (its
- * port, the destination address, its pid and a random tag) *before* its TCP
- * SYN; whichever process accept()s the connection finds the offer by the
- * 4-tuple it sees, claims it (one compare-and-swap), and connects to the
- * client's rendezvous with the tag.  No network round trip is added, and a
- * connection nobody claims stays plain TCP.
+ * (process, network namespace, addresses) and one offer entry per client
+ * port.  A client that connects to an address a live listener serves marks
+ * its SYN (a DSCP value, SC_SYN_TOS), connects, and writes its offer (the
+ * destination address, its pid and a random tag) into the entry of the port
+ * the kernel gave it.  Whichever process accept()s the connection reads the
+ * SYN it saved (TCP_SAVE_SYN): marked, it waits briefly for the offer and
+ * claims it (one compare-and-swap), then connects to the client's
+ * rendezvous with the tag; unmarked (or in vain), it declines the entry for
+ * that 4-tuple, so that a late offer finds the answer there.  Either the
+ * claim or the decline wins the entry: both sides always agree.  No network
+ * round trip is added, and a connection nobody claims stays plain TCP.
  */
 #ifndef SC_RUNDIR_H
 #define SC_RUNDIR_H
@@ -27,11 +31,10 @@
 #include "stats.h"
 
 #define SC_BOARD_MAGIC      0x5343424fu
-#define SC_BOARD_VERSION    1u
+#define SC_BOARD_VERSION    2u
 #define SC_BOARD_LISTENERS  32
 #define SC_BOARD_ADDRS      8
-#define SC_BOARD_OFFERS     1024
-#define SC_BOARD_PROBE      64          /* offers searched from the hash slot */
+#define SC_BOARD_OFFERS     65536       /* one entry per client port (sparse file) */
 
 /* an IPv4 address is stored v4-mapped */
 struct sc_addr16 {
@@ -62,11 +65,16 @@ struct sc_offer {
 	uint16_t cport;                 /* client port, host order */
 	uint16_t pad[3];
 	struct sc_addr16 daddr;         /* destination address as the client sees it */
-	uint64_t netns;                 /* client's network namespace */
-	int32_t pid;                    /* client process */
+	uint64_t netns;                 /* writer's network namespace */
+	int32_t pid;                    /* writer (client; the server for a decline) */
 	uint32_t pad2;
-	uint64_t pad3[2];
+	uint64_t time_ms;               /* CLOCK_MONOTONIC when written */
+	uint64_t pad3;
 };
+
+/* The SYN mark of an accelerated client: DSCP 7 (TOS byte 0x1c), a code
+ * point no standard assigns; restored to the program's value after connect. */
+#define SC_SYN_TOS 0x1c
 _Static_assert(sizeof(struct sc_offer) == 64, "offer is one cache line");
 
 struct sc_board {
@@ -101,8 +109,9 @@ int sc__board_listen_inherit(struct sc_board *b, uint64_t sock_ino, int32_t pare
 /* Does a live accelerated listener serve dst?  (client side) */
 bool sc__board_serves(struct sc_board *b, const struct sc_addr16 *dst);
 
-/* Client: write an offer (tag: 56 bits, not 0); returns its index or
- * -errno (-ENOSPC: no free entry near the port's hash). */
+/* Client, after connect: write our offer (tag: 56 bits, not 0) in our
+ * port's entry; returns its index, -ECONNREFUSED if the accepting side
+ * already declined this 4-tuple, -EBUSY if another live offer holds it. */
 int sc__offer_post(struct sc_board *b, uint16_t cport, const struct sc_addr16 *dst,
 		   uint64_t tag);
 /* Client: our offer's state: OFFERED, DECLINED, or CLAIMED (claimed, or
@@ -112,10 +121,17 @@ uint32_t sc__offer_state(struct sc_board *b, int idx, uint64_t tag);
  * FREE).  true: withdrawn, nobody will claim it; false: claimed. */
 bool sc__offer_withdraw(struct sc_board *b, int idx, uint64_t tag);
 
-/* Server: find and claim the offer for a connection we accepted; returns
- * its index (state CLAIMED, pid and tag copied out) or -1. */
+/* Server: claim the offer for a connection we accepted; returns its index
+ * (state CLAIMED, pid and tag copied out) or -1 (none yet). */
 int sc__offer_claim(struct sc_board *b, uint16_t cport, const struct sc_addr16 *local,
 		    int32_t *pid, uint64_t *tag);
+/* Server: no offer for this connection: decline the 4-tuple so that a late
+ * offer learns it.  0 = declined (index in *idx, or -1 if another live
+ * offer holds the entry), -EAGAIN = an offer for it just arrived: claim. */
+int sc__offer_decline_tuple(struct sc_board *b, uint16_t cport, const struct sc_addr16 *local,
+			    int *idx);
+/* Server, closing a connection it declined: free the entry if still ours. */
+void sc__offer_undecline(struct sc_board *b, int idx, const struct sc_addr16 *local);
 /* Server, after a claim: the OPEN was sent (entry freed), or it could not
  * be (the client learns it and stays on TCP). */
 void sc__offer_done(struct sc_board *b, int idx);

@@ -27,6 +27,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -104,6 +105,8 @@ struct sc_sock {
 	bool sent_to_closed;    /* one send went to a closed peer (TCP: then RST) */
 	bool fastopen;          /* TCP_FASTOPEN_CONNECT / TCP_REPAIR set: stays TCP */
 	int tos;                /* the program's own IP_TOS / IPV6_TCLASS (-1: none) */
+	int declined;           /* board entry we declined for this connection, or -1 */
+	struct sc_addr16 local; /* its local address (as the entry names it) */
 	pid_t owner;            /* the process whose shared-memory state it is */
 	struct sc_conn *c;      /* M_SHM */
 	/* M_LISTEN */
@@ -247,6 +250,7 @@ static struct sc_sock *sock_new(int fd, int mode, bool nonblock)
 	s->efd = -1;
 	s->offer = -1;
 	s->tos = -1;
+	s->declined = -1;
 	pthread_mutex_lock(&table_lock);
 	if (!sock_set(fd, s)) {
 		pthread_mutex_unlock(&table_lock);
@@ -291,6 +295,8 @@ static void sock_release(struct sc_sock *s)
 	} else if (mode == M_LISTEN && s->board && s->owner == my_pid) {
 		sc__board_unlisten(s->board, s->ino);
 	}
+	if (s->declined >= 0 && s->board)
+		sc__offer_undecline(s->board, s->declined, &s->local);
 	if (s->efd >= 0)
 		R(close)(s->efd);
 	free(s->pbuf);
@@ -562,82 +568,97 @@ static uint64_t next_tag(void)
 	}
 }
 
-static int do_offer(int fd, struct sc_sock *s, const struct sockaddr *addr, socklen_t alen,
-		    enum sc_fallback *why)
+/* Before the real connect: is there an accelerated listener for addr, and
+ * can we take part?  Marks the SYN and prepares the pending state. */
+static int offer_prepare(int fd, struct sc_sock *s, const struct sockaddr *addr,
+			 struct sc_addr16 *dst, enum sc_fallback *why)
 {
-	struct sc_addr16 dst;
-	uint16_t dport, cport;
-	struct sockaddr_storage me;
-	socklen_t ml = sizeof(me);
-	if (!sc__addr16(addr, &dst, &dport) || !dport) {
+	uint16_t dport;
+
+	if (!sc__addr16(addr, dst, &dport) || !dport) {
 		*why = SC_FB_NO_LISTENER;
 		return -1;
 	}
-	if (sc__addr_is_any(&dst)) {      /* connect(0.0.0.0) means this host */
+	if (sc__addr_is_any(dst)) {       /* connect(0.0.0.0) means this host */
 		static const struct sc_addr16 lo4 = { { [10] = 0xff, [11] = 0xff, [12] = 127, [15] = 1 } };
 		static const struct sc_addr16 lo6 = { { [15] = 1 } };
-		dst = addr->sa_family == AF_INET ? lo4 : lo6;
+		*dst = addr->sa_family == AF_INET ? lo4 : lo6;
 	}
 	struct sc_board *b = sc__board(dport, false);
-	if (!b || !sc__board_serves(b, &dst)) {
+	if (!b || !sc__board_serves(b, dst)) {
 		*why = SC_FB_NO_LISTENER;
 		return -1;
 	}
-	if (s->fastopen) {
+	/* data in the SYN, a repaired socket, or a DSCP of the program's own
+	 * (our mark would replace it on the wire) */
+	if (s->fastopen || s->tos >= 0) {
 		*why = SC_FB_UNSUPPORTED;
 		return -1;
-	}
-	/* our port must be known before the SYN: bind it now if the program
-	 * did not */
-	if (getsockname(fd, (struct sockaddr *)&me, &ml) < 0) {
-		*why = SC_FB_LIMITS;
-		return -1;
-	}
-	struct sc_addr16 mine;
-	if (!sc__addr16((struct sockaddr *)&me, &mine, &cport)) {
-		*why = SC_FB_UNSUPPORTED;
-		return -1;
-	}
-	if (!cport) {
-		struct sockaddr_storage any;
-		memset(&any, 0, sizeof(any));
-		any.ss_family = me.ss_family;
-		if (bind(fd, (struct sockaddr *)&any, me.ss_family == AF_INET ?
-			 sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6)) < 0 ||
-		    (ml = sizeof(me), getsockname(fd, (struct sockaddr *)&me, &ml) < 0) ||
-		    !sc__addr16((struct sockaddr *)&me, &mine, &cport) || !cport) {
-			*why = SC_FB_LIMITS;
-			return -1;
-		}
 	}
 	if (rdv_ensure() < 0) {
 		*why = SC_FB_RENDEZVOUS;
 		return -1;
 	}
-	uint64_t tag = next_tag();
 	s->pbuf = malloc(PBUF_CAP);
-	s->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (!s->pbuf || s->efd < 0 || !tag) {
+	if (s->efd < 0)
+		s->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (!s->pbuf || s->efd < 0) {
 		free(s->pbuf);
 		s->pbuf = NULL;
 		*why = SC_FB_NOMEM;
 		return -1;
 	}
-	s->tag = tag;
+	int tos = SC_SYN_TOS;
+	if (R(setsockopt)(fd, IPPROTO_IP, IP_TOS, &tos, sizeof(tos)) < 0 &&
+	    (addr->sa_family != AF_INET6 ||
+	     R(setsockopt)(fd, IPPROTO_IPV6, IPV6_TCLASS, &tos, sizeof(tos)) < 0)) {
+		free(s->pbuf);
+		s->pbuf = NULL;
+		*why = SC_FB_UNSUPPORTED;
+		return -1;
+	}
+	if (addr->sa_family == AF_INET6)
+		R(setsockopt)(fd, IPPROTO_IPV6, IPV6_TCLASS, &tos, sizeof(tos));
 	s->board = b;
+	return 0;
+}
+
+/* After the real connect (made, or in progress): unmark, and post the
+ * offer under the port the kernel gave us. */
+static int offer_post(int fd, struct sc_sock *s, int family, const struct sc_addr16 *dst,
+		      enum sc_fallback *why)
+{
+	struct sockaddr_storage me;
+	socklen_t ml = sizeof(me);
+	struct sc_addr16 mine;
+	uint16_t cport;
+	int zero = 0;
+
+	R(setsockopt)(fd, IPPROTO_IP, IP_TOS, &zero, sizeof(zero));
+	if (family == AF_INET6)
+		R(setsockopt)(fd, IPPROTO_IPV6, IPV6_TCLASS, &zero, sizeof(zero));
+	if (getsockname(fd, (struct sockaddr *)&me, &ml) < 0 ||
+	    !sc__addr16((struct sockaddr *)&me, &mine, &cport) || !cport) {
+		*why = SC_FB_LIMITS;
+		return -1;
+	}
+	s->tag = next_tag();
 	pthread_mutex_lock(&G.rdv_lock);
 	s->pnext = G.pending;
 	G.pending = s;
 	pthread_mutex_unlock(&G.rdv_lock);
-	s->offer = sc__offer_post(b, cport, &dst, tag);
+	s->offer = sc__offer_post(s->board, cport, dst, s->tag);
 	if (s->offer < 0) {
 		pending_unlink(s);
-		*why = SC_FB_LIMITS;
+		/* declined: the accepting side saw no mark (a retransmitted
+		 * SYN) or gave up waiting; busy: another namespace's offer */
+		*why = s->offer == -ECONNREFUSED ? SC_FB_PEER_PLAIN : SC_FB_LIMITS;
+		s->offer = -1;
 		return -1;
 	}
 	s->deadline_ns = now_ns() + (uint64_t)G.claim_ms * 1000000u;
 	atomic_store(&s->mode, M_PENDING);
-	LOG(3, "offer %d posted: port %u -> %u", s->offer, cport, dport);
+	LOG(3, "offer %d posted", s->offer);
 	return 0;
 }
 
@@ -645,7 +666,8 @@ EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t alen)
 {
 	struct sc_sock *s = sock_get(fd);
 	enum sc_fallback why = SC_FB_NO_LISTENER;
-	bool offered = false;
+	struct sc_addr16 dst;
+	bool marked = false;
 
 	if (!s || atomic_load(&s->mode) != M_TCP || s->counted || !addr ||
 	    alen < sizeof(sa_family_t)) {
@@ -656,23 +678,25 @@ EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t alen)
 	if (G.disabled)
 		why = SC_FB_DISABLED;
 	else
-		offered = do_offer(fd, s, addr, alen, &why) == 0;
+		marked = offer_prepare(fd, s, addr, &dst, &why) == 0;
 	int rc = R(connect)(fd, addr, alen);
 	int err = errno;
-	if (offered && rc < 0 && err != EINPROGRESS && err != EINTR) {
-		/* no connection: nobody will claim the offer */
-		pending_unlink(s);
-		sc__offer_withdraw(s->board, s->offer, s->tag);
-		s->offer = -1;
-		struct sc_conn *c = atomic_exchange(&s->attached, NULL);
-		if (c)
-			sc_close(c);
-		free(s->pbuf);
-		s->pbuf = NULL;
-		atomic_store(&s->mode, M_TCP);
-	} else if (!offered && (rc == 0 || err == EINPROGRESS)) {
-		fallback_stat(s, why);
+	bool made = rc == 0 || err == EINPROGRESS;
+	bool offered = false;
+	if (marked) {
+		if (made) {
+			offered = offer_post(fd, s, addr->sa_family, &dst, &why) == 0;
+		} else {
+			int zero = 0;
+			R(setsockopt)(fd, IPPROTO_IP, IP_TOS, &zero, sizeof(zero));
+		}
+		if (!offered) {
+			free(s->pbuf);
+			s->pbuf = NULL;
+		}
 	}
+	if (made && !offered)
+		fallback_stat(s, why);
 	pthread_mutex_unlock(&s->lock);
 	errno = err;
 	return rc;
@@ -690,6 +714,9 @@ EXPORT int listen(int fd, int backlog)
 	socklen_t ml = sizeof(me);
 	struct sc_addr16 a;
 	uint16_t port;
+	int one = 1;
+	/* keep each SYN's headers: an accelerated client marks its SYN */
+	R(setsockopt)(fd, IPPROTO_TCP, TCP_SAVE_SYN, &one, sizeof(one));
 	if (getsockname(fd, (struct sockaddr *)&me, &ml) == 0 &&
 	    sc__addr16((struct sockaddr *)&me, &a, &port)) {
 		pthread_mutex_lock(&s->lock);
@@ -732,11 +759,43 @@ static void accept_claim(int nfd, struct sc_sock *ls, int flags)
 		return;
 	}
 	struct sc_board *b = ls->board ? ls->board : sc__board(lport, false);
-	int idx = b ? sc__offer_claim(b, cport, &local, &pid, &tag) : -1;
-	if (idx < 0) {
-		LOG(3, "no offer for client port %u on port %u", cport, lport);
+	if (!b) {
 		fallback_stat(s, SC_FB_PEER_PLAIN);
 		return;
+	}
+	/* the SYN tells whether the client is accelerated (TCP_SAVE_SYN) */
+	uint8_t syn[128];
+	socklen_t sl = sizeof(syn);
+	bool marked = false;
+	if (R(getsockopt)(nfd, IPPROTO_TCP, TCP_SAVED_SYN, syn, &sl) == 0 && sl >= 2) {
+		int tos = (syn[0] >> 4) == 4 ? syn[1] : (syn[0] >> 4) == 6 ?
+			  ((syn[0] & 0x0f) << 4 | syn[1] >> 4) : 0;
+		marked = (tos & 0xfc) == SC_SYN_TOS;
+	}
+	/* marked: its offer follows its connect() by microseconds; wait
+	 * for it (bounded), else decline the 4-tuple so it learns */
+	uint64_t until = now_ns() + (marked ? 200000000u : 0);
+	int idx;
+	for (unsigned spin = 0;; spin++) {
+		idx = sc__offer_claim(b, cport, &local, &pid, &tag);
+		if (idx >= 0)
+			break;
+		if (now_ns() >= until) {
+			int didx;
+			if (sc__offer_decline_tuple(b, cport, &local, &didx) == -EAGAIN)
+				continue;       /* it came: claim it */
+			s->declined = didx;
+			s->board = b;
+			s->local = local;
+			fallback_stat(s, marked ? SC_FB_CLAIM_TIMEOUT : SC_FB_PEER_PLAIN);
+			return;
+		}
+		if (spin < 64) {
+			sched_yield();
+		} else {
+			struct timespec ts = { 0, 50000 };
+			nanosleep(&ts, NULL);
+		}
 	}
 	char path[128];
 	struct sc_conn *c = NULL;
