@@ -17,6 +17,7 @@
 
 #include "config.h"
 #include "conn.h"
+#include "rundir.h"
 #include "link.h"
 #include "listener.h"
 #include "notify.h"
@@ -44,7 +45,7 @@ int sc__conn_new(struct sc_group *g, uint32_t slot, struct sc_conn **out)
 		atomic_store_explicit(&c->peer->cell, SC_CELL_NONE, memory_order_relaxed);
 	}
 	atomic_store_explicit(&c->me->cell, SC_CELL_NONE, memory_order_relaxed);
-	atomic_store_explicit(&c->me->pid, getpid(), memory_order_relaxed);
+	atomic_store_explicit(&c->me->pid, sc__pid(), memory_order_relaxed);
 	sc__ring_init(&c->tx, &c->s->ring[c->side], sc__ring_data(g, slot, c->side),
 		      g->ring_size[c->side]);
 	sc__ring_init(&c->rx, &c->s->ring[!c->side], sc__ring_data(g, slot, !c->side),
