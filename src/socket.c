@@ -229,7 +229,8 @@ __attribute__((constructor)) static void sc_preload_init(void)
 static pthread_once_t stats_once = PTHREAD_ONCE_INIT;
 static void stats_open(void)
 {
-	if (!G.disabled && sc__stats_file_open() < 0)
+	/* disabled processes count too (their fallbacks say why) */
+	if (sc__rundir() && sc__stats_file_open() < 0)
 		LOG(1, "cannot create a stats file in the run directory");
 }
 
@@ -273,7 +274,9 @@ static void pending_unlink(struct sc_sock *s)
 }
 
 /* The last fd naming s is gone (s no longer in the table). */
-static void sock_release(struct sc_sock *s)
+static int pending_settle(int fd, struct sc_sock *s, bool block, int max_ms);
+
+static void sock_release(struct sc_sock *s, int fd_of_release)
 {
 	ep_forget_sock(s);
 	pthread_mutex_lock(&s->lock);
@@ -285,7 +288,19 @@ static void sock_release(struct sc_sock *s)
 			sc_close(s->c);
 		}
 		s->c = NULL;
-	} else if (mode == M_PENDING) {
+	} else if (mode == M_PENDING && s->plen) {
+		/* bytes the program sent are the peer's: settle (as the
+		 * kernel would deliver them after close), then close */
+		pending_settle(fd_of_release, s, true, (int)G.claim_ms);
+		mode = atomic_load(&s->mode);
+		if (mode == M_SHM && s->c) {
+			if (s->linger0)
+				sc_set_linger0(s->c, 1);
+			sc_close(s->c);
+			s->c = NULL;
+		}
+	}
+	if (mode == M_PENDING) {
 		pending_unlink(s);
 		if (s->board && s->offer >= 0)
 			sc__offer_withdraw(s->board, s->offer, s->tag);
@@ -320,7 +335,7 @@ static void fd_forget(int fd)
 	}
 	pthread_mutex_unlock(&table_lock);
 	if (last)
-		sock_release(s);
+		sock_release(s, fd);
 }
 
 static void fd_alias(int oldfd, int newfd)
@@ -427,7 +442,7 @@ static void fallback_stat(struct sc_sock *s, enum sc_fallback why)
 {
 	sc__stat_fallback(why);
 	s->counted = true;
-	LOG(2, "connection stays on TCP: %s", sc__fallback_names[why]);
+	LOG(1, "connection stays on TCP: %s", sc__fallback_names[why]);
 }
 
 /* Write all of buf to the kernel socket, waiting for room if needed. */
@@ -484,7 +499,7 @@ static int pending_to_shm(struct sc_sock *s)
 	s->counted = true;
 	SC_STAT_ADD(conns_accelerated, 1);
 	atomic_store_explicit(&s->mode, M_SHM, memory_order_release);
-	LOG(2, "connection on shared memory (client)");
+	LOG(1, "connection on shared memory (client)");
 	return 0;
 }
 
@@ -815,7 +830,7 @@ static void accept_claim(int nfd, struct sc_sock *ls, int flags)
 	atomic_store_explicit(&s->mode, M_SHM, memory_order_release);
 	pthread_mutex_unlock(&s->lock);
 	SC_STAT_ADD(conns_accelerated, 1);
-	LOG(2, "connection on shared memory (server, peer pid %d)", (int)pid);
+	LOG(1, "connection on shared memory (server, peer pid %d)", (int)pid);
 }
 
 EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
@@ -825,10 +840,13 @@ EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
 
 	if (nfd >= 0 && (ls = sock_get(fd))) {
 		int saved = errno;
-		if (atomic_load(&ls->mode) == M_LISTEN)
+		if (atomic_load(&ls->mode) == M_LISTEN) {
 			accept_claim(nfd, ls, flags);
-		else
-			sock_new(nfd, M_TCP, flags & SOCK_NONBLOCK);
+		} else {
+			struct sc_sock *s = sock_new(nfd, M_TCP, flags & SOCK_NONBLOCK);
+			if (s && G.disabled)
+				fallback_stat(s, SC_FB_DISABLED);
+		}
 		errno = saved;
 	}
 	return nfd;
