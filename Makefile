@@ -61,7 +61,10 @@ demo: all
 	$(B)/shortcut perf pingpong --size 64
 	$(B)/shortcut perf stream --size 65536
 
-bench: all
+$(B)/bench/sockbench: bench/sockbench.c
+	mkdir -p $(B)/bench && $(CC) -std=gnu11 $(WARN) $(CFLAGS) -o $@ $<
+
+bench: all $(B)/bench/sockbench
 	bench/run.sh
 
 clean:

@@ -8,6 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 reps=7
 [ "${1:-}" = "--reps" ] && reps=$2
+ireps=$(( reps < 5 ? reps : 5 ))
 out=bench/results
 mkdir -p "$out"
 tmp=$(mktemp -d)
@@ -43,4 +44,11 @@ for title, name, key, ref in rows:
           f"{s['ratio_to_tcp']:.3g}x | {s['ratio_to_unix']:.3g}x | {refs} |")
 print("\nRatios are shortcut's figure divided by the other transport's (for round trips, lower is faster).")
 PY
+# unmodified programs through the interposer (shortcut run), same machine
+{
+	echo
+	echo "## Unmodified programs: kernel TCP vs \`shortcut run\`"
+	echo
+	python3 bench/interposed.py build "$ireps"
+} >> "$out/latest.md"
 cat "$out/latest.md"

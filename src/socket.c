@@ -104,6 +104,7 @@ struct sc_sock {
 	bool err_reported;      /* a reset was reported once (as sk_err) */
 	bool sent_to_closed;    /* one send went to a closed peer (TCP: then RST) */
 	bool fastopen;          /* TCP_FASTOPEN_CONNECT / TCP_REPAIR set: stays TCP */
+	uint64_t rcvtimeo_ns, sndtimeo_ns;      /* SO_RCVTIMEO / SO_SNDTIMEO, 0: none */
 	int tos;                /* the program's own IP_TOS / IPV6_TCLASS (-1: none) */
 	int declined;           /* board entry we declined for this connection, or -1 */
 	struct sc_addr16 local; /* its local address (as the entry names it) */
@@ -905,6 +906,57 @@ static ssize_t shm_result(ssize_t rc, int flags, bool tx)
 	return -1;
 }
 
+static short sock_revents(int fd, struct sc_sock *s, short want, int *waitfd, bool arm);
+
+/* A blocking call with SO_RCVTIMEO / SO_SNDTIMEO: wait on the connection's
+ * fd until it is ready or the deadline passes (-EAGAIN, the kernel's answer
+ * to a timed-out socket call). */
+static int shm_wait_until(int fd, struct sc_sock *s, bool tx, uint64_t deadline)
+{
+	for (;;) {
+		int wfd;
+		short r = sock_revents(fd, s, tx ? POLLOUT : POLLIN, &wfd, true);
+		if (r)
+			return 0;
+		uint64_t now = now_ns();
+		if (now >= deadline)
+			return -EAGAIN;
+		struct pollfd p = { .fd = wfd, .events = POLLIN };
+		int ms = (int)((deadline - now + 999999) / 1000000);
+		if (R(poll)(&p, 1, ms) < 0 && errno == EINTR)
+			return -EINTR;
+	}
+}
+
+/* Run one shared-memory call, honouring the socket's timeout. */
+static ssize_t shm_call(int fd, struct sc_sock *s, bool tx, int f,
+			ssize_t (*op)(struct sc_conn *, const struct iovec *, int, int),
+			const struct iovec *iov, int iovcnt)
+{
+	uint64_t to = tx ? s->sndtimeo_ns : s->rcvtimeo_ns;
+	if (!to || (f & (SC_NONBLOCK | SC_WAITALL)))
+		return op(s->c, iov, iovcnt, f);
+	uint64_t deadline = now_ns() + to;
+	for (;;) {
+		ssize_t rc = op(s->c, iov, iovcnt, f | SC_NONBLOCK);
+		if (rc != -EAGAIN)
+			return rc;
+		int w = shm_wait_until(fd, s, tx, deadline);
+		if (w < 0)
+			return w;
+	}
+}
+
+static ssize_t sendv_op(struct sc_conn *c, const struct iovec *iov, int n, int f)
+{
+	return sc_sendv(c, iov, n, f);
+}
+
+static ssize_t recvv_op(struct sc_conn *c, const struct iovec *iov, int n, int f)
+{
+	return sc_recvv(c, iov, n, f);
+}
+
 static ssize_t do_sendv(int fd, struct sc_sock *s, const struct iovec *iov, int iovcnt,
 			int flags, ssize_t (*tcp)(int, const struct iovec *, int, int))
 {
@@ -943,7 +995,7 @@ static ssize_t do_sendv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 			errno = -f;
 			return -1;
 		}
-		ssize_t rc = sc_sendv(s->c, iov, iovcnt, f);
+		ssize_t rc = shm_call(fd, s, true, f, sendv_op, iov, iovcnt);
 		if (rc == -EPIPE && !s->shut_wr && !s->sent_to_closed) {
 			/* TCP: the first send to a peer that closed succeeds
 			 * (the peer answers it with a reset); then EPIPE */
@@ -1003,7 +1055,7 @@ static ssize_t do_recvv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 			}
 			return 0;
 		}
-		ssize_t rc = sc_recvv(s->c, iov, iovcnt, f);
+		ssize_t rc = shm_call(fd, s, false, f, recvv_op, iov, iovcnt);
 		if (rc == -ECONNRESET) {
 			if (s->err_reported)
 				rc = 0;
@@ -1274,6 +1326,49 @@ EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
 EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t count)
 	__attribute__((alias("sendfile")));
 
+/* splice to or from an accelerated socket: the bytes must go through the
+ * ring, not the kernel socket (the peer reads the ring).  One bounce buffer. */
+EXPORT ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t len,
+		      unsigned int flags)
+{
+	static __typeof__(splice) *real_splice;
+	if (!real_splice)
+		real_splice = (__typeof__(splice) *)dlsym(RTLD_NEXT, "splice");
+	struct sc_sock *so = sock_get(out), *si = sock_get(in);
+	bool to_shm = so && atomic_load(&so->mode) >= M_PENDING;
+	bool from_shm = si && atomic_load(&si->mode) >= M_PENDING;
+	if (!to_shm && !from_shm)
+		return real_splice(in, off_in, out, off_out, len, flags);
+	if ((to_shm && off_out) || (from_shm && off_in)) {
+		errno = EINVAL;         /* sockets have no offset (no pread/pwrite) */
+		return -1;
+	}
+	char buf[65536];
+	size_t want = len < sizeof(buf) ? len : sizeof(buf);
+	int mflags = (flags & SPLICE_F_NONBLOCK) ? MSG_DONTWAIT : 0;
+	ssize_t r = from_shm ? recv(in, buf, want, mflags)
+			     : off_in ? pread(in, buf, want, *off_in) : R(read)(in, buf, want);
+	if (r <= 0)
+		return r;
+	ssize_t w = 0;
+	while (w < r) {
+		ssize_t n = to_shm ? send(out, buf + w, (size_t)(r - w), MSG_NOSIGNAL)
+				   : off_out ? pwrite(out, buf + w, (size_t)(r - w), *off_out + w)
+					     : R(write)(out, buf + w, (size_t)(r - w));
+		if (n < 0) {
+			if (w)
+				break;
+			return -1;      /* read bytes are lost, as with a failed splice */
+		}
+		w += n;
+	}
+	if (off_in)
+		*off_in += r;
+	if (off_out)
+		*off_out += w;
+	return w;
+}
+
 /* ---- shutdown / close / dup --------------------------------------------- */
 
 EXPORT int shutdown(int fd, int how)
@@ -1463,6 +1558,16 @@ EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t len
 {
 	struct sc_sock *s = sock_get(fd);
 	int rc = R(setsockopt)(fd, level, opt, val, len);
+	if (rc == 0 && s && level == SOL_SOCKET && val && len >= sizeof(struct timeval) &&
+	    (opt == SO_RCVTIMEO_OLD || opt == SO_SNDTIMEO_OLD || opt == SO_RCVTIMEO_NEW ||
+	     opt == SO_SNDTIMEO_NEW)) {
+		const struct timeval *tv = val;
+		uint64_t ns = (uint64_t)tv->tv_sec * 1000000000u + (uint64_t)tv->tv_usec * 1000u;
+		if (opt == SO_RCVTIMEO_OLD || opt == SO_RCVTIMEO_NEW)
+			s->rcvtimeo_ns = ns;
+		else
+			s->sndtimeo_ns = ns;
+	}
 	if (rc == 0 && s && level == IPPROTO_TCP &&
 	    (opt == TCP_FASTOPEN_CONNECT || opt == TCP_REPAIR) && val && len >= sizeof(int))
 		s->fastopen = *(const int *)val != 0;

@@ -8,6 +8,7 @@ cd "$(dirname "$0")/../.."
 
 need_apt=()
 command -v strace >/dev/null || need_apt+=(strace)
+command -v nc >/dev/null || need_apt+=(netcat-openbsd)
 if [ ${#need_apt[@]} -gt 0 ]; then
 	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
 		echo "installing: ${need_apt[*]}"
