@@ -10,6 +10,8 @@
 int sc__perf_main(int argc, char **argv);
 /* shortcut run CMD [ARGS...]: exec CMD with libshortcut.so preloaded. */
 int sc__run_main(int argc, char **argv);
+/* shortcut stat [--json]: live connections of running processes. */
+int sc__stat_main(int argc, char **argv);
 /* shortcut stats [--json] [--reset]: counters of the run directory. */
 int sc__stats_main(int argc, char **argv);
 

@@ -14,6 +14,8 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <stdatomic.h>
 
 #include "cli.h"
 #include "rundir.h"
@@ -68,6 +70,96 @@ int sc__run_main(int argc, char **argv)
 static bool alive(int pid)
 {
 	return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+}
+
+static const char *addr_str(const struct sc_addr16 *a, uint16_t port, char *buf, size_t len)
+{
+	char ip[INET6_ADDRSTRLEN];
+	static const uint8_t pre[12] = { [10] = 0xff, [11] = 0xff };
+	if (!memcmp(a->b, pre, 12)) {
+		inet_ntop(AF_INET, &a->b[12], ip, sizeof(ip));
+		snprintf(buf, len, "%s:%u", ip, port);
+	} else {
+		inet_ntop(AF_INET6, a->b, ip, sizeof(ip));
+		snprintf(buf, len, "[%s]:%u", ip, port);
+	}
+	return buf;
+}
+
+/* shortcut stat: the live connections of every running process (smcss). */
+int sc__stat_main(int argc, char **argv)
+{
+	bool json = argc > 1 && !strcmp(argv[1], "--json");
+	if (argc > 2 || (argc == 2 && !json)) {
+		fprintf(stderr, "usage: shortcut stat [--json]\n");
+		return 2;
+	}
+	if (sc_config_check())
+		return 2;
+	const char *dir = sc__rundir();
+	DIR *d = dir ? opendir(dir) : NULL;
+	if (!d) {
+		fprintf(stderr, "shortcut: run directory unusable (SHORTCUT_RUNDIR)\n");
+		return 1;
+	}
+	static const char *const modes[] = { "-", "tcp", "pending", "shm" };
+	int n = 0;
+	struct dirent *e;
+	if (json)
+		printf("[");
+	else
+		printf("%-8s %-15s %5s %-8s %-24s %-24s %-22s %12s %12s\n", "PID", "COMMAND", "FD",
+		       "MODE", "LOCAL", "PEER", "PEER PID / REASON", "SENT", "RECEIVED");
+	while ((e = readdir(d))) {
+		if (strncmp(e->d_name, "stats-", 6))
+			continue;
+		int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		struct stat st;
+		if (fd < 0 || fstat(fd, &st) < 0 || st.st_size != sizeof(struct sc_stats_file)) {
+			if (fd >= 0)
+				close(fd);
+			continue;
+		}
+		struct sc_stats_file *f = mmap(NULL, sizeof(*f), PROT_READ, MAP_SHARED, fd, 0);
+		close(fd);
+		if (f == MAP_FAILED)
+			continue;
+		if (f->magic == SC_STATS_MAGIC && f->version == SC_STATS_VERSION && alive(f->pid)) {
+			for (int i = 0; i < SC_STAT_RECS; i++) {
+				const struct sc_conn_rec *r = &f->recs[i];
+				uint32_t m = atomic_load_explicit(&r->mode, memory_order_acquire);
+				if (m == SC_REC_FREE || m > SC_REC_SHM)
+					continue;
+				char la[64], pa[64], why[40];
+				addr_str(&r->laddr, r->lport, la, sizeof(la));
+				addr_str(&r->paddr, r->pport, pa, sizeof(pa));
+				if (m == SC_REC_SHM)
+					snprintf(why, sizeof(why), "%d", r->peer_pid);
+				else if (r->reason && r->reason <= SC_FB_MAX && sc__fallback_names[r->reason - 1])
+					snprintf(why, sizeof(why), "%s", sc__fallback_names[r->reason - 1]);
+				else
+					snprintf(why, sizeof(why), "-");
+				unsigned long long tx = atomic_load_explicit(&r->bytes_sent, memory_order_relaxed);
+				unsigned long long rx = atomic_load_explicit(&r->bytes_received, memory_order_relaxed);
+				if (json)
+					printf("%s{\"pid\": %d, \"command\": \"%s\", \"fd\": %d, \"mode\": \"%s\", "
+					       "\"local\": \"%s\", \"peer\": \"%s\", \"peer_pid\": %d, "
+					       "\"fallback\": \"%s\", \"bytes_sent\": %llu, \"bytes_received\": %llu}",
+					       n ? ", " : "", f->pid, f->comm, r->fd, modes[m], la, pa,
+					       m == SC_REC_SHM ? r->peer_pid : 0,
+					       m == SC_REC_TCP ? why : "", tx, rx);
+				else
+					printf("%-8d %-15.15s %5d %-8s %-24s %-24s %-22s %12llu %12llu\n", f->pid,
+					       f->comm, r->fd, modes[m], la, pa, why, tx, rx);
+				n++;
+			}
+		}
+		munmap(f, sizeof(*f));
+	}
+	closedir(d);
+	if (json)
+		printf("]\n");
+	return 0;
 }
 
 int sc__stats_main(int argc, char **argv)

@@ -18,6 +18,9 @@ static void usage(FILE *f)
 		"  run CMD [ARGS...]\n"
 		"          run CMD with the interposer: its TCP connections to other\n"
 		"          accelerated processes on this host use shared memory\n"
+		"  stat [--json]\n"
+		"          live TCP connections of running processes: mode (shm, tcp,\n"
+		"          pending), addresses, peer process or fallback reason, bytes\n"
 		"  stats [--json] [--reset]\n"
 		"          counters and fallback reasons of every process in the run directory\n"
 		"  config  validate the SHORTCUT_* environment (exit 2 with the reason if invalid)\n"
@@ -42,6 +45,8 @@ int main(int argc, char **argv)
 		return sc__perf_main(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "run"))
 		return sc__run_main(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "stat"))
+		return sc__stat_main(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "stats"))
 		return sc__stats_main(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "config"))

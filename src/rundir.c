@@ -509,7 +509,53 @@ int sc__rendezvous_path(int32_t pid, char *buf, size_t len)
 }
 
 
+static struct sc_stats_file *_Atomic stats_file;
+static _Atomic uint32_t rec_hint;
+
+struct sc_conn_rec *sc__rec_get(void)
+{
+	struct sc_stats_file *f = atomic_load_explicit(&stats_file, memory_order_acquire);
+	if (!f)
+		return NULL;
+	uint32_t h = atomic_fetch_add_explicit(&rec_hint, 1, memory_order_relaxed);
+	for (uint32_t i = 0; i < SC_STAT_RECS; i++) {
+		struct sc_conn_rec *r = &f->recs[(h + i) % SC_STAT_RECS];
+		uint32_t z = SC_REC_FREE;
+		if (atomic_load_explicit(&r->mode, memory_order_relaxed) == SC_REC_FREE &&
+		    atomic_compare_exchange_strong(&r->mode, &z, SC_REC_TCP)) {
+			atomic_store_explicit(&r->bytes_sent, 0, memory_order_relaxed);
+			atomic_store_explicit(&r->bytes_received, 0, memory_order_relaxed);
+			r->reason = 0;
+			r->peer_pid = 0;
+			return r;
+		}
+	}
+	return NULL;
+}
+
+void sc__rec_put(struct sc_conn_rec *r)
+{
+	if (r)
+		atomic_store_explicit(&r->mode, SC_REC_FREE, memory_order_release);
+}
+
+static int stats_open(bool child);
+
 int sc__stats_file_open(void)
+{
+	return stats_open(false);
+}
+
+int sc__stats_file_open_child(void)
+{
+	/* only if the parent had one: a child that never opens a TCP
+	 * socket (fork + exec of a helper) leaves no file behind */
+	if (!atomic_exchange(&stats_file, NULL))
+		return 0;
+	return stats_open(true);
+}
+
+static int stats_open(bool child)
 {
 	const char *d = sc__rundir();
 	char path[320];
@@ -520,7 +566,7 @@ int sc__stats_file_open(void)
 		return -ENOENT;
 	if (getentropy(&r, sizeof(r)) < 0)
 		r = (uint32_t)(uintptr_t)&r;
-	snprintf(path, sizeof(path), "%s/stats-%d-%08x", d, (int)getpid(), r);
+	snprintf(path, sizeof(path), "%s/stats-%d-%08x", d, (int)sc__pid(), r);
 	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0 || ftruncate(fd, sizeof(struct sc_stats_file)) < 0) {
 		int rc = -errno;
@@ -535,9 +581,20 @@ int sc__stats_file_open(void)
 		errno = saved;
 		return -ENOMEM;
 	}
-	f->pid = getpid();
-	f->version = 1;
-	sc__stats_move(&f->c);
+	f->pid = sc__pid();
+	f->version = SC_STATS_VERSION;
+	int cf = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+	if (cf >= 0) {
+		ssize_t n = read(cf, f->comm, sizeof(f->comm) - 1);
+		if (n > 0 && f->comm[n - 1] == '\n')
+			f->comm[n - 1] = 0;
+		close(cf);
+	}
+	if (child)
+		sc__statp = &f->c;      /* the parent's counts stay in its file */
+	else
+		sc__stats_move(&f->c);
+	atomic_store_explicit(&stats_file, f, memory_order_release);
 	__atomic_store_n(&f->magic, SC_STATS_MAGIC, __ATOMIC_RELEASE);
 	errno = saved;
 	return 0;

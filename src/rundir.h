@@ -141,15 +141,38 @@ void sc__offer_decline(struct sc_board *b, int idx, uint64_t tag);
 int sc__rendezvous_path(int32_t pid, char *buf, size_t len);
 
 /* A process's stats file: <rundir>/stats-PID-RANDOM. */
+/* One live TCP connection of the process, for `shortcut stat`. */
+enum { SC_REC_FREE, SC_REC_TCP, SC_REC_PENDING, SC_REC_SHM };
+struct sc_conn_rec {
+	_Atomic uint32_t mode;          /* SC_REC_*; FREE: unused */
+	int32_t fd;
+	int32_t peer_pid;               /* shared memory: the peer process */
+	uint16_t lport, pport;
+	struct sc_addr16 laddr, paddr;
+	uint32_t reason;                /* TCP: enum sc_fallback + 1, 0 = none */
+	uint32_t pad;
+	_Atomic uint64_t bytes_sent, bytes_received;    /* the program's, either path */
+};
+#define SC_STAT_RECS 4096
+
 struct sc_stats_file {
 	uint32_t magic, version;
 	int32_t pid;
 	uint32_t pad;
 	struct sc_counters c;
+	char comm[16];
+	struct sc_conn_rec recs[SC_STAT_RECS];  /* sparse: touched as used */
 };
 #define SC_STATS_MAGIC 0x53435354u
+#define SC_STATS_VERSION 2u
+
+/* A record for a connection of ours (NULL: table full or no stats file). */
+struct sc_conn_rec *sc__rec_get(void);
+void sc__rec_put(struct sc_conn_rec *r);
 
 /* Map this process's stats file and move the counters there. */
 int sc__stats_file_open(void);
+/* In a child after fork: a stats file of its own, counting from zero. */
+int sc__stats_file_open_child(void);
 
 #endif

@@ -122,7 +122,34 @@ struct sc_sock {
 	int efd;                /* readable once the OPEN arrived */
 	struct sc_conn *_Atomic attached;
 	struct sc_sock *pnext;  /* pending list */
+	struct sc_conn_rec *rec;        /* `shortcut stat` record, or NULL */
 };
+
+static inline void rec_add(_Atomic uint64_t *ctr, ssize_t n)
+{
+	if (n > 0)      /* one writer in practice; a racing thread costs a count */
+		atomic_store_explicit(ctr, atomic_load_explicit(ctr, memory_order_relaxed) +
+				      (uint64_t)n, memory_order_relaxed);
+}
+
+/* Describe an established connection of s in its stats record. */
+static void rec_fill(struct sc_sock *s, int fd, uint32_t mode, int reason, int32_t peer_pid)
+{
+	if (!s->rec && !(s->rec = sc__rec_get()))
+		return;
+	struct sc_conn_rec *r = s->rec;
+	struct sockaddr_storage a;
+	socklen_t al = sizeof(a);
+	r->fd = fd;
+	r->peer_pid = peer_pid;
+	r->reason = reason >= 0 ? (uint32_t)reason + 1 : 0;
+	if (!r->lport && getsockname(fd, (struct sockaddr *)&a, &al) == 0)
+		sc__addr16((struct sockaddr *)&a, &r->laddr, &r->lport);
+	al = sizeof(a);
+	if (!r->pport && getpeername(fd, (struct sockaddr *)&a, &al) == 0)
+		sc__addr16((struct sockaddr *)&a, &r->paddr, &r->pport);
+	atomic_store_explicit(&r->mode, mode, memory_order_release);
+}
 
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 /* our pid, cached (glibc no longer does); refreshed in the fork child */
@@ -316,6 +343,8 @@ static void sock_release(struct sc_sock *s, int fd_of_release)
 	if (s->efd >= 0)
 		R(close)(s->efd);
 	free(s->pbuf);
+	sc__rec_put(s->rec);
+	s->rec = NULL;
 	pthread_mutex_unlock(&s->lock);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
@@ -439,12 +468,17 @@ static uint64_t fd_ino(int fd)
 
 /* ---- pending clients ---------------------------------------------------- */
 
-static void fallback_stat(struct sc_sock *s, enum sc_fallback why)
+static void rec_fill(struct sc_sock *s, int fd, uint32_t mode, int reason, int32_t peer_pid);
+
+static void fallback_stat(struct sc_sock *s, int fd, enum sc_fallback why)
 {
+	if (fd >= 0)
+		rec_fill(s, fd, SC_REC_TCP, (int)why, 0);
 	sc__stat_fallback(why);
 	s->counted = true;
 	LOG(1, "connection stays on TCP: %s", sc__fallback_names[why]);
 }
+
 
 /* Write all of buf to the kernel socket, waiting for room if needed. */
 static int tcp_write_all(int fd, const char *buf, size_t len)
@@ -475,7 +509,7 @@ static int pending_to_tcp(int fd, struct sc_sock *s, enum sc_fallback why)
 	free(s->pbuf);
 	s->pbuf = NULL;
 	s->plen = 0;
-	fallback_stat(s, why);
+	fallback_stat(s, fd, why);
 	atomic_store_explicit(&s->mode, M_TCP, memory_order_release);
 	return rc;
 }
@@ -500,6 +534,12 @@ static int pending_to_shm(struct sc_sock *s)
 	s->counted = true;
 	SC_STAT_ADD(conns_accelerated, 1);
 	atomic_store_explicit(&s->mode, M_SHM, memory_order_release);
+	if (s->rec) {
+		struct sc_conn_info ci;
+		sc_conn_info(c, &ci);
+		s->rec->peer_pid = ci.peer_pid;
+		atomic_store_explicit(&s->rec->mode, SC_REC_SHM, memory_order_release);
+	}
 	LOG(1, "connection on shared memory (client)");
 	return 0;
 }
@@ -674,6 +714,7 @@ static int offer_post(int fd, struct sc_sock *s, int family, const struct sc_add
 	}
 	s->deadline_ns = now_ns() + (uint64_t)G.claim_ms * 1000000u;
 	atomic_store(&s->mode, M_PENDING);
+	rec_fill(s, fd, SC_REC_PENDING, -1, 0);
 	LOG(3, "offer %d posted", s->offer);
 	return 0;
 }
@@ -712,7 +753,7 @@ EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t alen)
 		}
 	}
 	if (made && !offered)
-		fallback_stat(s, why);
+		fallback_stat(s, fd, why);
 	pthread_mutex_unlock(&s->lock);
 	errno = err;
 	return rc;
@@ -764,19 +805,19 @@ static void accept_claim(int nfd, struct sc_sock *ls, int flags)
 	if (!s)
 		return;
 	if (G.disabled) {
-		fallback_stat(s, SC_FB_DISABLED);
+		fallback_stat(s, nfd, SC_FB_DISABLED);
 		return;
 	}
 	if (getsockname(nfd, (struct sockaddr *)&me, &ml) < 0 ||
 	    getpeername(nfd, (struct sockaddr *)&peer, &pl) < 0 ||
 	    !sc__addr16((struct sockaddr *)&me, &local, &lport) ||
 	    !sc__addr16((struct sockaddr *)&peer, &remote, &cport)) {
-		fallback_stat(s, SC_FB_PEER_PLAIN);
+		fallback_stat(s, nfd, SC_FB_PEER_PLAIN);
 		return;
 	}
 	struct sc_board *b = ls->board ? ls->board : sc__board(lport, false);
 	if (!b) {
-		fallback_stat(s, SC_FB_PEER_PLAIN);
+		fallback_stat(s, nfd, SC_FB_PEER_PLAIN);
 		return;
 	}
 	/* the SYN tells whether the client is accelerated (TCP_SAVE_SYN) */
@@ -803,7 +844,7 @@ static void accept_claim(int nfd, struct sc_sock *ls, int flags)
 			s->declined = didx;
 			s->board = b;
 			s->local = local;
-			fallback_stat(s, marked ? SC_FB_CLAIM_TIMEOUT : SC_FB_PEER_PLAIN);
+			fallback_stat(s, nfd, marked ? SC_FB_CLAIM_TIMEOUT : SC_FB_PEER_PLAIN);
 			return;
 		}
 		if (spin < 64) {
@@ -821,7 +862,7 @@ static void accept_claim(int nfd, struct sc_sock *ls, int flags)
 	if (rc) {
 		/* the client learns it from the board and stays on TCP */
 		sc__offer_decline(b, idx, tag);
-		fallback_stat(s, rc == -ENOMEM ? SC_FB_NOMEM : SC_FB_RENDEZVOUS);
+		fallback_stat(s, nfd, rc == -ENOMEM ? SC_FB_NOMEM : SC_FB_RENDEZVOUS);
 		return;
 	}
 	sc__offer_done(b, idx);
@@ -831,6 +872,7 @@ static void accept_claim(int nfd, struct sc_sock *ls, int flags)
 	atomic_store_explicit(&s->mode, M_SHM, memory_order_release);
 	pthread_mutex_unlock(&s->lock);
 	SC_STAT_ADD(conns_accelerated, 1);
+	rec_fill(s, nfd, SC_REC_SHM, -1, pid);
 	LOG(1, "connection on shared memory (server, peer pid %d)", (int)pid);
 }
 
@@ -846,7 +888,7 @@ EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
 		} else {
 			struct sc_sock *s = sock_new(nfd, M_TCP, flags & SOCK_NONBLOCK);
 			if (s && G.disabled)
-				fallback_stat(s, SC_FB_DISABLED);
+				fallback_stat(s, nfd, SC_FB_DISABLED);
 		}
 		errno = saved;
 	}
@@ -972,6 +1014,8 @@ static ssize_t do_sendv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 				pending_settle(fd, s, false, 0);
 			if (atomic_load(&s->mode) == M_PENDING) {
 				n = pending_send(fd, s, iov, iovcnt, flags);
+				if (s->rec)
+					rec_add(&s->rec->bytes_sent, n);
 				if ((size_t)n < total && n == 0) {
 					/* buffer full: wait for the claim like a
 					 * full socket buffer */
@@ -996,6 +1040,8 @@ static ssize_t do_sendv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 			return -1;
 		}
 		ssize_t rc = shm_call(fd, s, true, f, sendv_op, iov, iovcnt);
+		if (s->rec)
+			rec_add(&s->rec->bytes_sent, rc);
 		if (rc == -EPIPE && !s->shut_wr && !s->sent_to_closed) {
 			/* TCP: the first send to a peer that closed succeeds
 			 * (the peer answers it with a reset); then EPIPE */
@@ -1015,8 +1061,11 @@ static ssize_t do_sendv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 		return -1;
 	}
 	ssize_t n = tcp(fd, iov, iovcnt, flags);
-	if (n > 0 && s->counted)
+	if (n > 0 && s->counted) {
 		SC_STAT_ADD(bytes_tcp_sent, (uint64_t)n);
+		if (s->rec)
+			rec_add(&s->rec->bytes_sent, n);
+	}
 	return n;
 }
 
@@ -1056,6 +1105,8 @@ static ssize_t do_recvv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 			return 0;
 		}
 		ssize_t rc = shm_call(fd, s, false, f, recvv_op, iov, iovcnt);
+		if (s->rec && !(f & SC_PEEK))
+			rec_add(&s->rec->bytes_received, rc);
 		if (rc == -ECONNRESET) {
 			if (s->err_reported)
 				rc = 0;
@@ -1068,8 +1119,11 @@ static ssize_t do_recvv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 		return -1;
 	}
 	ssize_t n = tcp(fd, iov, iovcnt, flags);
-	if (n > 0 && s->counted)
+	if (n > 0 && s->counted) {
 		SC_STAT_ADD(bytes_tcp_received, (uint64_t)n);
+		if (s->rec && !(flags & MSG_PEEK))
+			rec_add(&s->rec->bytes_received, n);
+	}
 	return n;
 }
 
@@ -1118,7 +1172,7 @@ EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 		/* data in the SYN: shared memory cannot take part */
 		ssize_t n = R(sendto)(fd, buf, len, flags, to, tolen);
 		if (n >= 0 || errno == EINPROGRESS)
-			fallback_stat(s, SC_FB_UNSUPPORTED);
+			fallback_stat(s, fd, SC_FB_UNSUPPORTED);
 		return n;
 	}
 	if (!s || (to && atomic_load(&s->mode) == M_TCP))
@@ -1867,6 +1921,8 @@ static void atfork_child(void)
 			continue;
 		for (int i = 0; i < (1 << PAGE_BITS); i++) {
 			struct sc_sock *s = atomic_load(&pg[i]);
+			if (s)
+				s->rec = NULL;          /* records stay the parent's */
 			if (s && atomic_load(&s->mode) == M_LISTEN && s->board && s->owner == parent &&
 			    sc__board_listen_inherit(s->board, s->ino, parent, my_pid) == 0)
 				s->owner = my_pid;
@@ -1883,6 +1939,9 @@ static void atfork_child(void)
 	G.rdv = NULL;
 	G.pending = NULL;
 	sc__link_atfork_child();
+	/* the child counts in a file of its own */
+	if (sc__rundir() && sc__stats_file_open_child() < 0)
+		LOG(1, "cannot create a stats file in the run directory");
 }
 
 /* ---- readiness: epoll ------------------------------------------------------

@@ -1,0 +1,68 @@
+# SPDX-License-Identifier: MIT
+"""`shortcut stat`: the live connections of running processes, with their
+mode, addresses, peer process or fallback reason, and bytes."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+SHORTCUT = os.path.join(ROOT, "build", "shortcut")
+
+SERVER = r"""
+import socket, sys
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
+print(s.getsockname()[1], flush=True)
+conns = [s.accept()[0] for _ in range(2)]
+for c in conns:
+    c.sendall(b"x" * 1000)
+sys.stdin.readline()            # hold the connections until told
+"""
+CLIENT = r"""
+import socket, sys
+c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+got = 0
+while got < 1000:
+    got += len(c.recv(4096))
+print("got", got, c.getsockname()[1], flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_stat_lists_live_connections():
+    rundir = tempfile.mkdtemp(prefix="sc-stat-")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SHORTCUT_") and k != "LD_PRELOAD"}
+    env["SHORTCUT_RUNDIR"] = rundir
+    srv = subprocess.Popen([SHORTCUT, "run", sys.executable, "-c", SERVER], stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, text=True, env=env)
+    port = srv.stdout.readline().strip()
+    accel = subprocess.Popen([SHORTCUT, "run", sys.executable, "-c", CLIENT, port],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    plain = subprocess.Popen([sys.executable, "-c", CLIENT, port], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        a_port = int(accel.stdout.readline().split()[2])
+        p_port = int(plain.stdout.readline().split()[2])
+        time.sleep(0.2)
+        rows = json.loads(subprocess.run([SHORTCUT, "stat", "--json"], capture_output=True,
+                                         text=True, env=env, timeout=30).stdout)
+        mine = [r for r in rows if r["pid"] == srv.pid]
+        assert len(mine) == 2, rows
+        shm = [r for r in mine if r["mode"] == "shm"]
+        tcp = [r for r in mine if r["mode"] == "tcp"]
+        assert len(shm) == 1 and len(tcp) == 1, rows
+        assert shm[0]["peer"] == f"127.0.0.1:{a_port}" and shm[0]["peer_pid"] == accel.pid
+        assert shm[0]["bytes_sent"] == 1000
+        assert tcp[0]["peer"] == f"127.0.0.1:{p_port}"
+        assert tcp[0]["fallback"] == "peer_not_accelerated" and tcp[0]["bytes_sent"] == 1000
+        cli = [r for r in rows if r["pid"] == accel.pid]
+        assert len(cli) == 1 and cli[0]["mode"] == "shm" and cli[0]["peer_pid"] == srv.pid
+        assert cli[0]["bytes_received"] == 1000
+        table = subprocess.run([SHORTCUT, "stat"], capture_output=True, text=True, env=env).stdout
+        assert "PEER PID / REASON" in table and "peer_not_accelerated" in table
+    finally:
+        for p in (srv, accel, plain):
+            p.kill()
+            p.wait()
