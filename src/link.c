@@ -670,6 +670,18 @@ int sc__group_peer_wake(struct sc_group *g, uint32_t idx, uint32_t gen)
 
 /* ---- listeners ------------------------------------------------------ */
 
+int sc__listener_group_fds(struct sc_listener *l, int *fds, int max)
+{
+	int n = 0;
+
+	pthread_mutex_lock(&ctl.lock);
+	for (struct sc_group *g = ctl.groups; g && n < max; g = g->next)
+		if (g->side == 1 && g->listener == l && !__atomic_load_n(&g->dead, __ATOMIC_RELAXED))
+			fds[n++] = g->sock;
+	pthread_mutex_unlock(&ctl.lock);
+	return n;
+}
+
 void sc__listener_pump(struct sc_listener *l)
 {
 	int saved = errno;

@@ -117,6 +117,9 @@ extern void (*sc__ctl_after_hook)(void);
 /* Drain, from the calling thread, the sockets of every group whose OPENs
  * go to l: a caller waiting for one need not wait for the control thread. */
 void sc__listener_pump(struct sc_listener *l);
+/* The sockets of the live groups whose OPENs go to l (at most max), for a
+ * caller that waits for an OPEN itself; returns how many. */
+int sc__listener_group_fds(struct sc_listener *l, int *fds, int max);
 
 /* Listener backlog handed over by the control thread. */
 int sc__listener_push(struct sc_listener *l, struct sc_conn *c);

@@ -584,10 +584,22 @@ static int pending_settle(int fd, struct sc_sock *s, bool block, int max_ms)
 			return -EAGAIN;
 		if (max_ms >= 0 && now_ns() - start > (uint64_t)max_ms * 1000000u)
 			return -EAGAIN;
-		struct pollfd p[2] = { { .fd = s->efd, .events = POLLIN },
-				       { .fd = fd, .events = POLLIN } };
-		/* the TCP fd is polled only while it can tell us something */
-		R(poll)(p, tcp_active ? 1 : 2, 20);
+		/* wait for: the OPEN delivered (eventfd), anything on TCP, or
+		 * the OPEN itself on one of our rendezvous groups (we then
+		 * read it ourselves: one wake-up instead of the control
+		 * thread's and then ours) */
+		struct pollfd p[2 + 16] = { { .fd = s->efd, .events = POLLIN },
+					    { .fd = fd, .events = POLLIN } };
+		int np = 2;
+		if (G.rdv) {
+			int gfds[16];
+			int ng = sc__listener_group_fds(G.rdv, gfds, 16);
+			for (int i = 0; i < ng; i++)
+				p[np++] = (struct pollfd){ .fd = gfds[i], .events = POLLIN };
+		}
+		if (tcp_active)
+			p[1].fd = -1;   /* it has told us all it can */
+		R(poll)(p, (nfds_t)np, 20);
 	}
 }
 
