@@ -31,6 +31,11 @@ static void pid_forget(void)
 	atomic_store(&cached_pid, 0);
 }
 
+void sc__pid_reset(void)
+{
+	atomic_store(&cached_pid, 0);
+}
+
 static pthread_once_t pid_once = PTHREAD_ONCE_INIT;
 
 static void pid_init(void)

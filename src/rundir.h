@@ -85,6 +85,8 @@ struct sc_board {
 
 /* Our pid, cached (refreshed after fork). */
 int32_t sc__pid(void);
+/* Forget the cached pid (a fork child calls it before anything else). */
+void sc__pid_reset(void);
 
 /* The run directory, created (0700) on first use; NULL if unusable. */
 const char *sc__rundir(void);

@@ -1924,6 +1924,7 @@ static void atfork_child(void)
 {
 	pid_t parent = my_pid;
 
+	sc__pid_reset();        /* before anything records our pid */
 	my_pid = getpid();
 	/* listening sockets we inherited: we may accept on them too, so the
 	 * board names us as well (the parent may close its copy) */
