@@ -14,7 +14,7 @@
 #include "config.h"
 #include "layout.h"
 
-#define DEFAULT_RING   (256u << 10)
+#define DEFAULT_RING   (1u << 20)
 #define DEFAULT_SPIN_US 50u
 
 struct sc_config sc__cfg = {
