@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,6 +214,18 @@ int sc__stats_main(int argc, char **argv)
 			live += up;
 			for (size_t i = 0; i < sizeof(sum) / 8; i++)
 				sum[i] += reset ? 0 : atomic_load_explicit(&c[i], memory_order_relaxed);
+			/* shared-memory connections still open (or never closed:
+			 * the process exited without close()) count from their
+			 * records; closed ones were folded into the counters */
+			for (int i = 0; i < SC_STAT_RECS && !reset && f->version == SC_STATS_VERSION; i++) {
+				const struct sc_conn_rec *r = &f->recs[i];
+				if (atomic_load_explicit(&r->mode, memory_order_acquire) != SC_REC_SHM)
+					continue;
+				sum[offsetof(struct sc_counters, bytes_sent) / 8] +=
+					atomic_load_explicit(&r->bytes_sent, memory_order_relaxed);
+				sum[offsetof(struct sc_counters, bytes_received) / 8] +=
+					atomic_load_explicit(&r->bytes_received, memory_order_relaxed);
+			}
 			if (reset) {
 				if (up)
 					for (size_t i = 0; i < sizeof(sum) / 8; i++)
@@ -260,7 +273,7 @@ int sc__stats_main(int argc, char **argv)
 	for (int i = 0; i < SC_FB_MAX; i++)
 		if (sc__fallback_names[i] && V(fallback[i]))
 			printf("  stayed on TCP     %-22s %llu\n", sc__fallback_names[i], V(fallback[i]));
-	printf("bytes, shared memory  sent %llu, received %llu (closed connections)\n",
+	printf("bytes, shared memory  sent %llu, received %llu\n",
 	       V(bytes_sent), V(bytes_received));
 	printf("bytes, TCP            sent %llu, received %llu\n",
 	       V(bytes_tcp_sent), V(bytes_tcp_received));

@@ -89,7 +89,7 @@ static void real_init(void)
 
 /* ---- state -------------------------------------------------------------- */
 
-enum { M_TCP, M_LISTEN, M_PENDING, M_SHM };
+enum { M_TCP, M_LISTEN, M_SPENDING, M_PENDING, M_SHM };
 
 #define PBUF_CAP SC_RING_MIN    /* a pending client's buffer: fits any ring */
 
@@ -521,7 +521,7 @@ static int pending_to_shm(struct sc_sock *s)
 	pending_unlink(s);
 	s->offer = -1;          /* the claimer frees the entry */
 	s->c = c;
-	sc_set_nonblock(c, s->nonblock);
+	sc_set_nonblock(c, 0);          /* O_NONBLOCK is applied per call */
 	if (s->plen) {
 		/* an empty ring of at least PBUF_CAP bytes: never waits */
 		ssize_t n = sc_send(c, s->pbuf, s->plen, SC_NONBLOCK);
@@ -804,7 +804,10 @@ EXPORT int listen(int fd, int backlog)
 }
 
 /* A connection we accepted on an accelerated listener: claim its offer. */
-static void accept_claim(int nfd, struct sc_sock *ls, int flags)
+/* An accepted connection's first use in this process (not accept() itself:
+ * a server that forks per connection uses it in the child, which must be
+ * the one to claim it).  s->lock held; the mode leaves M_SPENDING. */
+static void server_claim(int nfd, struct sc_sock *s)
 {
 	struct sockaddr_storage me, peer;
 	socklen_t ml = sizeof(me), pl = sizeof(peer);
@@ -812,14 +815,9 @@ static void accept_claim(int nfd, struct sc_sock *ls, int flags)
 	uint16_t lport, cport;
 	int32_t pid;
 	uint64_t tag;
-	struct sc_sock *s = sock_new(nfd, M_TCP, flags & SOCK_NONBLOCK);
 
-	if (!s)
-		return;
-	if (G.disabled) {
-		fallback_stat(s, nfd, SC_FB_DISABLED);
-		return;
-	}
+	atomic_store(&s->mode, M_TCP);  /* unless claimed below */
+	s->owner = my_pid;
 	if (getsockname(nfd, (struct sockaddr *)&me, &ml) < 0 ||
 	    getpeername(nfd, (struct sockaddr *)&peer, &pl) < 0 ||
 	    !sc__addr16((struct sockaddr *)&me, &local, &lport) ||
@@ -827,7 +825,7 @@ static void accept_claim(int nfd, struct sc_sock *ls, int flags)
 		fallback_stat(s, nfd, SC_FB_PEER_PLAIN);
 		return;
 	}
-	struct sc_board *b = ls->board ? ls->board : sc__board(lport, false);
+	struct sc_board *b = s->board ? s->board : sc__board(lport, false);
 	if (!b) {
 		fallback_stat(s, nfd, SC_FB_PEER_PLAIN);
 		return;
@@ -870,7 +868,7 @@ static void accept_claim(int nfd, struct sc_sock *ls, int flags)
 	struct sc_conn *c = NULL;
 	int rc = sc__rendezvous_path(pid, path, sizeof(path));
 	if (!rc)
-		rc = sc__connect_tagged(path, tag, (flags & SOCK_NONBLOCK) ? SC_NONBLOCK : 0, &c);
+		rc = sc__connect_tagged(path, tag, 0, &c);      /* blocking: per call */
 	if (rc) {
 		/* the client learns it from the board and stays on TCP */
 		sc__offer_decline(b, idx, tag);
@@ -878,14 +876,20 @@ static void accept_claim(int nfd, struct sc_sock *ls, int flags)
 		return;
 	}
 	sc__offer_done(b, idx);
-	pthread_mutex_lock(&s->lock);
 	s->c = c;
 	s->counted = true;
 	atomic_store_explicit(&s->mode, M_SHM, memory_order_release);
-	pthread_mutex_unlock(&s->lock);
 	SC_STAT_ADD(conns_accelerated, 1);
 	rec_fill(s, nfd, SC_REC_SHM, -1, pid);
 	LOG(1, "connection on shared memory (server, peer pid %d)", (int)pid);
+}
+
+static void server_settle(int fd, struct sc_sock *s)
+{
+	pthread_mutex_lock(&s->lock);
+	if (atomic_load(&s->mode) == M_SPENDING)
+		server_claim(fd, s);
+	pthread_mutex_unlock(&s->lock);
 }
 
 EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
@@ -896,7 +900,13 @@ EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
 	if (nfd >= 0 && (ls = sock_get(fd))) {
 		int saved = errno;
 		if (atomic_load(&ls->mode) == M_LISTEN) {
-			accept_claim(nfd, ls, flags);
+			/* claimed at its first use (see server_claim) */
+			struct sc_sock *s = sock_new(nfd, G.disabled ? M_TCP : M_SPENDING,
+						     flags & SOCK_NONBLOCK);
+			if (s && G.disabled)
+				fallback_stat(s, nfd, SC_FB_DISABLED);
+			else if (s)
+				s->board = ls->board;
 		} else {
 			struct sc_sock *s = sock_new(nfd, M_TCP, flags & SOCK_NONBLOCK);
 			if (s && G.disabled)
@@ -1014,6 +1024,8 @@ static ssize_t recvv_op(struct sc_conn *c, const struct iovec *iov, int n, int f
 static ssize_t do_sendv(int fd, struct sc_sock *s, const struct iovec *iov, int iovcnt,
 			int flags, ssize_t (*tcp)(int, const struct iovec *, int, int))
 {
+	if (atomic_load_explicit(&s->mode, memory_order_relaxed) == M_SPENDING)
+		server_settle(fd, s);
 	size_t total = 0;
 	for (int i = 0; i < iovcnt; i++)
 		total += iov[i].iov_len;
@@ -1084,6 +1096,8 @@ static ssize_t do_sendv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 static ssize_t do_recvv(int fd, struct sc_sock *s, const struct iovec *iov, int iovcnt,
 			int flags, ssize_t (*tcp)(int, const struct iovec *, int, int))
 {
+	if (atomic_load_explicit(&s->mode, memory_order_relaxed) == M_SPENDING)
+		server_settle(fd, s);
 	if (atomic_load_explicit(&s->mode, memory_order_acquire) == M_PENDING) {
 		pthread_mutex_lock(&s->lock);
 		int rc = pending_settle(fd, s, !(s->nonblock || (flags & MSG_DONTWAIT)), -1);
@@ -1401,8 +1415,8 @@ EXPORT ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t l
 	if (!real_splice)
 		real_splice = (__typeof__(splice) *)dlsym(RTLD_NEXT, "splice");
 	struct sc_sock *so = sock_get(out), *si = sock_get(in);
-	bool to_shm = so && atomic_load(&so->mode) >= M_PENDING;
-	bool from_shm = si && atomic_load(&si->mode) >= M_PENDING;
+	bool to_shm = so && atomic_load(&so->mode) >= M_SPENDING;
+	bool from_shm = si && atomic_load(&si->mode) >= M_SPENDING;
 	if (!to_shm && !from_shm)
 		return real_splice(in, off_in, out, off_out, len, flags);
 	if ((to_shm && off_out) || (from_shm && off_in)) {
@@ -1440,6 +1454,8 @@ EXPORT ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t l
 EXPORT int shutdown(int fd, int how)
 {
 	struct sc_sock *s = sock_get(fd);
+	if (s && atomic_load(&s->mode) == M_SPENDING)
+		server_settle(fd, s);
 	if (s && atomic_load(&s->mode) == M_PENDING) {
 		pthread_mutex_lock(&s->lock);
 		pending_settle(fd, s, true, -1);
@@ -1566,6 +1582,8 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 			s->nonblock = *(int *)arg != 0;
 		return rc;
 	}
+	if (atomic_load(&s->mode) == M_SPENDING && (req == FIONREAD || req == SIOCOUTQ))
+		server_settle(fd, s);
 	if (atomic_load(&s->mode) == M_PENDING && (req == FIONREAD || req == SIOCOUTQ)) {
 		pthread_mutex_lock(&s->lock);
 		if (req == SIOCOUTQ && atomic_load(&s->mode) == M_PENDING) {
@@ -1655,6 +1673,8 @@ EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t len
 static short sock_revents(int fd, struct sc_sock *s, short want, int *waitfd, bool arm)
 {
 	*waitfd = -1;
+	if (atomic_load(&s->mode) == M_SPENDING)
+		server_settle(fd, s);
 	if (atomic_load(&s->mode) == M_PENDING) {
 		pthread_mutex_lock(&s->lock);
 		pending_settle(fd, s, false, 0);
@@ -1696,7 +1716,7 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t 
 	bool any = false;
 	for (nfds_t i = 0; i < n && !any; i++) {
 		struct sc_sock *s = fds[i].fd >= 0 ? sock_get(fds[i].fd) : NULL;
-		any = s && atomic_load(&s->mode) >= M_PENDING;
+		any = s && atomic_load(&s->mode) >= M_SPENDING;
 	}
 	if (!any) {
 		if (mask) {
@@ -1749,7 +1769,7 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t 
 		for (nfds_t i = 0; i < n; i++) {
 			struct sc_sock *s = fds[i].fd >= 0 ? sock_get(fds[i].fd) : NULL;
 			int wfd;
-			if (s && atomic_load(&s->mode) >= M_PENDING) {
+			if (s && atomic_load(&s->mode) >= M_SPENDING) {
 				if (k[i].revents && !fds[i].revents) {
 					short r = sock_revents(fds[i].fd, s, fds[i].events, &wfd, true);
 					if (r > 0) {
@@ -1804,7 +1824,7 @@ static int do_select(int nfds, fd_set *r, fd_set *w, fd_set *e, int timeout_ms,
 	bool any = false;
 	for (int fd = 0; fd < nfds && !any; fd++) {
 		struct sc_sock *s = sock_get(fd);
-		any = s && atomic_load(&s->mode) >= M_PENDING &&
+		any = s && atomic_load(&s->mode) >= M_SPENDING &&
 		      ((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) || (e && FD_ISSET(fd, e)));
 	}
 	if (!any)
@@ -2170,6 +2190,8 @@ EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 			pthread_mutex_unlock(&e->lock);
 	}
 	if (!r) {
+		if (s && op == EPOLL_CTL_ADD && atomic_load(&s->mode) == M_SPENDING)
+			server_settle(fd, s);
 		int mode = s ? atomic_load(&s->mode) : M_TCP;
 		if (op != EPOLL_CTL_ADD || (mode != M_PENDING && mode != M_SHM) || !ev)
 			return R(epoll_ctl)(epfd, op, fd, ev);
