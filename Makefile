@@ -13,7 +13,7 @@ CLI_SRC := $(sort $(wildcard cli/*.c))
 TESTS   := $(patsubst tests/%.c,%,$(sort $(wildcard tests/test_*.c)))
 T_SRC   := $(filter-out $(wildcard tests/test_*.c),$(wildcard tests/t_*.c))
 
-.PHONY: all test test-unit test-asan test-tsan test-preload demo bench clean
+.PHONY: all test test-unit test-asan test-tsan test-preload test-preload-asan demo bench clean
 all: $(B)/libshortcut.so $(B)/libshortcut.a $(B)/shortcut
 
 # --- normal build ------------------------------------------------------
@@ -53,8 +53,18 @@ test-tsan: $(addprefix $(B)/tsan/,$(TESTS))
 test-preload: all
 	tests/preload/run.sh $(B)
 
+# the same with the interposer built with ASan+UBSan (the ASan runtime must
+# come first in LD_PRELOAD; leak checking is off: the programs are not ours)
+$(B)/asan-so/libshortcut.so: $(LIB_SRC) $(PRELOAD) $(wildcard src/*.h) src/libshortcut.map
+	mkdir -p $(B)/asan-so
+	$(CC) $(BASE) $(WARN) -O1 -g $(SAN_ASAN) -fPIC -fvisibility=hidden -shared -Wl,--version-script=src/libshortcut.map -o $@ $(LIB_SRC) $(PRELOAD) -ldl
+test-preload-asan: all $(B)/asan-so/libshortcut.so
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+	SC_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so) $(CURDIR)/$(B)/asan-so/libshortcut.so" \
+		tests/preload/run.sh $(B)
+
 # everything CI runs: plain, ASan+UBSan, TSan, the interposer, then pytest
-test: test-unit test-asan test-tsan test-preload
+test: test-unit test-asan test-tsan test-preload test-preload-asan
 	tests/integration/run.sh
 
 demo: all

@@ -6,6 +6,8 @@
 # ends accelerated (conns_accelerated >= 2).
 #
 #   tests/preload/run.sh BUILD_DIR [NAME...]     e.g.  tests/preload/run.sh build sem_dup
+# SC_PRELOAD=... replaces `shortcut run` with that LD_PRELOAD list (the
+# sanitizer build: make test-preload-asan).
 set -u
 
 BUILD=${1:-build}
@@ -43,8 +45,14 @@ for src in $SRCS; do
 		env -u LD_PRELOAD timeout -s KILL "$LIMIT" "$bin" >"$bin.tcp.out" 2>"$bin.tcp.err"
 		rc_tcp=$?
 		rundir=$(mktemp -d)
-		SHORTCUT_RUNDIR=$rundir timeout -s KILL "$LIMIT" "$SHORTCUT" run "$bin" \
-			>"$bin.shm.out" 2>"$bin.shm.err"
+		if [ -n "${SC_PRELOAD:-}" ]; then
+			# a sanitizer build of the interposer: its runtime first
+			SHORTCUT_RUNDIR=$rundir LD_PRELOAD=$SC_PRELOAD timeout -s KILL "$LIMIT" \
+				"$bin" >"$bin.shm.out" 2>"$bin.shm.err"
+		else
+			SHORTCUT_RUNDIR=$rundir timeout -s KILL "$LIMIT" "$SHORTCUT" run "$bin" \
+				>"$bin.shm.out" 2>"$bin.shm.err"
+		fi
 		rc_shm=$?
 		stats=$(SHORTCUT_RUNDIR=$rundir "$SHORTCUT" stats --json 2>&1)
 		rm -rf "$rundir"

@@ -14,6 +14,7 @@ static void server(int lfd)
 	res("recv with nothing to read", recv(fd, buf, sizeof(buf), 0));
 	tell();                                 /* client: send in 50 ms */
 	res("recv of data sent within the timeout", recv(fd, buf, sizeof(buf), 0));
+	tell();                                 /* client: fill our buffer */
 	await_peer();                           /* client filled our buffer */
 	msleep(100);
 	tell();
@@ -34,6 +35,7 @@ static void client(void)
 	await_peer();
 	msleep(50);
 	res("send 10", send(fd, buf, 10, 0));
+	await_peer();                           /* the server got them */
 	res("setsockopt(SO_SNDTIMEO)", setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)));
 	/* fill everything until a send times out */
 	long total = 0;
