@@ -608,9 +608,13 @@ int sc__conn_poll_arm(struct sc_conn *c, bool want_out)
 		rc = sc__chan_ensure_pfd(atomic_load(&c->chan));
 	if (!rc) {
 		/* report the next change even if nobody hit EAGAIN yet
-		 * (token first, then the flags) */
-		atomic_store_explicit(&c->g->my_cells[c->cell].armed, SC_ARM_POLL,
-				      memory_order_relaxed);
+		 * (token first, then the flags).  A shared channel's token is
+		 * its own to arm (sc_chan_wait drains its fd when it re-arms a
+		 * token a waker took; arming it here would skip that drain) */
+		struct sc_chan *ch = atomic_load(&c->chan);
+		if (ch->private_)
+			atomic_store_explicit(&c->g->my_cells[c->cell].armed, SC_ARM_POLL,
+					      memory_order_relaxed);
 		c->polled = true;
 		c->polled_out = want_out;
 		atomic_fetch_or(&c->rx.h->rx_armed, SC_ARM_EDGE);

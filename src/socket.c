@@ -36,6 +36,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
@@ -636,6 +637,24 @@ static uint64_t next_tag(void)
 	}
 }
 
+/* An accelerated connection costs a few fds besides its socket (its
+ * pollable channel, an eventfd, a wake socket; the peer holds one of ours):
+ * a process near its RLIMIT_NOFILE stays on TCP rather than run out of fds
+ * in the middle of a wait.  fds are allocated lowest first, so the socket's
+ * number tells how many are open. */
+static bool fd_headroom(int fd)
+{
+	static _Atomic long limit;
+	long l = atomic_load_explicit(&limit, memory_order_relaxed);
+	if (!l) {
+		struct rlimit rl;
+		l = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ?
+		    (long)rl.rlim_cur : 1L << 20;
+		atomic_store_explicit(&limit, l, memory_order_relaxed);
+	}
+	return (long)fd + 64 < l - l / 4;
+}
+
 /* Before the real connect: is there an accelerated listener for addr, and
  * can we take part?  Marks the SYN and prepares the pending state. */
 static int offer_prepare(int fd, struct sc_sock *s, const struct sockaddr *addr,
@@ -661,6 +680,10 @@ static int offer_prepare(int fd, struct sc_sock *s, const struct sockaddr *addr,
 	 * (our mark would replace it on the wire) */
 	if (s->fastopen || s->tos >= 0) {
 		*why = SC_FB_UNSUPPORTED;
+		return -1;
+	}
+	if (!fd_headroom(fd)) {
+		*why = SC_FB_LIMITS;
 		return -1;
 	}
 	if (rdv_ensure() < 0) {
@@ -831,6 +854,7 @@ static void server_claim(int nfd, struct sc_sock *s)
 		return;
 	}
 	/* the SYN tells whether the client is accelerated (TCP_SAVE_SYN) */
+	bool room = fd_headroom(nfd);
 	uint8_t syn[128];
 	socklen_t sl = sizeof(syn);
 	bool marked = false;
@@ -841,7 +865,7 @@ static void server_claim(int nfd, struct sc_sock *s)
 	}
 	/* marked: its offer follows its connect() by microseconds; wait
 	 * for it (bounded), else decline the 4-tuple so it learns */
-	uint64_t until = now_ns() + (marked ? 200000000u : 0);
+	uint64_t until = now_ns() + (marked && room ? 200000000u : 0);
 	int idx;
 	for (unsigned spin = 0;; spin++) {
 		idx = sc__offer_claim(b, cport, &local, &pid, &tag);
@@ -854,7 +878,8 @@ static void server_claim(int nfd, struct sc_sock *s)
 			s->declined = didx;
 			s->board = b;
 			s->local = local;
-			fallback_stat(s, nfd, marked ? SC_FB_CLAIM_TIMEOUT : SC_FB_PEER_PLAIN);
+			fallback_stat(s, nfd, !room ? SC_FB_LIMITS : marked ? SC_FB_CLAIM_TIMEOUT
+							: SC_FB_PEER_PLAIN);
 			return;
 		}
 		if (spin < 64) {
@@ -863,6 +888,12 @@ static void server_claim(int nfd, struct sc_sock *s)
 			struct timespec ts = { 0, 50000 };
 			nanosleep(&ts, NULL);
 		}
+	}
+	if (!room) {
+		/* the client learns it from the board and stays on TCP */
+		sc__offer_decline(b, idx, tag);
+		fallback_stat(s, nfd, SC_FB_LIMITS);
+		return;
 	}
 	char path[128];
 	struct sc_conn *c = NULL;
@@ -1999,6 +2030,7 @@ struct sc_epreg {
 	bool listed;            /* on the check list */
 	bool disabled;          /* EPOLLONESHOT fired; re-armed by MOD */
 	bool deleted;           /* EPOLL_CTL_DEL'd: dormant until added again */
+	bool shared;            /* its connection is bound to the set's channel */
 	int kind;               /* what the inner set watches: 0 none, M_PENDING, M_SHM */
 	uint64_t seen;          /* the epoll_wait call that last reported it */
 	uint64_t sig_in, sig_out;       /* EPOLLET: state when last reported */
@@ -2010,6 +2042,10 @@ struct sc_epreg {
 
 struct sc_ep {
 	int fd, inner;
+	/* the completion channel of this waiting context: its connections
+	 * bound to it wake it through one wake socket per link group, and one
+	 * collect reports every one that became ready (O(ready)) */
+	struct sc_chan *ch;
 	pthread_mutex_t lock;
 	struct sc_epreg *regs, *check;
 	struct sc_epreg *fired;         /* to re-arm before the next sleep */
@@ -2091,6 +2127,8 @@ static void check_add(struct sc_ep *e, struct sc_epreg *r)
 static void reg_free(struct sc_ep *e, struct sc_epreg *r)
 {
 	reg_unwatch(e, r);
+	if (r->shared && r->s->c && sc_conn_user(r->s->c) == r)
+		sc_conn_set_user(r->s->c, NULL);       /* collected: ignored */
 	for (struct sc_epreg **pp = &e->fired; *pp; pp = &(*pp)->fnext)
 		if (*pp == r) {
 			*pp = r->fnext;
@@ -2124,6 +2162,58 @@ static uint32_t poll_to_epoll(short r)
 /* e->lock held: r's readiness now, keeping what the inner set watches in
  * step with the connection's mode.  Returns 0 and frees r if the fd went
  * back to plain TCP (the kernel set then watches it itself); *gone set. */
+static const char ep_chan_mark;        /* inner-set data of the channel's fd */
+
+/* e->lock held: bind c to the set's channel (created on first use). */
+static int ep_bind(struct sc_ep *e, struct sc_epreg *r, struct sc_conn *c)
+{
+	if (!e->ch) {
+		struct sc_chan *ch;
+		if (sc_chan_open(&ch) < 0)
+			return -ENOMEM;
+		int cfd = sc_chan_fd(ch);
+		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = (void *)&ep_chan_mark };
+		if (cfd < 0 || R(epoll_ctl)(e->inner, EPOLL_CTL_ADD, cfd, &ev) < 0) {
+			sc_chan_close(ch);
+			return -ENOMEM;
+		}
+		e->ch = ch;
+	}
+	struct sc_chan *cur = atomic_load(&c->chan);
+	if (cur && cur != c->own && cur != e->ch)
+		return -EBUSY;          /* in another epoll set's channel */
+	if (cur != e->ch && sc_chan_bind(c, e->ch) < 0)
+		return -ENOMEM;
+	sc_conn_set_user(c, r);
+	return 0;
+}
+
+static void fired_add(struct sc_ep *e, struct sc_epreg *r);
+
+/* e->lock held: the connections of the set's channel that became ready
+ * since the last collect go on the check list; returns how many.  Arms
+ * the channel's cells first (sc_chan_wait with no wait). */
+static int ep_collect(struct sc_ep *e)
+{
+	struct sc_conn *cs[64];
+	int total = 0, k;
+
+	if (!e->ch)
+		return 0;
+	do {
+		k = sc_chan_wait(e->ch, cs, 64, 0);
+		for (int i = 0; i < k; i++) {
+			struct sc_epreg *r = sc_conn_user(cs[i]);
+			if (!r)
+				continue;
+			check_add(e, r);
+			fired_add(e, r);
+			total++;
+		}
+	} while (k == 64);
+	return total;
+}
+
 static uint32_t reg_eval(struct sc_ep *e, struct sc_epreg *r, bool *gone)
 {
 	struct sc_sock *s = r->s;
@@ -2150,9 +2240,15 @@ static uint32_t reg_eval(struct sc_ep *e, struct sc_epreg *r, bool *gone)
 			reg_watch_fd(e, r, 0, s->efd);
 			reg_watch_fd(e, r, 1, r->fd);
 		} else if (mode == M_SHM && s->owner == my_pid) {
-			int pfd = sc__conn_poll_arm(s->c, r->events & EPOLLOUT);
-			if (pfd >= 0)
-				reg_watch_fd(e, r, 0, pfd);
+			if (ep_bind(e, r, s->c) == 0) {
+				r->shared = true;
+				sc__conn_poll_arm(s->c, r->events & EPOLLOUT);
+			} else {
+				/* its own pollable fd, watched by the inner set */
+				int pfd = sc__conn_poll_arm(s->c, r->events & EPOLLOUT);
+				if (pfd >= 0)
+					reg_watch_fd(e, r, 0, pfd);
+			}
 			/* anything that happened before the watch began */
 			rv = sock_revents(r->fd, s, want, &wfd, false);
 			if (rv < 0)
@@ -2343,12 +2439,16 @@ static bool ep_arm(struct sc_ep *e)
 		r->fired = false;
 		struct sc_sock *s = r->s;
 		if (atomic_load(&s->mode) == M_SHM && s->owner == my_pid) {
-			sc__chan_rearm_poll(s->c);
+			if (!r->shared)
+				sc__chan_rearm_poll(s->c);
 			sc__conn_poll_arm(s->c, r->events & EPOLLOUT);
 		}
 		check_add(e, r);
 		any = true;
 	}
+	/* the channel's cells armed, and anything that came meanwhile */
+	if (ep_collect(e))
+		any = true;
 	pthread_mutex_unlock(&e->lock);
 	return any;
 }
@@ -2368,21 +2468,16 @@ static int do_epoll_wait(int epfd, struct epoll_event *out, int max, int timeout
 	uint64_t call = ++e->calls;
 	pthread_mutex_unlock(&e->lock);
 	for (;;) {
+		/* re-arm what was signalled and collect the channel at every
+		 * call, not only before sleeping: a program that polls with
+		 * a zero timeout would otherwise never be told again */
+		ep_arm(e);
 		n = ep_harvest(e, out, n, max, call);
 		if (n >= max)
 			return n;
 		uint64_t now = now_ns();
 		int t = n ? 0 : end == UINT64_MAX ? -1 :
 			now >= end ? 0 : (int)((end - now + 999999) / 1000000);
-		if (t != 0 && ep_arm(e)) {
-			/* arming found work: look again, and only peek at the
-			 * kernel's part instead of sleeping */
-			n = ep_harvest(e, out, n, max, call);
-			if (n >= max)
-				return n;
-			if (n)
-				t = 0;
-		}
 		/* one slot more than the room left: the cookie may take one */
 		struct epoll_event kbuf[65];
 		int room = max - n < 64 ? max - n : 64;
@@ -2407,6 +2502,10 @@ static int do_epoll_wait(int epfd, struct epoll_event *out, int max, int timeout
 			int m = R(epoll_wait)(e->inner, iev, 64, 0);
 			pthread_mutex_lock(&e->lock);
 			for (int i = 0; i < m; i++) {
+				if (iev[i].data.ptr == &ep_chan_mark) {
+					ep_collect(e);
+					continue;
+				}
 				struct sc_epreg *r = iev[i].data.ptr;
 				/* still registered? (DEL may have raced) */
 				struct sc_epreg *q = e->regs;
@@ -2462,6 +2561,8 @@ static void ep_close(int epfd)
 	while (e->regs)
 		reg_free(e, e->regs);
 	pthread_mutex_unlock(&e->lock);
+	if (e->ch)
+		sc_chan_close(e->ch);   /* its connections go back to their own */
 	R(close)(e->inner);
 	pthread_mutex_destroy(&e->lock);
 	free(e);
