@@ -1,0 +1,519 @@
+# SPDX-License-Identifier: MIT
+"""Real programs through the interposer: redis, nginx + wrk + curl, sockperf,
+iperf3, memcached, and a mix of accelerated and plain clients.
+
+Every test runs its programs under `shortcut run` with a fresh run directory
+and checks two things: the client's own verdict (no errors, exact data), and
+`shortcut stats` once every program has exited: at least the expected number
+of connection ends accelerated and at least 99% of the payload bytes sent
+through shared memory.
+
+Debian packages: redis-server redis-tools nginx-light (or nginx) wrk curl
+sockperf iperf3 memcached libmemcached-tools. A test whose program is missing
+skips, naming the package."""
+import csv
+import hashlib
+import io
+import json
+import os
+import pwd
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+SHORTCUT = os.path.join(ROOT, "build", "shortcut")
+LIB = os.path.join(ROOT, "build", "libshortcut.so")
+PROGRAMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs")
+
+
+def which(binary):
+    """shutil.which, also looking in the sbin directories (nginx is in
+    /usr/sbin, often not on a user's PATH)."""
+    return shutil.which(binary) or shutil.which(binary, path="/usr/local/sbin:/usr/sbin:/sbin")
+
+
+def need(*pairs):
+    """pairs of (binary, Debian package): skip if a binary is absent."""
+    missing = [f"{b} (Debian package {p})" for b, p in pairs if which(b) is None]
+    if missing:
+        pytest.skip("not installed: " + ", ".join(missing))
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def tail(path, n=3000):
+    try:
+        with open(path, "rb") as f:
+            return f.read()[-n:].decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+class Run:
+    """One test's run directory, scratch directory and processes."""
+
+    def __init__(self):
+        if not (os.access(SHORTCUT, os.X_OK) and os.path.exists(LIB)):
+            pytest.skip("build/shortcut not built (make -C %s)" % ROOT)
+        self.rundir = tempfile.mkdtemp(prefix="sc-")
+        assert len(self.rundir) < 60, self.rundir
+        self.tmp = tempfile.mkdtemp(prefix="sc-prog-")
+        self.env = {k: v for k, v in os.environ.items()
+                    if not k.startswith("SHORTCUT_") and k != "LD_PRELOAD"}
+        self.env["SHORTCUT_RUNDIR"] = self.rundir
+        self.procs = []
+
+    def path(self, name):
+        return os.path.join(self.tmp, name)
+
+    def server(self, name, args, port, accel=True, cwd=None):
+        """Start a server (under shortcut run unless accel=False) and wait
+        until its listener on port is registered (log level 2 says so)."""
+        env = dict(self.env)
+        env["SHORTCUT_LOG"] = "2"
+        cmd = ([SHORTCUT, "run"] if accel else []) + list(args)
+        out, err = self.path(name + ".out"), self.path(name + ".err")
+        p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=open(out, "wb"),
+                             stderr=open(err, "wb"), env=env, cwd=cwd or self.tmp,
+                             start_new_session=True)
+        p.name, p.out, p.err = name, out, err
+        self.procs.append(p)
+        want = f"listening on port {port}, accelerated" if accel else None
+        deadline = time.time() + 15
+        while time.time() < deadline:
+            if p.poll() is not None:
+                pytest.fail(f"{name} exited with {p.returncode}:\n{tail(out)}\n{tail(err)}")
+            if want and want in tail(err, 1 << 20):
+                return p
+            if not want and self.listening(port):
+                return p
+            time.sleep(0.02)
+        pytest.fail(f"{name} did not listen on port {port} in 15 s:\n{tail(out)}\n{tail(err)}")
+
+    @staticmethod
+    def listening(port):
+        for f in ("/proc/net/tcp", "/proc/net/tcp6"):
+            try:
+                rows = open(f).read().splitlines()[1:]
+            except OSError:
+                continue
+            for r in rows:
+                c = r.split()
+                if c[3] == "0A" and int(c[1].rsplit(":", 1)[1], 16) == port:
+                    return True
+        return False
+
+    def run(self, args, timeout=60, accel=True, input=None, stdin=None, check=True):
+        cmd = ([SHORTCUT, "run"] if accel else []) + list(args)
+        try:
+            r = subprocess.run(cmd, input=input, stdin=stdin, capture_output=True,
+                               env=self.env, cwd=self.tmp, timeout=timeout)
+        except subprocess.TimeoutExpired as e:
+            pytest.fail(f"timed out after {timeout} s: {' '.join(cmd)}\n"
+                        f"stdout: {(e.stdout or b'')[-2000:]!r}\nstderr: {(e.stderr or b'')[-2000:]!r}"
+                        + self.server_logs())
+        if check and r.returncode != 0:
+            pytest.fail(f"exit {r.returncode}: {' '.join(cmd)}\nstdout: {r.stdout[-3000:]!r}\n"
+                        f"stderr: {r.stderr[-3000:]!r}" + self.server_logs())
+        return r
+
+    def server_logs(self):
+        return "".join(f"\n--- {p.name} (pid {p.pid}) stderr:\n{tail(p.err)}" for p in self.procs)
+
+    def stat(self):
+        r = subprocess.run([SHORTCUT, "stat", "--json"], capture_output=True, text=True,
+                           env=self.env, timeout=30)
+        return json.loads(r.stdout or "[]")
+
+    def wait_idle(self, timeout=5):
+        """Until no connection of a live process is listed (servers closed the
+        connections of clients that left), so that their bytes are counted."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if not self.stat():
+                return
+            time.sleep(0.05)
+
+    def stop(self, p, sig=signal.SIGTERM, timeout=10):
+        """Stop a server (its whole process group) and wait for it."""
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, sig)
+            except ProcessLookupError:
+                pass
+            try:
+                p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait(10)
+        # the group may hold other processes (nginx workers): let them go too
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                os.killpg(p.pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.02)
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def stats(self):
+        r = subprocess.run([SHORTCUT, "stats", "--json"], capture_output=True, text=True,
+                           env=self.env, timeout=30)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+
+    def finish(self):
+        for p in self.procs:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                pass
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        shutil.rmtree(self.rundir, ignore_errors=True)
+
+
+@pytest.fixture
+def sc():
+    r = Run()
+    try:
+        yield r
+    finally:
+        r.finish()
+
+
+def check_shm(st, min_accel, what=""):
+    """At least min_accel connection ends accelerated, >= 99% of the bytes
+    sent went through shared memory."""
+    sent = st["bytes_shm_sent"] + st["bytes_tcp_sent"]
+    assert st["live_processes"] == 0, f"{what}: processes still running: {st}"
+    assert st["conns_accelerated"] >= min_accel, \
+        f"{what}: {st['conns_accelerated']} connection ends accelerated, expected >= {min_accel}: {st}"
+    assert sent > 0, f"{what}: no bytes counted: {st}"
+    assert st["bytes_shm_sent"] >= 0.99 * sent, \
+        f"{what}: only {st['bytes_shm_sent']} of {sent} bytes on shared memory: {st}"
+
+
+def resp(*args):
+    """One command in the redis protocol."""
+    out = b"*%d\r\n" % len(args)
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out += b"$%d\r\n%s\r\n" % (len(a), a)
+    return out
+
+
+def redis_server(sc, port):
+    need(("redis-server", "redis-server"), ("redis-cli", "redis-tools"))
+    return sc.server("redis", ["redis-server", "--save", "", "--appendonly", "no", "--port",
+                               str(port), "--bind", "127.0.0.1", "--dir", sc.tmp], port)
+
+
+# ---- 1. redis ----------------------------------------------------------------
+
+def test_redis(sc):
+    need(("redis-server", "redis-server"), ("redis-cli", "redis-tools"),
+         ("redis-benchmark", "redis-tools"))
+    port = free_port()
+    srv = redis_server(sc, port)
+    cli = ["redis-cli", "-h", "127.0.0.1", "-p", str(port)]
+
+    # redis-benchmark: 20000 SET + 20000 GET, 50 clients, 1 KiB values
+    r = sc.run(["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-t", "set,get",
+                "-n", "20000", "-c", "50", "-d", "1024", "-q", "--csv"], timeout=60)
+    rows = {row["test"]: row for row in csv.DictReader(io.StringIO(r.stdout.decode()))}
+    assert set(rows) == {"SET", "GET"}, r.stdout
+    assert all(float(rows[t]["rps"]) > 0 for t in rows), r.stdout
+    assert b"rror" not in r.stderr, r.stderr
+    info = sc.run(cli + ["info", "commandstats"]).stdout.decode()
+    calls = {m.group(1): int(m.group(2)) for m in re.finditer(r"cmdstat_(\w+):calls=(\d+)", info)}
+    assert calls.get("set", 0) >= 20000 and calls.get("get", 0) >= 20000, info
+    assert "failed_calls=0" in info and "rejected_calls=0" in info \
+        and not re.search(r"(failed|rejected)_calls=[1-9]", info), info
+
+    # 10 MiB of random bytes, set from stdin and read back raw
+    big = os.urandom(10 << 20)
+    with open(sc.path("big.bin"), "wb") as f:
+        f.write(big)
+    with open(sc.path("big.bin"), "rb") as f:
+        r = sc.run(cli + ["-x", "set", "big"], stdin=f)
+    assert r.stdout.strip() == b"OK", r.stdout[:200]
+    r = sc.run(cli + ["--raw", "get", "big"])
+    assert len(r.stdout) == len(big) + 1 and r.stdout == big + b"\n", \
+        f"GET big: {len(r.stdout)} bytes, expected {len(big)} + newline, equal: {r.stdout[:-1] == big}"
+
+    # a pipeline of 10000 commands
+    cmds = b"".join(resp("SET", f"pipe:{i}", f"value-{i}-" + "x" * (i % 200)) for i in range(10000))
+    r = sc.run(cli + ["--pipe"], input=cmds)
+    assert b"errors: 0, replies: 10000" in r.stdout, r.stdout
+    r = sc.run(cli + ["mget", "pipe:0", "pipe:4567", "pipe:9999"])
+    assert r.stdout.split() == [b"value-0-", b"value-4567-" + b"x" * (4567 % 200),
+                                b"value-9999-" + b"x" * (9999 % 200)], r.stdout
+
+    sc.wait_idle()
+    sc.stop(srv)
+    # 2 ends per connection: 2 x 50 benchmark clients, info, set, get, pipe, mget
+    check_shm(sc.stats(), 2 * (2 * 50 + 5), "redis")
+
+
+# ---- 2. nginx + wrk + curl -----------------------------------------------------
+
+@pytest.fixture(scope="module")
+def www():
+    d = tempfile.mkdtemp(prefix="sc-www-")
+    with open(os.path.join(d, "index.html"), "w") as f:
+        f.write("<html><body>" + "shortcut " * 60 + "</body></html>\n")
+    h = hashlib.sha256()
+    with open(os.path.join(d, "big.bin"), "wb") as f:
+        for _ in range(50):
+            chunk = os.urandom(1 << 20)
+            h.update(chunk)
+            f.write(chunk)
+    os.chmod(d, 0o755)
+    yield d, h.hexdigest()
+    shutil.rmtree(d, ignore_errors=True)
+
+
+NGINX_CONF = """
+daemon off;
+master_process on;
+worker_processes {workers};
+{user}
+pid {tmp}/nginx.pid;
+error_log {tmp}/error.log info;
+events {{ worker_connections 1024; }}
+http {{
+    access_log {tmp}/access.log;
+    client_body_temp_path {tmp}/body;
+    proxy_temp_path {tmp}/proxy;
+    fastcgi_temp_path {tmp}/fastcgi;
+    uwsgi_temp_path {tmp}/uwsgi;
+    scgi_temp_path {tmp}/scgi;
+    types {{ text/html html; application/octet-stream bin; }}
+    sendfile on;
+    tcp_nopush on;
+    keepalive_timeout 65;
+    keepalive_requests 100000;
+    server {{
+        listen 127.0.0.1:{port};
+        root {root};
+        location / {{ }}
+    }}
+}}
+"""
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_nginx(sc, www, workers):
+    need(("nginx", "nginx"), ("wrk", "wrk"), ("curl", "curl"))
+    root, digest = www
+    port = free_port()
+    # workers must keep the clients' user to reach the run directory (Limits)
+    user = ("user %s;" % pwd.getpwuid(os.getuid()).pw_name) if os.getuid() == 0 else ""
+    conf = sc.path("nginx.conf")
+    with open(conf, "w") as f:
+        f.write(NGINX_CONF.format(workers=workers, user=user, tmp=sc.tmp, port=port, root=root))
+    srv = sc.server("nginx", [which("nginx"), "-p", sc.tmp + "/", "-e", sc.tmp + "/error.log",
+                              "-c", conf], port)
+
+    url = f"http://127.0.0.1:{port}"
+    r = sc.run(["wrk", "-t2", "-c50", "-d2s", url + "/index.html"], timeout=30)
+    out = r.stdout.decode()
+    m = re.search(r"(\d+) requests in", out)
+    assert m and int(m.group(1)) > 0, out
+    se = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    assert se is None or all(int(x) == 0 for x in se.groups()), out
+    assert "Socket errors" not in out or se, out
+    assert "Non-2xx" not in out, out
+
+    r = sc.run(["curl", "-sS", "--fail", "-o", sc.path("big.out"), "-w", "%{http_code} %{size_download}",
+                url + "/big.bin"], timeout=60)
+    assert r.stdout.decode().split() == ["200", str(50 << 20)], r.stdout
+    h = hashlib.sha256()
+    with open(sc.path("big.out"), "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    assert h.hexdigest() == digest, "the 50 MiB file came back different"
+    os.unlink(sc.path("big.out"))
+
+    sc.wait_idle()
+    sc.stop(srv, signal.SIGQUIT)          # graceful: workers close their connections
+    with open(sc.path("access.log")) as f:
+        codes = re.findall(r'" (\d{3}) ', f.read())
+    assert len(codes) >= int(m.group(1)) + 1, f"{len(codes)} requests logged"
+    assert set(codes) == {"200"}, {c: codes.count(c) for c in set(codes)}
+    # 50 wrk connections + curl, 2 ends each
+    check_shm(sc.stats(), 2 * 51, f"nginx, {workers} worker(s)")
+
+
+# ---- 3. sockperf ---------------------------------------------------------------
+
+def test_sockperf(sc):
+    need(("sockperf", "sockperf"))
+    port = free_port()
+    srv = sc.server("sockperf", ["sockperf", "server", "--tcp", "-i", "127.0.0.1", "-p", str(port)],
+                    port)
+    common = ["--tcp", "-i", "127.0.0.1", "-p", str(port), "-t", "1", "--mps", "10000000"]
+    r = sc.run(["sockperf", "pp", "-m", "14"] + common, timeout=30)
+    out = r.stdout.decode() + r.stderr.decode()
+    m = re.search(r"# dropped messages = (\d+); # duplicated messages = (\d+); "
+                  r"# out-of-order messages = (\d+)", out)
+    assert m, out
+    assert m.groups() == ("0", "0", "0"), out
+    m = re.search(r"ReceivedMessages=(\d+)", out)
+    assert m and int(m.group(1)) > 0, out
+
+    r = sc.run(["sockperf", "tp", "-m", "64000"] + common, timeout=30)
+    out = r.stdout.decode() + r.stderr.decode()
+    m = re.search(r"Total of (\d+) messages sent", out)
+    assert m and int(m.group(1)) > 0, out
+    assert "ERROR" not in out, out
+
+    sc.wait_idle()
+    sc.stop(srv, signal.SIGINT)
+    check_shm(sc.stats(), 2 * 2, "sockperf")
+
+
+# ---- 4. iperf3 -----------------------------------------------------------------
+
+def test_iperf3(sc):
+    need(("iperf3", "iperf3"))
+    port = free_port()
+    srv = sc.server("iperf3", ["iperf3", "-s", "-1", "-B", "127.0.0.1", "-p", str(port)], port)
+    r = sc.run(["iperf3", "-c", "127.0.0.1", "-p", str(port), "-t", "1", "-J"], timeout=40)
+    res = json.loads(r.stdout)
+    assert "error" not in res, res.get("error")
+    sent, rcvd = res["end"]["sum_sent"]["bytes"], res["end"]["sum_received"]["bytes"]
+    # iperf3's server stops reading when the client says the test ended, so
+    # what is still in flight is sent but not received (on kernel TCP too:
+    # up to 5 MB here); on shared memory at most one ring (SHORTCUT_RMEM,
+    # 8 MiB at most; 1 MiB by default)
+    assert sent > 0 and rcvd > 0, f"sum_sent {sent}, sum_received {rcvd}"
+    assert sent - (8 << 20) <= rcvd <= sent, f"sum_sent {sent}, sum_received {rcvd}"
+    try:
+        srv.wait(15)                       # -1: the server exits after one test
+    except subprocess.TimeoutExpired:
+        pytest.fail("iperf3 -s -1 did not exit after the test" + sc.server_logs())
+    assert srv.returncode == 0, sc.server_logs()
+    sc.stop(srv)
+    # control and data connection, 2 ends each
+    check_shm(sc.stats(), 2 * 2, "iperf3")
+
+
+# ---- 5. memcached ----------------------------------------------------------------
+
+def memcached_server(sc, port):
+    need(("memcached", "memcached"))
+    args = ["memcached", "-t", "4", "-p", str(port), "-U", "0", "-l", "127.0.0.1", "-m", "1024",
+            "-c", "1024"]
+    if os.getuid() == 0:
+        args += ["-u", pwd.getpwuid(0).pw_name]
+    return sc.server("memcached", args, port)
+
+
+def test_memcached(sc):
+    port = free_port()
+    srv = memcached_server(sc, port)
+    r = sc.run([sys.executable, os.path.join(PROGRAMS, "memc_client.py"), str(port), "2000",
+                str(100 * 1024), "7", "4"], timeout=60, check=False)
+    assert r.returncode == 0, f"stdout {r.stdout!r}\nstderr {r.stderr[-3000:]!r}" + sc.server_logs()
+    res = json.loads(r.stdout)
+    assert res["stored"] == res["get_ok"] == res["mget_ok"] == 2000, res
+    sc.wait_idle()
+    sc.stop(srv)
+    check_shm(sc.stats(), 2 * 4, "memcached")
+
+
+def test_memcached_memcslap(sc):
+    need(("memcslap", "libmemcached-tools"))
+    port = free_port()
+    srv = memcached_server(sc, port)
+    server = f"127.0.0.1:{port}"
+    for test in ("set", "get"):
+        r = sc.run(["memcslap", "--servers=" + server, "--concurrency=4",
+                    "--execute-number=5000", "--test=" + test], timeout=60)
+        out = (r.stdout + r.stderr).decode()
+        assert "rror" not in out and "fail" not in out.lower(), out
+    st = sc.run(["memcstat", "--servers=" + server], timeout=20, check=False) \
+        if which("memcstat") else None
+    if st is not None and st.returncode == 0:
+        got = dict(re.findall(r"^\s*(\w+): (\S+)$", st.stdout.decode(), re.M))
+        # set: 4 x 5000; get: 5000 loaded, then 4 x 5000 gets, every one a hit
+        assert int(got.get("cmd_set", "0")) >= 5 * 5000, st.stdout
+        assert int(got.get("get_hits", "0")) >= 4 * 5000, st.stdout
+        assert got.get("get_misses") == "0", st.stdout
+    sc.wait_idle()
+    sc.stop(srv)
+    check_shm(sc.stats(), 2 * 8, "memcslap")
+
+
+# ---- 6. mixed: accelerated and plain clients of one server ----------------------
+
+def test_redis_mixed_clients(sc):
+    port = free_port()
+    srv = redis_server(sc, port)
+    cli = ["redis-cli", "-h", "127.0.0.1", "-p", str(port)]
+    r = sc.run(cli + ["set", "plain", "from-plain"], accel=False)
+    assert r.stdout.strip() == b"OK", r.stdout
+    r = sc.run(cli + ["set", "accel", "from-accel"])
+    assert r.stdout.strip() == b"OK", r.stdout
+    r = sc.run(cli + ["mget", "plain", "accel"], accel=False)
+    assert r.stdout.split() == [b"from-plain", b"from-accel"], r.stdout
+    r = sc.run(cli + ["mget", "accel", "plain"])
+    assert r.stdout.split() == [b"from-accel", b"from-plain"], r.stdout
+
+    sc.wait_idle()
+    sc.stop(srv)
+    st = sc.stats()
+    assert st["live_processes"] == 0, st
+    # 2 accelerated connections (both ends counted), 2 plain ones (the server's end)
+    assert st["conns_accelerated"] == 4, st
+    assert st["conns_fallback"] == 2, st
+    assert st["fallback"]["peer_not_accelerated"] == 2, st
+    assert sum(st["fallback"].values()) == 2, st
+    # the plain clients' bytes went over TCP, as the server saw them
+    plain_in = len(resp("set", "plain", "from-plain")) + len(resp("mget", "plain", "accel"))
+    plain_out = len(b"+OK\r\n") + len(b"*2\r\n$10\r\nfrom-plain\r\n$10\r\nfrom-accel\r\n")
+    assert st["bytes_tcp_received"] == plain_in and st["bytes_tcp_sent"] == plain_out, st
+    assert st["bytes_shm_received"] > 0 and st["bytes_shm_sent"] > 0, st
+
+
+# ---- 7. accounting: a client that exits without close() ----------------------------
+
+def test_redis_cli_bytes_counted_after_exit(sc):
+    """redis-cli exits without closing its socket. Once it and the server are
+    gone, `shortcut stats` must count the bytes of both ends: what the
+    client sent equals what the server received, and vice versa."""
+    port = free_port()
+    srv = redis_server(sc, port)
+    value = b"v" * 100000
+    r = sc.run(["redis-cli", "-h", "127.0.0.1", "-p", str(port), "-x", "set", "k"], input=value)
+    assert r.stdout.strip() == b"OK", r.stdout
+    sc.wait_idle()
+    sc.stop(srv)
+    st = sc.stats()
+    request = len(resp("set", "k", value))
+    assert st["conns_accelerated"] == 2, st
+    assert st["bytes_shm_received"] == request + 5 and st["bytes_shm_sent"] == request + 5, \
+        f"expected {request} + 5 bytes sent and received on shared memory " \
+        f"(client request + '+OK\\r\\n'), got {st}"
