@@ -34,6 +34,7 @@
 #include "listener.h"
 #include "notify.h"
 #include "stats.h"
+#include "sys.h"
 
 #define SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
 

@@ -32,6 +32,7 @@
 #include "link.h"
 #include "notify.h"
 #include "stats.h"
+#include "sys.h"
 
 static void futex_wake(struct sc_cell *cell);
 static int add_wake_socket(struct sc_chan *ch, struct sc_chan_cell *cc);
@@ -571,8 +572,20 @@ API int sc_chan_wait(struct sc_chan *ch, struct sc_conn **out, int n, int timeou
 		return -EINVAL;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
-		rearm_all(ch);
-		k = collect(ch, out, n);
+		/* re-arm and collect until a pass finds nothing: a waker may
+		 * take a token between our re-arming and our drain, and its
+		 * datagram goes with the drain; its ready bit is in the next
+		 * collect, and the cells must be left armed (a caller that then
+		 * sleeps on our fd, or polls it, is signalled for what follows).
+		 * A full out[] returns early: the caller calls again. */
+		k = 0;
+		for (;;) {
+			rearm_all(ch);
+			int got = collect(ch, out + k, n - k);
+			k += got;
+			if (got == 0 || k == n)
+				break;
+		}
 		if (k || timeout_ms == 0)
 			break;
 		int left = -1;

@@ -23,6 +23,7 @@
 
 #include "rundir.h"
 #include "stats.h"
+#include "sys.h"
 
 static _Atomic int32_t cached_pid;
 

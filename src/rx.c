@@ -11,6 +11,7 @@
 #include "notify.h"
 #include "stats.h"
 #include "txrx.h"
+#include "sys.h"
 
 #define API __attribute__((visibility("default")))
 

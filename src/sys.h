@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The library's own system calls, made directly.  Under LD_PRELOAD the
+ * library exports send, recv, close, epoll_wait... for the program; its own
+ * calls on its own fds (wake sockets, link sockets, eventfds, epoll sets)
+ * must not go through those interposers (their locks, their fd table).
+ * Include after every system header: the names below become macros.
+ */
+#ifndef SC_SYS_H
+#define SC_SYS_H
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+static inline ssize_t sc_sys_send(int fd, const void *b, size_t n, int f)
+{
+	return syscall(SYS_sendto, fd, b, n, f, NULL, 0);
+}
+static inline ssize_t sc_sys_recv(int fd, void *b, size_t n, int f)
+{
+	return syscall(SYS_recvfrom, fd, b, n, f, NULL, NULL);
+}
+static inline ssize_t sc_sys_sendmsg(int fd, const struct msghdr *m, int f)
+{
+	return syscall(SYS_sendmsg, fd, m, f);
+}
+static inline ssize_t sc_sys_recvmsg(int fd, struct msghdr *m, int f)
+{
+	return syscall(SYS_recvmsg, fd, m, f);
+}
+static inline ssize_t sc_sys_read(int fd, void *b, size_t n)
+{
+	return syscall(SYS_read, fd, b, n);
+}
+static inline ssize_t sc_sys_write(int fd, const void *b, size_t n)
+{
+	return syscall(SYS_write, fd, b, n);
+}
+static inline int sc_sys_close(int fd)
+{
+	return (int)syscall(SYS_close, fd);
+}
+static inline int sc_sys_epoll_wait(int ep, struct epoll_event *ev, int n, int t)
+{
+	return (int)syscall(SYS_epoll_pwait, ep, ev, n, t, NULL, _NSIG / 8);
+}
+static inline int sc_sys_epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
+{
+	return (int)syscall(SYS_epoll_ctl, ep, op, fd, ev);
+}
+static inline int sc_sys_poll(struct pollfd *p, nfds_t n, int t)
+{
+	struct timespec ts = { t / 1000, (long)(t % 1000) * 1000000L };
+	return (int)syscall(SYS_ppoll, p, n, t < 0 ? NULL : &ts, NULL, _NSIG / 8);
+}
+static inline int sc_sys_accept4(int fd, struct sockaddr *a, socklen_t *l, int f)
+{
+	return (int)syscall(SYS_accept4, fd, a, l, f);
+}
+static inline int sc_sys_connect(int fd, const struct sockaddr *a, socklen_t l)
+{
+	return (int)syscall(SYS_connect, fd, a, l);
+}
+
+#define send(fd, b, n, f)       sc_sys_send(fd, b, n, f)
+#define recv(fd, b, n, f)       sc_sys_recv(fd, b, n, f)
+#define sendmsg(fd, m, f)       sc_sys_sendmsg(fd, m, f)
+#define recvmsg(fd, m, f)       sc_sys_recvmsg(fd, m, f)
+#define read(fd, b, n)          sc_sys_read(fd, b, n)
+#define write(fd, b, n)         sc_sys_write(fd, b, n)
+#define close(fd)               sc_sys_close(fd)
+#define epoll_wait(e, v, n, t)  sc_sys_epoll_wait(e, v, n, t)
+#define epoll_ctl(e, o, f, v)   sc_sys_epoll_ctl(e, o, f, v)
+#define poll(p, n, t)           sc_sys_poll(p, n, t)
+#define accept4(fd, a, l, f)    sc_sys_accept4(fd, a, l, f)
+#define connect(fd, a, l)       sc_sys_connect(fd, a, l)
+
+#endif
