@@ -18,7 +18,7 @@ all: $(B)/libshortcut.so $(B)/libshortcut.a $(B)/shortcut
 
 # --- normal build ------------------------------------------------------
 $(B)/obj/%.o: src/%.c $(wildcard src/*.h) include/shortcut.h | $(B)/obj
-	$(CC) $(BASE) $(WARN) $(CFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
+	$(CC) $(BASE) $(WARN) $(CFLAGS) -DSC_SYS_DIRECT -fPIC -fvisibility=hidden -c $< -o $@
 $(B)/obj $(B)/t $(B)/asan $(B)/tsan:
 	mkdir -p $@
 LIB_OBJ := $(patsubst src/%.c,$(B)/obj/%.o,$(LIB_SRC))
@@ -57,7 +57,7 @@ test-preload: all
 # come first in LD_PRELOAD; leak checking is off: the programs are not ours)
 $(B)/asan-so/libshortcut.so: $(LIB_SRC) $(PRELOAD) $(wildcard src/*.h) src/libshortcut.map
 	mkdir -p $(B)/asan-so
-	$(CC) $(BASE) $(WARN) -O1 -g $(SAN_ASAN) -fPIC -fvisibility=hidden -shared -Wl,--version-script=src/libshortcut.map -o $@ $(LIB_SRC) $(PRELOAD) -ldl
+	$(CC) $(BASE) $(WARN) -O1 -g $(SAN_ASAN) -DSC_SYS_DIRECT -fPIC -fvisibility=hidden -shared -Wl,--version-script=src/libshortcut.map -o $@ $(LIB_SRC) $(PRELOAD) -ldl
 test-preload-asan: all $(B)/asan-so/libshortcut.so
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
 	SC_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so) $(CURDIR)/$(B)/asan-so/libshortcut.so" \

@@ -5,9 +5,15 @@
  * calls on its own fds (wake sockets, link sockets, eventfds, epoll sets)
  * must not go through those interposers (their locks, their fd table).
  * Include after every system header: the names below become macros.
+ *
+ * Only with SC_SYS_DIRECT (the library's own builds).  The sanitizer test
+ * builds leave it out: ThreadSanitizer learns the ordering between threads
+ * from the libc calls it intercepts (epoll_ctl before epoll_wait, send
+ * before recv), which raw system calls would hide from it.
  */
 #ifndef SC_SYS_H
 #define SC_SYS_H
+#ifdef SC_SYS_DIRECT
 
 #include <poll.h>
 #include <signal.h>
@@ -80,4 +86,5 @@ static inline int sc_sys_connect(int fd, const struct sockaddr *a, socklen_t l)
 #define accept4(fd, a, l, f)    sc_sys_accept4(fd, a, l, f)
 #define connect(fd, a, l)       sc_sys_connect(fd, a, l)
 
+#endif /* SC_SYS_DIRECT */
 #endif
