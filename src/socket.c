@@ -1390,10 +1390,12 @@ EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
 			SC_STAT_ADD(bytes_tcp_sent, (uint64_t)n);
 		return n;
 	}
+	/* the source must be a file: with an offset, pread says so itself
+	 * (ESPIPE for a socket or pipe); without, ask once */
 	struct stat ist;
-	if (fstat(in, &ist) < 0)
+	if (!off && fstat(in, &ist) < 0)
 		return -1;
-	if (!S_ISREG(ist.st_mode) && !S_ISBLK(ist.st_mode)) {
+	if (!off && !S_ISREG(ist.st_mode) && !S_ISBLK(ist.st_mode)) {
 		errno = EINVAL;         /* the kernel's answer for a non-file */
 		return -1;
 	}
@@ -1404,6 +1406,8 @@ EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
 		size_t want = count - done < sizeof(buf) ? count - done : sizeof(buf);
 		ssize_t r = off ? pread(in, buf, want, pos) : R(read)(in, buf, want);
 		if (r < 0) {
+			if (errno == ESPIPE)
+				errno = EINVAL;
 			if (done)
 				break;
 			return -1;
