@@ -228,32 +228,42 @@ static int local_addrs(struct sc_addr16 *out, int max)
 	return n;
 }
 
-int sc__board_listen(struct sc_board *b, const struct sc_addr16 *addr, uint64_t sock_ino)
+/* Write listener entry t for process pid (board flock held): into the
+ * entry pid already has for that socket, or a free or dead one. */
+static int board_put(struct sc_board *b, int32_t pid, const struct sc_board_listener *t)
 {
-	int fd = board_fd[b->port], rc = -ENOSPC, saved = errno;
-	int32_t me = sc__pid();
-
-	flock(fd, LOCK_EX);
 	for (int i = 0; i < SC_BOARD_LISTENERS; i++) {
 		struct sc_board_listener *l = &b->listeners[i];
-		int32_t pid = atomic_load(&l->pid);
-		if (pid && pid_alive(pid) && !(pid == me && l->sock_ino == sock_ino))
+		int32_t p = atomic_load(&l->pid);
+		if (p && pid_alive(p) && !(p == pid && l->sock_ino == t->sock_ino))
 			continue;
 		l->naddr = 0;
-		atomic_store(&l->pid, me);
-		l->netns = sc__netns();
-		l->sock_ino = sock_ino;
-		l->wildcard = sc__addr_is_any(addr);
-		uint32_t n = 1;
-		if (l->wildcard)
-			n = (uint32_t)local_addrs(l->addr, SC_BOARD_ADDRS) ;
-		else
-			l->addr[0] = *addr;
+		atomic_store(&l->pid, pid);
+		l->netns = t->netns;
+		l->sock_ino = t->sock_ino;
+		l->wildcard = t->wildcard;
+		memcpy(l->addr, t->addr, sizeof(l->addr));
 		/* naddr last: a reader sees the addresses complete */
-		__atomic_store_n(&l->naddr, n ? n : SC_BOARD_ADDRS + 1, __ATOMIC_RELEASE);
-		rc = 0;
-		break;
+		__atomic_store_n(&l->naddr, t->naddr, __ATOMIC_RELEASE);
+		return 0;
 	}
+	return -ENOSPC;
+}
+
+int sc__board_listen(struct sc_board *b, const struct sc_addr16 *addr, uint64_t sock_ino)
+{
+	int fd = board_fd[b->port], rc, saved = errno;
+	struct sc_board_listener t = { .netns = sc__netns(), .sock_ino = sock_ino,
+				       .wildcard = sc__addr_is_any(addr), .naddr = 1 };
+
+	if (t.wildcard)
+		t.naddr = (uint32_t)local_addrs(t.addr, SC_BOARD_ADDRS);
+	else
+		t.addr[0] = *addr;
+	if (!t.naddr)
+		t.naddr = SC_BOARD_ADDRS + 1;   /* wildcard, loopback only */
+	flock(fd, LOCK_EX);
+	rc = board_put(b, sc__pid(), &t);
 	flock(fd, LOCK_UN);
 	errno = saved;
 	return rc;
@@ -263,32 +273,16 @@ int sc__board_listen_inherit(struct sc_board *b, uint64_t sock_ino, int32_t pare
 			     int32_t child)
 {
 	int fd = board_fd[b->port], rc = -ENOENT, saved = errno;
-	int32_t me = child;
-	struct sc_board_listener copy;
-	bool found = false;
 
 	flock(fd, LOCK_EX);
-	for (int i = 0; i < SC_BOARD_LISTENERS && !found; i++) {
+	for (int i = 0; i < SC_BOARD_LISTENERS; i++) {
 		struct sc_board_listener *l = &b->listeners[i];
 		if (atomic_load(&l->pid) == parent && l->sock_ino == sock_ino) {
-			memcpy(&copy, l, sizeof(copy));
-			found = true;
+			struct sc_board_listener t;
+			memcpy(&t, l, sizeof(t));
+			rc = board_put(b, child, &t);
+			break;
 		}
-	}
-	for (int i = 0; i < SC_BOARD_LISTENERS && found; i++) {
-		struct sc_board_listener *l = &b->listeners[i];
-		int32_t pid = atomic_load(&l->pid);
-		if (pid && pid_alive(pid) && !(pid == me && l->sock_ino == sock_ino))
-			continue;
-		l->naddr = 0;
-		atomic_store(&l->pid, me);
-		l->netns = copy.netns;
-		l->sock_ino = sock_ino;
-		l->wildcard = copy.wildcard;
-		memcpy(l->addr, copy.addr, sizeof(l->addr));
-		__atomic_store_n(&l->naddr, copy.naddr, __ATOMIC_RELEASE);
-		rc = 0;
-		break;
 	}
 	flock(fd, LOCK_UN);
 	errno = saved;

@@ -309,6 +309,10 @@ static void sock_release(struct sc_sock *s, int fd_of_release)
 {
 	ep_forget_sock(s);
 	pthread_mutex_lock(&s->lock);
+	/* bytes the program sent are the peer's: settle first (as the
+	 * kernel delivers them after close), then close as settled */
+	if (atomic_load(&s->mode) == M_PENDING && s->plen)
+		pending_settle(fd_of_release, s, true, (int)G.claim_ms);
 	int mode = atomic_load(&s->mode);
 	if (mode == M_SHM && s->c) {
 		if (s->owner == my_pid) {
@@ -317,19 +321,7 @@ static void sock_release(struct sc_sock *s, int fd_of_release)
 			sc_close(s->c);
 		}
 		s->c = NULL;
-	} else if (mode == M_PENDING && s->plen) {
-		/* bytes the program sent are the peer's: settle (as the
-		 * kernel would deliver them after close), then close */
-		pending_settle(fd_of_release, s, true, (int)G.claim_ms);
-		mode = atomic_load(&s->mode);
-		if (mode == M_SHM && s->c) {
-			if (s->linger0)
-				sc_set_linger0(s->c, 1);
-			sc_close(s->c);
-			s->c = NULL;
-		}
-	}
-	if (mode == M_PENDING) {
+	} else if (mode == M_PENDING) {
 		pending_unlink(s);
 		if (s->board && s->offer >= 0)
 			sc__offer_withdraw(s->board, s->offer, s->tag);
@@ -1952,6 +1944,31 @@ EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct times
 
 /* ---- fork ----------------------------------------------------------------- */
 
+/* Every socket of the table (fork paths: no other thread runs). */
+static void socks_each(void (*fn)(struct sc_sock *s, pid_t a, pid_t b), pid_t a, pid_t b)
+{
+	for (int p = 0; p < NPAGES; p++) {
+		struct sc_sock *_Atomic *pg = atomic_load(&pages[p]);
+		if (!pg)
+			continue;
+		for (int i = 0; i < (1 << PAGE_BITS); i++) {
+			struct sc_sock *s = atomic_load(&pg[i]);
+			if (s)
+				fn(s, a, b);
+		}
+	}
+}
+
+/* A listening socket owned by parent is child's too: name it on its board. */
+static void listener_inherit(struct sc_sock *s, pid_t parent, pid_t child)
+{
+	if (atomic_load(&s->mode) == M_LISTEN && s->board && s->owner == parent &&
+	    sc__board_listen_inherit(s->board, s->ino, parent, child) == 0 && child == my_pid)
+		s->owner = child;
+	if (child == my_pid)
+		s->rec = NULL;          /* in the child: records stay the parent's */
+}
+
 /* fork: the child holds our listening sockets too.  Name it on their
  * boards before the parent goes on (it may close its copy at once, and a
  * client must still find a live listener); the child does it again. */
@@ -1961,16 +1978,7 @@ EXPORT pid_t fork(void)
 	if (child <= 0)
 		return child;
 	int saved = errno;
-	for (int p = 0; p < NPAGES; p++) {
-		struct sc_sock *_Atomic *pg = atomic_load(&pages[p]);
-		if (!pg)
-			continue;
-		for (int i = 0; i < (1 << PAGE_BITS); i++) {
-			struct sc_sock *s = atomic_load(&pg[i]);
-			if (s && atomic_load(&s->mode) == M_LISTEN && s->board && s->owner == my_pid)
-				sc__board_listen_inherit(s->board, s->ino, my_pid, child);
-		}
-	}
+	socks_each(listener_inherit, my_pid, child);
 	errno = saved;
 	return child;
 }
@@ -1983,24 +1991,11 @@ static void atfork_child(void)
 	my_pid = getpid();
 	/* listening sockets we inherited: we may accept on them too, so the
 	 * board names us as well (the parent may close its copy) */
-	for (int p = 0; p < NPAGES; p++) {
-		struct sc_sock *_Atomic *pg = atomic_load(&pages[p]);
-		if (!pg)
-			continue;
-		for (int i = 0; i < (1 << PAGE_BITS); i++) {
-			struct sc_sock *s = atomic_load(&pg[i]);
-			if (s)
-				s->rec = NULL;          /* records stay the parent's */
-			if (s && atomic_load(&s->mode) == M_LISTEN && s->board && s->owner == parent &&
-			    sc__board_listen_inherit(s->board, s->ino, parent, my_pid) == 0)
-				s->owner = my_pid;
-		}
-	}
+	socks_each(listener_inherit, parent, my_pid);
 	/* The control thread did not come along: the child starts its own
 	 * rendezvous and link groups when it needs them.  Connections the
 	 * parent accelerated stay the parent's (s->owner); the child's
 	 * close() of them only drops its fd. */
-	my_pid = getpid();
 	pthread_mutex_init(&G.rdv_lock, NULL);
 	pthread_mutex_init(&G.create_lock, NULL);
 	pthread_mutex_init(&table_lock, NULL);
