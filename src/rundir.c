@@ -527,6 +527,10 @@ struct sc_conn_rec *sc__rec_get(void)
 			atomic_store_explicit(&r->bytes_received, 0, memory_order_relaxed);
 			r->reason = 0;
 			r->peer_pid = 0;
+			r->fd = -1;
+			r->lport = r->pport = 0;        /* a recycled record: filled anew */
+			memset(&r->laddr, 0, sizeof(r->laddr));
+			memset(&r->paddr, 0, sizeof(r->paddr));
 			return r;
 		}
 	}

@@ -840,6 +840,13 @@ static void server_claim(int nfd, struct sc_sock *s)
 		fallback_stat(s, nfd, SC_FB_PEER_PLAIN);
 		return;
 	}
+	/* the record gets the addresses we have (rec_fill then asks nothing) */
+	if (s->rec || (s->rec = sc__rec_get())) {
+		s->rec->laddr = local;
+		s->rec->lport = lport;
+		s->rec->paddr = remote;
+		s->rec->pport = cport;
+	}
 	struct sc_board *b = s->board ? s->board : sc__board(lport, false);
 	if (!b) {
 		fallback_stat(s, nfd, SC_FB_PEER_PLAIN);
