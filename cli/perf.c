@@ -30,7 +30,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
+#include <linux/futex.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -77,8 +79,14 @@ struct shm_flag {
 	_Alignas(128) uint64_t seq;
 };
 
+/* futex transport: a 32-bit word each way (the futex size) */
+struct futex_word {
+	_Alignas(128) uint32_t seq;
+};
+
 struct shared {
 	struct shm_flag flag[2];	/* shm transport: flag[i] written by side i only */
+	struct futex_word fw[2];	/* futex transport: fw[i] written by side i only */
 	struct run_result res;
 };
 
@@ -405,6 +413,60 @@ static const struct xport_ops shm_ops = {
 	.listen = shm_listen, .accept = shm_accept, .connect = shm_connect,
 	.send = shm_send, .recv = shm_recv,
 	.shutdown = shm_shutdown, .close = shm_shutdown,
+};
+
+/*
+ * ---- futex: the same, but the receiver sleeps ---------------------------
+ * Shared-memory flags with a FUTEX_WAIT/FUTEX_WAKE pair per message and no
+ * spinning: the floor for any transport whose receivers sleep (what
+ * shortcut does with SHORTCUT_SPIN_US=0), set by the scheduler's wake-up.
+ */
+#define FUTEX_EOF	UINT32_MAX
+
+static long futex_call(uint32_t *w, int op, uint32_t val)
+{
+	return syscall(SYS_futex, w, op, val, NULL, NULL, 0);
+}
+
+static ssize_t futex_send(struct xport *x, const void *buf, size_t len)
+{
+	uint32_t *w = &x->sh->fw[x->side].seq;
+	uint32_t v = (uint32_t)++x->tx_seq;
+
+	if (v == FUTEX_EOF)		/* skip the end-of-stream value */
+		v = (uint32_t)++x->tx_seq;
+	__atomic_store_n(w, v, __ATOMIC_RELEASE);
+	futex_call(w, FUTEX_WAKE, 1);
+	return (ssize_t)len;
+}
+
+static ssize_t futex_recv(struct xport *x, void *buf, size_t len, bool all)
+{
+	uint32_t *w = &x->sh->fw[!x->side].seq;
+	uint32_t v;
+
+	while ((v = __atomic_load_n(w, __ATOMIC_ACQUIRE)) == (uint32_t)x->rx_seq)
+		futex_call(w, FUTEX_WAIT, v);
+	if (v == FUTEX_EOF)
+		return 0;
+	x->rx_seq = v;
+	return (ssize_t)len;
+}
+
+static int futex_shutdown(struct xport *x)
+{
+	uint32_t *w = &x->sh->fw[x->side].seq;
+
+	__atomic_store_n(w, FUTEX_EOF, __ATOMIC_RELEASE);
+	futex_call(w, FUTEX_WAKE, 1);
+	return 0;
+}
+
+static const struct xport_ops futex_ops = {
+	.name = "futex", .bare = true,
+	.listen = shm_listen, .accept = shm_accept, .connect = shm_connect,
+	.send = futex_send, .recv = futex_recv,
+	.shutdown = futex_shutdown, .close = futex_shutdown,
 };
 
 /* ---- the generic bodies ------------------------------------------------ */
@@ -893,6 +955,7 @@ static const struct transport {
 	{ "unix", M_PP | M_ST, &unix_ops },
 	{ "shortcut", M_PP | M_ST, &sc_ops },
 	{ "shm", M_PP, &shm_ops },
+	{ "futex", M_PP, &futex_ops },
 	{ "memcpy", M_ST, NULL },
 };
 #define NR_TRANSPORTS	(sizeof(transports) / sizeof(transports[0]))
@@ -907,14 +970,14 @@ struct tally {
 static int usage(FILE *f, int status)
 {
 	fputs("usage: shortcut perf pingpong|stream --size N [--seconds S] [--spin-us U]\n"
-	      "                     [--reps R] [--json] [--transports tcp,unix,shortcut,shm,memcpy]\n"
+	      "                     [--reps R] [--json] [--transports tcp,unix,shortcut,shm,futex,memcpy]\n"
 	      "  --size N        message size in bytes, 1..64M (suffix k or M: KiB, MiB)\n"
 	      "  --seconds S     per repetition per transport (default 0.5)\n"
 	      "  --spin-us U     set SHORTCUT_SPIN_US=U for this run\n"
 	      "  --reps R        repetitions, transports alternating (default 5)\n"
 	      "  --json          print JSON instead of the table\n"
-	      "  --transports L  subset to run (default: all that apply; shm is\n"
-	      "                  pingpong only, memcpy stream only)\n", f);
+	      "  --transports L  subset to run (default: all that apply; shm and\n"
+	      "                  futex are pingpong only, memcpy stream only)\n", f);
 	return status;
 }
 
@@ -1138,6 +1201,8 @@ static void print_table(const struct cfg *cfg, const struct tally *tl, int n,
 	       pp ? "rtt ratio, lower is faster" : "throughput ratio, higher is faster");
 	if (pp && find(tl, n, "shm"))
 		puts("shm: bare cache-line ping-pong, no payload (size ignored)");
+	if (pp && find(tl, n, "futex"))
+		puts("futex: the same with a futex wake per message and sleeping receivers");
 }
 
 int sc__perf_main(int argc, char **argv)
