@@ -539,6 +539,15 @@ static int collect(struct sc_chan *ch, struct sc_conn **out, int n)
 	return k;
 }
 
+int sc__chan_collect(struct sc_chan *ch, struct sc_conn **out, int n)
+{
+	int k = 0, got;
+
+	while (k < n && (got = collect(ch, out + k, n - k)) > 0)
+		k += got;
+	return k;
+}
+
 /* Reset the fd if a waker used a token since the last arming, then
  * arm every cell.  Cells stay armed while nobody collects, so a program
  * that polls sc_chan_fd itself is signalled for the next event. */

@@ -73,5 +73,10 @@ void sc__chan_rearm_poll(struct sc_conn *c);
 /* Sleep on the channel's pollable fd until signalled or timeout (ms, -1 forever);
  * returns 0, -ETIMEDOUT or -EINTR. */
 int sc__chan_sleep(struct sc_chan *ch, int timeout_ms);
+/* The connections of ch that became ready since the last collect, without
+ * arming its cells: a caller that is not about to sleep leaves them as they
+ * are, so that wakers make no system call (the interposer's epoll_wait
+ * arms only when it will sleep, through sc_chan_wait). */
+int sc__chan_collect(struct sc_chan *ch, struct sc_conn **out, int n);
 
 #endif

@@ -2197,9 +2197,11 @@ static int ep_bind(struct sc_ep *e, struct sc_epreg *r, struct sc_conn *c)
 static void fired_add(struct sc_ep *e, struct sc_epreg *r);
 
 /* e->lock held: the connections of the set's channel that became ready
- * since the last collect go on the check list; returns how many.  Arms
- * the channel's cells first (sc_chan_wait with no wait). */
-static int ep_collect(struct sc_ep *e)
+ * since the last collect go on the check list; returns how many.  With
+ * arm, the channel's cells are armed first (sc_chan_wait with no wait):
+ * only a caller about to sleep arms them, so that a waker finding us
+ * awake makes no system call. */
+static int ep_collect(struct sc_ep *e, bool arm)
 {
 	struct sc_conn *cs[64];
 	int total = 0, k;
@@ -2207,7 +2209,9 @@ static int ep_collect(struct sc_ep *e)
 	if (!e->ch)
 		return 0;
 	do {
-		k = sc_chan_wait(e->ch, cs, 64, 0);
+		k = arm ? sc_chan_wait(e->ch, cs, 64, 0) : sc__chan_collect(e->ch, cs, 64);
+		if (k < 0)
+			k = 0;
 		for (int i = 0; i < k; i++) {
 			struct sc_epreg *r = sc_conn_user(cs[i]);
 			if (!r)
@@ -2432,10 +2436,10 @@ static int ep_harvest(struct sc_ep *e, struct epoll_event *out, int n, int max, 
 	return n;
 }
 
-/* About to sleep: re-arm every connection signalled since it was last
- * armed, and queue it for a look (armed first, then looked at).  Returns
- * whether any was queued. */
-static bool ep_arm(struct sc_ep *e)
+/* Re-arm every connection signalled since it was last armed, and queue it
+ * for a look (armed first, then looked at); collect the channel, arming
+ * its cells too when about to sleep.  Returns whether any was queued. */
+static bool ep_arm(struct sc_ep *e, bool sleep)
 {
 	bool any = false;
 	pthread_mutex_lock(&e->lock);
@@ -2452,8 +2456,8 @@ static bool ep_arm(struct sc_ep *e)
 		check_add(e, r);
 		any = true;
 	}
-	/* the channel's cells armed, and anything that came meanwhile */
-	if (ep_collect(e))
+	/* anything that came meanwhile (and the cells armed, to sleep) */
+	if (ep_collect(e, sleep))
 		any = true;
 	pthread_mutex_unlock(&e->lock);
 	return any;
@@ -2477,13 +2481,23 @@ static int do_epoll_wait(int epfd, struct epoll_event *out, int max, int timeout
 		/* re-arm what was signalled and collect the channel at every
 		 * call, not only before sleeping: a program that polls with
 		 * a zero timeout would otherwise never be told again */
-		ep_arm(e);
+		ep_arm(e, false);
 		n = ep_harvest(e, out, n, max, call);
 		if (n >= max)
 			return n;
 		uint64_t now = now_ns();
 		int t = n ? 0 : end == UINT64_MAX ? -1 :
 			now >= end ? 0 : (int)((end - now + 999999) / 1000000);
+		if (t) {
+			/* about to sleep: arm the channel, then look once more
+			 * (whatever came before the arming is in the collect) */
+			ep_arm(e, true);
+			n = ep_harvest(e, out, n, max, call);
+			if (n >= max)
+				return n;
+			if (n)
+				t = 0;
+		}
 		/* one slot more than the room left: the cookie may take one */
 		struct epoll_event kbuf[65];
 		int room = max - n < 64 ? max - n : 64;
@@ -2509,7 +2523,7 @@ static int do_epoll_wait(int epfd, struct epoll_event *out, int max, int timeout
 			pthread_mutex_lock(&e->lock);
 			for (int i = 0; i < m; i++) {
 				if (iev[i].data.ptr == &ep_chan_mark) {
-					ep_collect(e);
+					ep_collect(e, false);
 					continue;
 				}
 				struct sc_epreg *r = iev[i].data.ptr;
