@@ -294,6 +294,23 @@ static void wake_local(struct sc_chan *ch)
 	errno = saved;
 }
 
+void sc__chan_signal(struct sc_chan *ch)
+{
+	if (ch->lfd >= 0)
+		wake_local(ch);
+}
+
+void sc__chan_unsignal(struct sc_chan *ch)
+{
+	uint64_t v;
+	int saved = errno;
+
+	if (ch->lfd >= 0 && read(ch->lfd, &v, sizeof(v)) < 0) {
+		/* EAGAIN: nothing to reset */
+	}
+	errno = saved;
+}
+
 int sc__notify_peer(struct sc_conn *c)
 {
 	struct sc_group *g = c->g;

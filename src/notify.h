@@ -78,5 +78,9 @@ int sc__chan_sleep(struct sc_chan *ch, int timeout_ms);
  * are, so that wakers make no system call (the interposer's epoll_wait
  * arms only when it will sleep, through sc_chan_wait). */
 int sc__chan_collect(struct sc_chan *ch, struct sc_conn **out, int n);
+/* Make the channel's fd readable (its local eventfd), or reset that: the
+ * interposer keeps a nested epoll set readable while it has ready entries. */
+void sc__chan_signal(struct sc_chan *ch);
+void sc__chan_unsignal(struct sc_chan *ch);
 
 #endif

@@ -56,6 +56,15 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
+/* epoll (the readiness section) */
+static void ep_close(int epfd);
+static void ep_expose_fd(int fd);
+static void ep_refresh_exposed(void);
+static _Atomic int nexp_sig;   /* exposed sets we hold readable (ep_expose) */
+static uint8_t epfl_get(int fd);
+#define EPFL_EPOLL	1       /* an epoll fd the program created */
+#define EPFL_EXPOSED	2       /* ... watched from outside (see ep_expose) */
+
 /* ---- the real functions ------------------------------------------------- */
 
 #define REALS(X) \
@@ -63,7 +72,7 @@
 	X(read) X(write) X(readv) X(writev) X(send) X(recv) X(sendto) X(recvfrom) \
 	X(sendmsg) X(recvmsg) X(sendmmsg) X(recvmmsg) X(dup) X(dup2) X(dup3) \
 	X(fcntl) X(ioctl) X(poll) X(ppoll) X(select) X(pselect) X(epoll_create) \
-	X(epoll_create1) X(epoll_ctl) X(epoll_wait) X(epoll_pwait) X(getsockopt) \
+	X(epoll_create1) X(epoll_ctl) X(epoll_wait) X(epoll_pwait) X(epoll_pwait2) X(getsockopt) \
 	X(setsockopt) X(sendfile) X(__read_chk) X(__recv_chk) X(__recvfrom_chk) \
 	X(__poll_chk) X(__ppoll_chk) X(fork)
 
@@ -1161,6 +1170,8 @@ static ssize_t do_recvv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 			return 0;
 		}
 		ssize_t rc = shm_call(fd, s, false, f, recvv_op, iov, iovcnt);
+		if (atomic_load_explicit(&nexp_sig, memory_order_relaxed) && rc > 0)
+			ep_refresh_exposed();   /* a nested set may not be ready now */
 		if (s->rec && !(f & SC_PEEK))
 			rec_add(&s->rec->bytes_received, rc);
 		if (rc == -ECONNRESET) {
@@ -1514,7 +1525,6 @@ EXPORT int shutdown(int fd, int how)
 	return R(shutdown)(fd, how);
 }
 
-static void ep_close(int epfd);
 
 EXPORT int close(int fd)
 {
@@ -1539,6 +1549,7 @@ EXPORT int dup3(int fd, int nfd, int flags)
 	int n = R(dup3)(fd, nfd, flags);
 	if (n >= 0) {
 		fd_forget(nfd);
+		ep_close(nfd);
 		fd_alias(fd, nfd);
 	}
 	return n;
@@ -1549,6 +1560,7 @@ EXPORT int dup2(int fd, int nfd)
 	int n = R(dup2)(fd, nfd);
 	if (n >= 0 && fd != nfd) {
 		fd_forget(nfd);
+		ep_close(nfd);
 		fd_alias(fd, nfd);
 	}
 	return n;
@@ -1748,6 +1760,9 @@ static short sock_revents(int fd, struct sc_sock *s, short want, int *waitfd, bo
 static int do_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t *mask)
 {
 	bool any = false;
+	for (nfds_t i = 0; i < n; i++)
+		if (epfl_get(fds[i].fd) & EPFL_EPOLL)
+			ep_expose_fd(fds[i].fd);        /* a polled epoll set */
 	for (nfds_t i = 0; i < n && !any; i++) {
 		struct sc_sock *s = fds[i].fd >= 0 ? sock_get(fds[i].fd) : NULL;
 		any = s && atomic_load(&s->mode) >= M_SPENDING;
@@ -1856,6 +1871,9 @@ static int do_select(int nfds, fd_set *r, fd_set *w, fd_set *e, int timeout_ms,
 		     const sigset_t *mask)
 {
 	bool any = false;
+	for (int fd = 0; fd < nfds; fd++)
+		if ((epfl_get(fd) & EPFL_EPOLL) && ((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w))))
+			ep_expose_fd(fd);               /* a selected epoll set */
 	for (int fd = 0; fd < nfds && !any; fd++) {
 		struct sc_sock *s = sock_get(fd);
 		any = s && atomic_load(&s->mode) >= M_SPENDING &&
@@ -2056,8 +2074,32 @@ struct sc_ep {
 	struct sc_epreg *regs, *check;
 	struct sc_epreg *fired;         /* to re-arm before the next sleep */
 	uint64_t calls;         /* epoll_wait calls (an fd is reported once per call) */
+	bool exposed;           /* in another epoll set, or polled: keep its fd's
+				 * readiness true between our epoll_waits */
+	bool selfsig;           /* we signalled the channel's local fd for that */
 	struct sc_ep *next;
 };
+
+/*
+ * Epoll fds the program created, and which of them it watches from outside
+ * (in another epoll set, or with poll/select): there nobody calls our
+ * epoll_wait to arm the channel, so the set's fd must be readable in the
+ * kernel exactly when one of its registrations is ready.  fds past the
+ * table are not tracked (a nested set that high waits for its own calls).
+ */
+#define EPFL_MAX	65536
+static _Atomic uint8_t epfl[EPFL_MAX];
+
+static void epfl_set(int fd, uint8_t bits)
+{
+	if (fd >= 0 && fd < EPFL_MAX)
+		atomic_fetch_or_explicit(&epfl[fd], bits, memory_order_relaxed);
+}
+
+static uint8_t epfl_get(int fd)
+{
+	return fd >= 0 && fd < EPFL_MAX ? atomic_load_explicit(&epfl[fd], memory_order_relaxed) : 0;
+}
 
 static pthread_mutex_t eps_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sc_ep *eps;
@@ -2092,6 +2134,7 @@ static struct sc_ep *ep_get(int epfd, bool create)
 				e = NULL;
 			} else {
 				pthread_mutex_init(&e->lock, NULL);
+				e->exposed = epfl_get(epfd) & EPFL_EXPOSED;
 				e->next = eps;
 				eps = e;
 				atomic_fetch_add(&neps, 1);
@@ -2170,21 +2213,29 @@ static uint32_t poll_to_epoll(short r)
  * back to plain TCP (the kernel set then watches it itself); *gone set. */
 static const char ep_chan_mark;        /* inner-set data of the channel's fd */
 
+/* e->lock held: the set's channel, created on first use, in the inner set. */
+static int ep_chan_ensure(struct sc_ep *e)
+{
+	if (e->ch)
+		return 0;
+	struct sc_chan *ch;
+	if (sc_chan_open(&ch) < 0)
+		return -ENOMEM;
+	int cfd = sc_chan_fd(ch);
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = (void *)&ep_chan_mark };
+	if (cfd < 0 || R(epoll_ctl)(e->inner, EPOLL_CTL_ADD, cfd, &ev) < 0) {
+		sc_chan_close(ch);
+		return -ENOMEM;
+	}
+	e->ch = ch;
+	return 0;
+}
+
 /* e->lock held: bind c to the set's channel (created on first use). */
 static int ep_bind(struct sc_ep *e, struct sc_epreg *r, struct sc_conn *c)
 {
-	if (!e->ch) {
-		struct sc_chan *ch;
-		if (sc_chan_open(&ch) < 0)
-			return -ENOMEM;
-		int cfd = sc_chan_fd(ch);
-		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = (void *)&ep_chan_mark };
-		if (cfd < 0 || R(epoll_ctl)(e->inner, EPOLL_CTL_ADD, cfd, &ev) < 0) {
-			sc_chan_close(ch);
-			return -ENOMEM;
-		}
-		e->ch = ch;
-	}
+	if (ep_chan_ensure(e) < 0)
+		return -ENOMEM;
 	struct sc_chan *cur = atomic_load(&c->chan);
 	if (cur && cur != c->own && cur != e->ch)
 		return -EBUSY;          /* in another epoll set's channel */
@@ -2277,8 +2328,26 @@ static void fired_add(struct sc_ep *e, struct sc_epreg *r)
 	}
 }
 
+EXPORT int epoll_create(int size)
+{
+	int fd = R(epoll_create)(size);
+	epfl_set(fd, EPFL_EPOLL);
+	return fd;
+}
+
+EXPORT int epoll_create1(int flags)
+{
+	int fd = R(epoll_create1)(flags);
+	epfl_set(fd, EPFL_EPOLL);
+	return fd;
+}
+
 EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
+	/* an epoll set of the program's going into another one */
+	if ((op == EPOLL_CTL_ADD || op == EPOLL_CTL_MOD) && (epfl_get(fd) & EPFL_EPOLL))
+		ep_expose_fd(fd);
+
 	struct sc_sock *s = sock_get(fd);
 	struct sc_ep *e = ep_get(epfd, false);
 	struct sc_epreg *r = NULL;
@@ -2463,6 +2532,84 @@ static bool ep_arm(struct sc_ep *e, bool sleep)
 	return any;
 }
 
+/*
+ * A set watched from outside (nested in another epoll set, or polled) is not
+ * armed by our epoll_wait while the program sleeps elsewhere: arm its
+ * channel now, and make its fd readable in the kernel if a registration is
+ * ready already (the kernel's rule: an epoll fd is readable while it has
+ * ready entries).  Called when it is added to a set or polled, and at the
+ * end of each of its own epoll_waits.
+ */
+static void ep_expose(struct sc_ep *e)
+{
+	pthread_mutex_lock(&e->lock);
+	int rc = ep_chan_ensure(e);
+	if (!rc && e->selfsig) {
+		sc__chan_unsignal(e->ch);
+		e->selfsig = false;
+		atomic_fetch_sub(&nexp_sig, 1);
+	}
+	pthread_mutex_unlock(&e->lock);
+	if (rc)
+		return;
+	ep_arm(e, true);
+	pthread_mutex_lock(&e->lock);
+	bool ready = false;
+	struct sc_epreg *r = e->check;
+	while (r && !ready) {
+		struct sc_epreg *next = r->cnext;       /* r may be freed */
+		bool gone;
+		if (!r->disabled && !r->deleted && reg_eval(e, r, &gone))
+			ready = true;
+		r = next;
+	}
+	if (ready) {
+		sc__chan_signal(e->ch);
+		e->selfsig = true;
+		atomic_fetch_add(&nexp_sig, 1);
+	}
+	pthread_mutex_unlock(&e->lock);
+}
+
+/* Bytes were read from an accelerated fd while an exposed set is held
+ * readable: look again, as the kernel's nested poll would (LT: a set with
+ * nothing ready left is not readable). */
+static void ep_refresh_exposed(void)
+{
+	struct sc_ep *list[16];
+	int n = 0, saved = errno;
+
+	pthread_mutex_lock(&eps_lock);
+	for (struct sc_ep *e = eps; e && n < 16; e = e->next)
+		if (e->exposed && e->selfsig)
+			list[n++] = e;
+	pthread_mutex_unlock(&eps_lock);
+	/* a set is freed only by close() of its fd, which the program does
+	 * not race with its own reads of the set's connections */
+	for (int i = 0; i < n; i++)
+		ep_expose(list[i]);
+	errno = saved;
+}
+
+/* fd is watched from outside (epoll_ctl into another set, poll, select):
+ * if it is an epoll set of the program's, expose it. */
+static void ep_expose_fd(int fd)
+{
+	if (!(epfl_get(fd) & EPFL_EPOLL))
+		return;
+	epfl_set(fd, EPFL_EXPOSED);
+	struct sc_ep *e = ep_get(fd, false);
+	if (e) {
+		int saved = errno;
+		e->exposed = true;
+		ep_expose(e);
+		errno = saved;
+	}
+}
+
+static int ep_wait(struct sc_ep *e, int epfd, struct epoll_event *out, int max, int timeout,
+		   const sigset_t *mask);
+
 static int do_epoll_wait(int epfd, struct epoll_event *out, int max, int timeout,
 			 const sigset_t *mask)
 {
@@ -2472,6 +2619,18 @@ static int do_epoll_wait(int epfd, struct epoll_event *out, int max, int timeout
 			return R(epoll_pwait)(epfd, out, max, timeout, mask);
 		return R(epoll_wait)(epfd, out, max, timeout);
 	}
+	int n = ep_wait(e, epfd, out, max, timeout, mask);
+	if (e->exposed) {
+		int saved = errno;
+		ep_expose(e);
+		errno = saved;
+	}
+	return n;
+}
+
+static int ep_wait(struct sc_ep *e, int epfd, struct epoll_event *out, int max, int timeout,
+		   const sigset_t *mask)
+{
 	uint64_t end = timeout < 0 ? UINT64_MAX : now_ns() + (uint64_t)timeout * 1000000u;
 	int n = 0;
 	pthread_mutex_lock(&e->lock);
@@ -2561,9 +2720,31 @@ EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout,
 	return do_epoll_wait(epfd, ev, max, timeout, mask);
 }
 
+EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct timespec *ts,
+			const sigset_t *mask)
+{
+	struct sc_ep *e = ep_get(epfd, false);
+	if (!e)
+		return R(epoll_pwait2)(epfd, ev, max, ts, mask);
+	if (ts && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000)) {
+		errno = EINVAL;
+		return -1;
+	}
+	/* our sets wait in milliseconds: round up, as the kernel's
+	 * epoll_wait does (never wake before the time asked) */
+	int ms = -1;
+	if (ts) {
+		uint64_t m = (uint64_t)ts->tv_sec * 1000 + ((uint64_t)ts->tv_nsec + 999999) / 1000000;
+		ms = m > INT_MAX ? INT_MAX : (int)m;
+	}
+	return do_epoll_wait(epfd, ev, max, ms, mask);
+}
+
 /* An epoll fd is closed: drop our shadow of it. */
 static void ep_close(int epfd)
 {
+	if (epfl_get(epfd))
+		atomic_store_explicit(&epfl[epfd], 0, memory_order_relaxed);
 	if (!atomic_load_explicit(&neps, memory_order_acquire))
 		return;
 	pthread_mutex_lock(&eps_lock);
@@ -2580,6 +2761,8 @@ static void ep_close(int epfd)
 	pthread_mutex_lock(&e->lock);
 	while (e->regs)
 		reg_free(e, e->regs);
+	if (e->selfsig)
+		atomic_fetch_sub(&nexp_sig, 1);
 	pthread_mutex_unlock(&e->lock);
 	if (e->ch)
 		sc_chan_close(e->ch);   /* its connections go back to their own */
