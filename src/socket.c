@@ -1060,6 +1060,42 @@ static ssize_t recvv_op(struct sc_conn *c, const struct iovec *iov, int n, int f
 	return sc_recvv(c, iov, n, f);
 }
 
+/* recv with MSG_TRUNC: TCP discards the bytes instead of copying them (the
+ * buffer may be NULL; only the lengths count).  With MSG_PEEK it reports how
+ * many there are, up to the length, and leaves them. */
+static ssize_t trunc_op(struct sc_conn *c, const struct iovec *iov, int n, int f)
+{
+	size_t total = 0;
+	for (int i = 0; i < n; i++)
+		total += iov[i].iov_len;
+	char local[16384];
+	size_t cap = f & SC_PEEK ? total : sizeof(local);
+	if (cap > sizeof(local) && cap > (8u << 20))
+		cap = 8u << 20;         /* no ring is larger */
+	char *buf = cap <= sizeof(local) ? local : malloc(cap);
+	if (!buf)
+		return -ENOMEM;
+	ssize_t done = 0;
+	while ((size_t)done < total) {
+		size_t want = total - (size_t)done;
+		struct iovec v = { buf, want < cap ? want : cap };
+		/* the first part as asked; more only if it is there already
+		 * (or WAITALL asks for all of it) */
+		ssize_t rc = sc_recvv(c, &v, 1, done && !(f & SC_WAITALL) ? f | SC_NONBLOCK : f);
+		if (rc <= 0) {
+			if (!done)
+				done = rc;
+			break;
+		}
+		done += rc;
+		if (f & SC_PEEK)
+			break;
+	}
+	if (buf != local)
+		free(buf);
+	return done;
+}
+
 static ssize_t do_sendv(int fd, struct sc_sock *s, const struct iovec *iov, int iovcnt,
 			int flags, ssize_t (*tcp)(int, const struct iovec *, int, int))
 {
@@ -1153,11 +1189,6 @@ static ssize_t do_recvv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 			errno = -f;
 			return -1;
 		}
-		if (flags & MSG_TRUNC) {
-			/* TCP: discard the bytes instead of copying them */
-			errno = EOPNOTSUPP;
-			return -1;
-		}
 		size_t total = 0;
 		for (int i = 0; i < iovcnt; i++)
 			total += iov[i].iov_len;
@@ -1169,7 +1200,8 @@ static ssize_t do_recvv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 			}
 			return 0;
 		}
-		ssize_t rc = shm_call(fd, s, false, f, recvv_op, iov, iovcnt);
+		ssize_t rc = shm_call(fd, s, false, f, flags & MSG_TRUNC ? trunc_op : recvv_op,
+				      iov, iovcnt);
 		if (atomic_load_explicit(&nexp_sig, memory_order_relaxed) && rc > 0)
 			ep_refresh_exposed();   /* a nested set may not be ready now */
 		if (s->rec && !(f & SC_PEEK))
