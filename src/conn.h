@@ -43,6 +43,8 @@ struct sc_conn {
 	/* someone polls the connection's fd (sc_conn_fd): keep the edge
 	 * interest set across data moves, so every change can signal it */
 	bool polled;
+	uint32_t rcvlowat;      /* SO_RCVLOWAT: a blocking receive waits for this much */
+	int64_t lowat_want;     /* ... the amount the present wait is for */
 	bool polled_out;        /* ... and wants to hear of room (POLLOUT) */
 	uint32_t spin_ns[2];    /* adaptive spin budget: [0] receive, [1] send */
 	uint32_t spin_misses[2];        /* consecutive spins that ended in sleep */

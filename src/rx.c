@@ -22,6 +22,15 @@ static bool rx_ready(struct sc_conn *c)
 	       (atomic_load(&c->lflags) & (SC_LF_PEER_GONE | SC_LF_SHUT_RD));
 }
 
+/* SO_RCVLOWAT: enough bytes, or anything that ends the wait */
+static bool rx_lowat_ready(struct sc_conn *c)
+{
+	int64_t av = sc__ring_avail(&c->rx);
+	return av >= c->lowat_want || av < 0 || atomic_load(&c->err) ||
+	       (sc__peer_flags(c) & (SC_SF_WR_DONE | SC_SF_CLOSED | SC_SF_ABORT)) ||
+	       (atomic_load(&c->lflags) & (SC_LF_PEER_GONE | SC_LF_SHUT_RD));
+}
+
 /* Ring empty: 0 for end of stream, -errno for an error, 1 to keep going. */
 static int rx_empty_state(struct sc_conn *c)
 {
@@ -62,6 +71,20 @@ static ssize_t recv_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
 	if (!total)
 		return 0;
 	sc__lock(&c->rxlock);
+	if (c->rcvlowat > 1 && !nb && !peek && !waitall) {
+		/* as TCP: min(mark, len) is enough if it is there now; once
+		 * asleep, only the full mark (or the end) wakes the reader */
+		int64_t want = (int64_t)(c->rcvlowat < total ? c->rcvlowat : total);
+		int64_t cap = (int64_t)c->rx.size;
+		if (sc__ring_avail(&c->rx) < (want < cap ? want : cap)) {
+			want = c->rcvlowat < cap ? c->rcvlowat : cap;
+			c->lowat_want = want;
+			/* a wake-up is only a hint: look again after each */
+			while (!rx_lowat_ready(c))
+				if ((rc = sc__conn_wait(c, false, rx_lowat_ready)))
+					goto out;
+		}
+	}
 	for (;;) {
 		int64_t av = sc__ring_avail(&c->rx);
 		if (av < 0) {
@@ -115,6 +138,7 @@ static ssize_t recv_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
 		if ((rc = sc__conn_wait(c, false, rx_ready)))
 			break;
 	}
+out:
 	if (!peek)
 		sc__counter_add(&c->bytes_received, done);
 	sc__unlock(&c->rxlock);

@@ -115,6 +115,7 @@ struct sc_sock {
 	bool sent_to_closed;    /* one send went to a closed peer (TCP: then RST) */
 	bool fastopen;          /* TCP_FASTOPEN_CONNECT / TCP_REPAIR set: stays TCP */
 	uint64_t rcvtimeo_ns, sndtimeo_ns;      /* SO_RCVTIMEO / SO_SNDTIMEO, 0: none */
+	int rcvlowat;                   /* SO_RCVLOWAT as the kernel keeps it; 0/1: none */
 	int tos;                /* the program's own IP_TOS / IPV6_TCLASS (-1: none) */
 	int declined;           /* board entry we declined for this connection, or -1 */
 	struct sc_addr16 local; /* its local address (as the entry names it) */
@@ -1011,6 +1012,27 @@ static ssize_t shm_result(ssize_t rc, int flags, bool tx)
 
 static short sock_revents(int fd, struct sc_sock *s, short want, int *waitfd, bool arm);
 
+/* Bytes waiting in c's receive ring. */
+static int64_t rx_avail(struct sc_conn *c)
+{
+	sc__lock(&c->rxlock);
+	int64_t v = sc__ring_avail(&c->rx);
+	sc__unlock(&c->rxlock);
+	return v;
+}
+
+/* What a receive of len bytes waits for under SO_RCVLOWAT: the low-water
+ * mark, no more than len, and no more than the ring holds. */
+static int64_t lowat_target(struct sc_sock *s, size_t len)
+{
+	int64_t t = s->rcvlowat;
+	if ((size_t)t > len)
+		t = (int64_t)len;
+	if (t > (int64_t)s->c->rx.size)
+		t = (int64_t)s->c->rx.size;
+	return t;
+}
+
 /* A blocking call with SO_RCVTIMEO / SO_SNDTIMEO: wait on the connection's
  * fd until it is ready or the deadline passes (-EAGAIN, the kernel's answer
  * to a timed-out socket call). */
@@ -1025,8 +1047,9 @@ static int shm_wait_until(int fd, struct sc_sock *s, bool tx, uint64_t deadline)
 		if (now >= deadline)
 			return -EAGAIN;
 		struct pollfd p = { .fd = wfd, .events = POLLIN };
-		int ms = (int)((deadline - now + 999999) / 1000000);
-		if (R(poll)(&p, 1, ms) < 0 && errno == EINTR)
+		uint64_t ms = deadline == UINT64_MAX ? 0 : (deadline - now + 999999) / 1000000;
+		if (R(poll)(&p, 1, deadline == UINT64_MAX ? -1 : ms > INT_MAX ? INT_MAX : (int)ms) < 0 &&
+		    errno == EINTR)
 			return -EINTR;
 	}
 }
@@ -1199,6 +1222,28 @@ static ssize_t do_recvv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 				return -1;
 			}
 			return 0;
+		}
+		/* SO_RCVLOWAT: the blocking receive waits in the core; with
+		 * SO_RCVTIMEO (polled here) wait for the mark first, and at
+		 * the timeout take what there is */
+		s->c->rcvlowat = s->rcvlowat > 1 ? (uint32_t)s->rcvlowat : 0;
+		if (s->rcvlowat > 1 && s->rcvtimeo_ns && !(f & (SC_NONBLOCK | SC_WAITALL | SC_PEEK))) {
+			uint64_t dl = now_ns() + s->rcvtimeo_ns;
+			int64_t want = lowat_target(s, total);
+			if (rx_avail(s->c) < want)
+				want = lowat_target(s, SIZE_MAX);
+			while (rx_avail(s->c) < want &&
+			       !(sc_conn_events(s->c) & (SC_EV_RDHUP | SC_EV_HUP | SC_EV_ERR))) {
+				int w = shm_wait_until(fd, s, false, dl);
+				if (w == -EINTR) {
+					errno = EINTR;  /* a socket timeout: never restarted */
+					return -1;
+				}
+				if (w < 0) {
+					f |= SC_NONBLOCK;       /* timed out */
+					break;
+				}
+			}
 		}
 		ssize_t rc = shm_call(fd, s, false, f, flags & MSG_TRUNC ? trunc_op : recvv_op,
 				      iov, iovcnt);
@@ -1730,6 +1775,13 @@ EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t len
 		else
 			s->sndtimeo_ns = ns;
 	}
+	if (rc == 0 && s && level == SOL_SOCKET && opt == SO_RCVLOWAT) {
+		/* the value the kernel settled on (it clamps) */
+		int v = 1;
+		socklen_t vl = sizeof(v);
+		if (R(getsockopt)(fd, SOL_SOCKET, SO_RCVLOWAT, &v, &vl) == 0)
+			s->rcvlowat = v;
+	}
 	if (rc == 0 && s && level == IPPROTO_TCP &&
 	    (opt == TCP_FASTOPEN_CONNECT || opt == TCP_REPAIR) && val && len >= sizeof(int))
 		s->fastopen = *(const int *)val != 0;
@@ -1785,6 +1837,10 @@ static short sock_revents(int fd, struct sc_sock *s, short want, int *waitfd, bo
 		r |= POLLHUP;
 	if (ev & SC_EV_ERR)
 		r |= POLLERR | POLLRDHUP | POLLHUP;
+	/* SO_RCVLOWAT: readable from that many bytes on (or at the end) */
+	if (s->rcvlowat > 1 && (r & POLLIN) && !(ev & (SC_EV_RDHUP | SC_EV_HUP | SC_EV_ERR)) &&
+	    rx_avail(s->c) < lowat_target(s, SIZE_MAX))
+		r &= (short)~(POLLIN | POLLRDNORM);
 	r &= (short)(want | POLLHUP | POLLERR);
 	return r;
 }
