@@ -589,6 +589,35 @@ static void rearm_all(struct sc_chan *ch)
 	atomic_thread_fence(memory_order_seq_cst);
 }
 
+void sc__chan_arm_keep(struct sc_chan *ch)
+{
+	pthread_mutex_lock(&ch->lock);
+	for (int i = 0; i < ch->ncells; i++)
+		atomic_store_explicit(&ch->cells[i].g->my_cells[ch->cells[i].idx].armed,
+				      SC_ARM_POLL, memory_order_relaxed);
+	pthread_mutex_unlock(&ch->lock);
+	atomic_thread_fence(memory_order_seq_cst);
+}
+
+void sc__chan_reset(struct sc_chan *ch)
+{
+	int saved = errno;
+
+	if (ch->pfd >= 0)
+		chan_drain(ch);
+	errno = saved;
+}
+
+bool sc__chan_readable(struct sc_chan *ch)
+{
+	struct pollfd p = { .fd = ch->pfd, .events = POLLIN };
+	int saved = errno;
+	bool r = ch->pfd >= 0 && poll(&p, 1, 0) > 0;
+
+	errno = saved;
+	return r;
+}
+
 API int sc_chan_wait(struct sc_chan *ch, struct sc_conn **out, int n, int timeout_ms)
 {
 	int saved = errno, k, rc = 0;

@@ -82,5 +82,11 @@ int sc__chan_collect(struct sc_chan *ch, struct sc_conn **out, int n);
  * interposer keeps a nested epoll set readable while it has ready entries. */
 void sc__chan_signal(struct sc_chan *ch);
 void sc__chan_unsignal(struct sc_chan *ch);
+/* Arm every cell of ch without resetting its fd (it stays readable, and
+ * the next wake-up signals it again); whether its fd is readable now. */
+void sc__chan_arm_keep(struct sc_chan *ch);
+bool sc__chan_readable(struct sc_chan *ch);
+/* Reset the channel's fd: empty its wake sockets and local eventfd. */
+void sc__chan_reset(struct sc_chan *ch);
 
 #endif

@@ -60,6 +60,9 @@
 static void ep_close(int epfd);
 static void ep_expose_fd(int fd);
 static void ep_refresh_exposed(void);
+struct sc_ep;
+static void ep_expose(struct sc_ep *e);
+static void ep_kid_set(struct sc_ep *e, int fd, int op, uint64_t data);
 static _Atomic int nexp_sig;   /* exposed sets we hold readable (ep_expose) */
 static uint8_t epfl_get(int fd);
 #define EPFL_EPOLL	1       /* an epoll fd the program created */
@@ -2164,7 +2167,14 @@ struct sc_ep {
 	uint64_t calls;         /* epoll_wait calls (an fd is reported once per call) */
 	bool exposed;           /* in another epoll set, or polled: keep its fd's
 				 * readiness true between our epoll_waits */
-	bool selfsig;           /* we signalled the channel's local fd for that */
+	bool held;              /* ep_expose found it ready (counted in nexp_sig) */
+	/* epoll sets of the program's registered in this one (nested): their
+	 * events are checked before they are reported (see ep_wait) */
+	struct sc_epkid {
+		int fd;
+		uint64_t data;
+		struct sc_epkid *next;
+	} *kids;
 	struct sc_ep *next;
 };
 
@@ -2432,9 +2442,22 @@ EXPORT int epoll_create1(int flags)
 
 EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
-	/* an epoll set of the program's going into another one */
-	if ((op == EPOLL_CTL_ADD || op == EPOLL_CTL_MOD) && (epfl_get(fd) & EPFL_EPOLL))
-		ep_expose_fd(fd);
+	if (epfl_get(fd) & EPFL_EPOLL) {
+		/* an epoll set of the program's going into another one: the
+		 * outer set gets a shadow that checks it before reporting */
+		int rc = R(epoll_ctl)(epfd, op, fd, ev);
+		if (rc == 0) {
+			struct sc_ep *o = ep_get(epfd, op == EPOLL_CTL_ADD);
+			if (o) {
+				pthread_mutex_lock(&o->lock);
+				ep_kid_set(o, fd, op, ev ? ev->data.u64 : 0);
+				pthread_mutex_unlock(&o->lock);
+			}
+			if (op != EPOLL_CTL_DEL)
+				ep_expose_fd(fd);
+		}
+		return rc;
+	}
 
 	struct sc_sock *s = sock_get(fd);
 	struct sc_ep *e = ep_get(epfd, false);
@@ -2534,7 +2557,39 @@ EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		rc = -1;
 	}
 	pthread_mutex_unlock(&e->lock);
+	if (e->exposed) {
+		/* watched from outside: readable as its entries now are */
+		int saved = errno;
+		ep_expose(e);
+		errno = saved;
+	}
 	return rc;
+}
+
+/* EPOLLET: what of ev is an edge (new data, new room, a new state, as the
+ * kernel's wake-ups are; a wake-up for something else, such as room when
+ * only input is wanted, is no edge); commit records it as reported. */
+static uint32_t reg_edge(struct sc_epreg *r, uint32_t ev, bool commit)
+{
+	if (!r->s->c || atomic_load(&r->s->mode) != M_SHM)
+		return ev;
+	struct sc_conn *c = r->s->c;
+	uint64_t fl = atomic_load_explicit(&c->peer->flags, memory_order_relaxed) |
+		      (uint64_t)atomic_load(&c->lflags) << 32;
+	uint64_t in = atomic_load_explicit(&c->rx.h->prod, memory_order_acquire) ^
+		      fl * 0x9e3779b97f4a7c15ull;
+	uint64_t outs = atomic_load_explicit(&c->tx.h->cons, memory_order_acquire) ^
+			fl * 0x9e3779b97f4a7c15ull;
+	uint32_t keep = ev & ~(EPOLLIN | EPOLLRDNORM | EPOLLOUT | EPOLLWRNORM | EPOLLRDHUP);
+	if ((ev & EPOLLIN) && in != r->sig_in)
+		keep |= ev & (EPOLLIN | EPOLLRDNORM | EPOLLRDHUP);
+	if ((ev & EPOLLOUT) && outs != r->sig_out)
+		keep |= ev & (EPOLLOUT | EPOLLWRNORM);
+	if (commit) {
+		r->sig_in = in;
+		r->sig_out = outs;
+	}
+	return keep;
 }
 
 /* Evaluate the check list into out[n..max); returns the new n. */
@@ -2557,29 +2612,8 @@ static int ep_harvest(struct sc_ep *e, struct epoll_event *out, int n, int max, 
 		uint32_t ev = reg_eval(e, r, &gone);
 		if (gone || !ev)
 			continue;
-		if ((r->events & EPOLLET) && r->s->c && atomic_load(&r->s->mode) == M_SHM) {
-			/* an edge is new data, new room or a new state, as the
-			 * kernel's wake-ups are; a wake-up for something else
-			 * (room, when only input is wanted) is no edge */
-			struct sc_conn *c = r->s->c;
-			uint64_t fl = atomic_load_explicit(&c->peer->flags, memory_order_relaxed) |
-				      (uint64_t)atomic_load(&c->lflags) << 32;
-			uint64_t in = atomic_load_explicit(&c->rx.h->prod, memory_order_acquire) ^
-				      fl * 0x9e3779b97f4a7c15ull;
-			uint64_t outs = atomic_load_explicit(&c->tx.h->cons, memory_order_acquire) ^
-					fl * 0x9e3779b97f4a7c15ull;
-			uint32_t keep = ev & ~(EPOLLIN | EPOLLRDNORM | EPOLLOUT | EPOLLWRNORM |
-					       EPOLLRDHUP);
-			if ((ev & EPOLLIN) && in != r->sig_in)
-				keep |= ev & (EPOLLIN | EPOLLRDNORM | EPOLLRDHUP);
-			if ((ev & EPOLLOUT) && outs != r->sig_out)
-				keep |= ev & (EPOLLOUT | EPOLLWRNORM);
-			r->sig_in = in;
-			r->sig_out = outs;
-			if (!(keep & ~(uint32_t)(EPOLLHUP | EPOLLERR)) && !(keep & (EPOLLHUP | EPOLLERR)))
-				continue;
-			ev = keep;
-		}
+		if ((r->events & EPOLLET) && !(ev = reg_edge(r, ev, true)))
+			continue;
 		out[n].events = ev;
 		out[n].data = r->data;
 		n++;
@@ -2628,35 +2662,127 @@ static bool ep_arm(struct sc_ep *e, bool sleep)
  * ready entries).  Called when it is added to a set or polled, and at the
  * end of each of its own epoll_waits.
  */
-static void ep_expose(struct sc_ep *e)
+static bool ep_ready_now(struct sc_ep *e)
 {
-	pthread_mutex_lock(&e->lock);
-	int rc = ep_chan_ensure(e);
-	if (!rc && e->selfsig) {
-		sc__chan_unsignal(e->ch);
-		e->selfsig = false;
-		atomic_fetch_sub(&nexp_sig, 1);
-	}
-	pthread_mutex_unlock(&e->lock);
-	if (rc)
-		return;
-	ep_arm(e, true);
-	pthread_mutex_lock(&e->lock);
 	bool ready = false;
 	struct sc_epreg *r = e->check;
 	while (r && !ready) {
 		struct sc_epreg *next = r->cnext;       /* r may be freed */
 		bool gone;
-		if (!r->disabled && !r->deleted && reg_eval(e, r, &gone))
+		uint32_t ev;
+		if (!r->disabled && !r->deleted && (ev = reg_eval(e, r, &gone)) &&
+		    (!(r->events & EPOLLET) || reg_edge(r, ev, false)))
 			ready = true;
 		r = next;
 	}
-	if (ready) {
-		sc__chan_signal(e->ch);
-		e->selfsig = true;
-		atomic_fetch_add(&nexp_sig, 1);
+	return ready;
+}
+
+static void ep_hold(struct sc_ep *e, bool ready)
+{
+	if (ready != e->held) {
+		e->held = ready;
+		atomic_fetch_add(&nexp_sig, ready ? 1 : -1);
+	}
+}
+
+static void ep_expose_depth(struct sc_ep *e, int depth);
+
+/* The sets nested in e, armed and made readable as they should be. */
+static void ep_expose_kids(struct sc_ep *e, int depth)
+{
+	int kids[8], nk = 0;
+	if (!e->kids || depth >= 5)     /* the kernel nests no deeper */
+		return;
+	pthread_mutex_lock(&e->lock);
+	for (struct sc_epkid *k = e->kids; k && nk < 8; k = k->next)
+		kids[nk++] = k->fd;
+	pthread_mutex_unlock(&e->lock);
+	for (int i = 0; i < nk; i++) {
+		struct sc_ep *k = ep_get(kids[i], false);
+		if (k && k != e && k->exposed)
+			ep_expose_depth(k, depth + 1);
+	}
+}
+
+static void ep_expose_depth(struct sc_ep *e, int depth)
+{
+	/* the sets nested in it first: their readiness is part of its own */
+	ep_expose_kids(e, depth);
+	pthread_mutex_lock(&e->lock);
+	if (ep_chan_ensure(e) < 0) {
+		pthread_mutex_unlock(&e->lock);
+		return;
 	}
 	pthread_mutex_unlock(&e->lock);
+	ep_arm(e, false);
+	pthread_mutex_lock(&e->lock);
+	bool ready = ep_ready_now(e);
+	if (ready) {
+		/* armed without a reset: the fd stays readable, and the
+		 * next arrival signals it again (a new edge for an EPOLLET
+		 * watcher, as the kernel gives one per arrival) */
+		sc__chan_arm_keep(e->ch);
+		if (!sc__chan_readable(e->ch))
+			sc__chan_signal(e->ch);
+	} else {
+		/* a wake-up left readable by an earlier arm_keep, or for an
+		 * entry since deleted or drained: reset, then arm */
+		sc__chan_reset(e->ch);
+		pthread_mutex_unlock(&e->lock);
+		ep_arm(e, true);
+		pthread_mutex_lock(&e->lock);
+		if ((ready = ep_ready_now(e)))
+			sc__chan_signal(e->ch);
+	}
+	ep_hold(e, ready);
+	pthread_mutex_unlock(&e->lock);
+}
+
+static void ep_expose(struct sc_ep *e)
+{
+	ep_expose_depth(e, 0);
+}
+
+/* An event the kernel reported for a set nested in e (data as registered):
+ * is that set really ready?  Its channel may hold a wake-up for a
+ * connection since deleted or drained. */
+static bool ep_kid_ready(struct sc_ep *e, uint64_t data)
+{
+	int fd = -1;
+	pthread_mutex_lock(&e->lock);
+	for (struct sc_epkid *k = e->kids; k; k = k->next)
+		if (k->data == data)
+			fd = k->fd;
+	pthread_mutex_unlock(&e->lock);
+	struct sc_ep *k = fd >= 0 ? ep_get(fd, false) : NULL;
+	if (!k || k == e)
+		return true;
+	ep_expose(k);
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	return R(poll)(&p, 1, 0) > 0;
+}
+
+/* e->lock held: remember (or forget) a set nested in e. */
+static void ep_kid_set(struct sc_ep *e, int fd, int op, uint64_t data)
+{
+	struct sc_epkid **pp = &e->kids, *k;
+	while ((k = *pp) && k->fd != fd)
+		pp = &k->next;
+	if (op == EPOLL_CTL_DEL) {
+		if (k) {
+			*pp = k->next;
+			free(k);
+		}
+		return;
+	}
+	if (!k && (k = calloc(1, sizeof(*k)))) {
+		k->fd = fd;
+		k->next = e->kids;
+		e->kids = k;
+	}
+	if (k)
+		k->data = data;
 }
 
 /* Bytes were read from an accelerated fd while an exposed set is held
@@ -2669,7 +2795,7 @@ static void ep_refresh_exposed(void)
 
 	pthread_mutex_lock(&eps_lock);
 	for (struct sc_ep *e = eps; e && n < 16; e = e->next)
-		if (e->exposed && e->selfsig)
+		if (e->exposed && e->held)
 			list[n++] = e;
 	pthread_mutex_unlock(&eps_lock);
 	/* a set is freed only by close() of its fd, which the program does
@@ -2737,7 +2863,9 @@ static int ep_wait(struct sc_ep *e, int epfd, struct epoll_event *out, int max, 
 			now >= end ? 0 : (int)((end - now + 999999) / 1000000);
 		if (t) {
 			/* about to sleep: arm the channel, then look once more
-			 * (whatever came before the arming is in the collect) */
+			 * (whatever came before the arming is in the collect);
+			 * nested sets armed too, since nobody waits on them */
+			ep_expose_kids(e, 0);
 			ep_arm(e, true);
 			n = ep_harvest(e, out, n, max, call);
 			if (n >= max)
@@ -2757,6 +2885,8 @@ static int ep_wait(struct sc_ep *e, int epfd, struct epoll_event *out, int max, 
 		for (int i = 0; i < k; i++) {
 			if (kbuf[i].data.u64 == EP_COOKIE)
 				inner = true;
+			else if (e->kids && !ep_kid_ready(e, kbuf[i].data.u64))
+				continue;       /* a nested set with nothing ready */
 			else if (kept < room)
 				out[n + kept++] = kbuf[i];
 			/* else: a level-triggered fd the kernel reports again
@@ -2849,8 +2979,12 @@ static void ep_close(int epfd)
 	pthread_mutex_lock(&e->lock);
 	while (e->regs)
 		reg_free(e, e->regs);
-	if (e->selfsig)
-		atomic_fetch_sub(&nexp_sig, 1);
+	ep_hold(e, false);
+	while (e->kids) {
+		struct sc_epkid *k = e->kids;
+		e->kids = k->next;
+		free(k);
+	}
 	pthread_mutex_unlock(&e->lock);
 	if (e->ch)
 		sc_chan_close(e->ch);   /* its connections go back to their own */
