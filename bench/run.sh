@@ -1,54 +1,146 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
-# make bench: the side-by-side benchmark of the connection core (kernel TCP,
-# Unix socket, shortcut, physical references), medians of several runs,
-# written to bench/results/latest.md and printed.
-#   bench/run.sh [--reps N]      (default 7)
+# make bench: the side-by-side benchmark, everything in one run.
+#  1. the connection core (`shortcut perf`): kernel TCP, Unix socket,
+#     shortcut and the machine's physical references (bare shared-memory
+#     ping-pong, futex ping-pong, memcpy), alternating;
+#  2. unmodified programs (bench/interposed.py): sockbench, sockperf, nginx
+#     (wrk, h2load), redis, iperf3, memcached, each on kernel TCP, a Unix
+#     socket where the program has one, and under `shortcut run`, alternating.
+# Writes bench/results/latest.md (printed at the end), latest.json (every
+# sample) and latest.png (bench/plot.py: speed-up over kernel TCP).
+#   bench/run.sh [--quick] [--reps N]
+#     default: 7 repetitions, 2 s runs (about 15 minutes on a 2-vCPU VM)
+#     --quick: 3 repetitions, 1 s runs (about 3 minutes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 reps=7
-[ "${1:-}" = "--reps" ] && reps=$2
-ireps=$(( reps < 5 ? reps : 5 ))
+quick=
+while [ $# -gt 0 ]; do
+	case $1 in
+	--quick) quick=--quick; reps=3 ;;
+	--reps) reps=$2; shift ;;
+	*) echo "usage: bench/run.sh [--quick] [--reps N]" >&2; exit 2 ;;
+	esac
+	shift
+done
+[ "$reps" -ge 1 ] || { echo "--reps must be >= 1" >&2; exit 2; }
+start=$(date +%s)
 out=bench/results
 mkdir -p "$out"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+
+# --- what the benchmark drives: install what is missing, if we can --------
+has() { command -v "$1" >/dev/null || [ -x "/usr/sbin/$1" ]; }
+need_apt=()
+has redis-server || need_apt+=(redis-server)
+has redis-benchmark || need_apt+=(redis-tools)
+has nginx || need_apt+=(nginx)
+has wrk || need_apt+=(wrk)
+has h2load || need_apt+=(nghttp2-client)
+has sockperf || need_apt+=(sockperf)
+has iperf3 || need_apt+=(iperf3)
+has memcached || need_apt+=(memcached)
+{ has memcslap || has memslap; } || need_apt+=(libmemcached-tools)
+if [ ${#need_apt[@]} -gt 0 ]; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+		echo "installing: ${need_apt[*]}" >&2
+		# no service may start on installation (policy-rc.d); a failed
+		# install leaves its rows "not installed"
+		printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			--no-install-recommends "${need_apt[@]}" >/dev/null; } ||
+			echo "apt-get failed: rows needing ${need_apt[*]} will say not installed" >&2
+		rm -f /usr/sbin/policy-rc.d
+	else
+		echo "missing Debian packages (their rows will say not installed): ${need_apt[*]}" >&2
+	fi
+fi
+# matplotlib for the chart: pip, else Debian's package (for Debian's python3)
+plotpy=python3
+if ! python3 -c 'import matplotlib' 2>/dev/null; then
+	echo "installing matplotlib" >&2
+	python3 -m pip install -q matplotlib 2>/dev/null ||
+		python3 -m pip install -q --break-system-packages matplotlib 2>/dev/null ||
+		{ [ "$(id -u)" = 0 ] && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			python3-matplotlib >/dev/null 2>&1; } || true
+	if ! python3 -c 'import matplotlib' 2>/dev/null; then
+		plotpy=
+		for p in /usr/bin/python3; do
+			[ -x "$p" ] && "$p" -c 'import matplotlib' 2>/dev/null && plotpy=$p && break
+		done
+	fi
+fi
+
+# --- 1. the connection core: shortcut perf ------------------------------
+secs=()
+[ -n "$quick" ] && secs=(--seconds 0.25)
 run() {  # name, perf arguments...
 	local name=$1
 	shift
-	echo "running: shortcut perf $* --reps $reps" >&2
-	build/shortcut perf "$@" --reps "$reps" --json > "$tmp/$name.json"
+	echo "running: shortcut perf $* --reps $reps ${secs[*]}" >&2
+	build/shortcut perf "$@" --reps "$reps" "${secs[@]}" --json > "$tmp/$name.json"
 }
 run pp_spin pingpong --size 64
 run pp_nospin pingpong --size 64 --spin-us 0
 run st_spin stream --size 65536
 run st_nospin stream --size 65536 --spin-us 0
-python3 - "$tmp" "$reps" > "$out/latest.md" <<'PY'
+python3 - "$tmp" "$reps" "$out/latest.json" "${secs[1]:-0.5}" > "$out/latest.md" <<'PY'
 import json, sys, os, platform, datetime
-d, reps = sys.argv[1], sys.argv[2]
+d, reps, jout, secs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 def load(n): return json.load(open(os.path.join(d, n + ".json")))
-rows = [("ping-pong 64 B, spinning (round trip, µs; lower is better)", "pp_spin", "rtt_us", "shm"),
-        ("ping-pong 64 B, no spin (round trip, µs)", "pp_nospin", "rtt_us", None),
-        ("stream 64 KiB messages, spinning (GB/s; higher is better)", "st_spin", "gbytes_per_s", "memcpy"),
-        ("stream 64 KiB messages, no spin (GB/s)", "st_nospin", "gbytes_per_s", None)]
-print(f"# shortcut perf — {datetime.date.today()}, {os.cpu_count()} CPUs, {platform.machine()}, medians of {reps} runs\n")
-print("| workload | kernel TCP | Unix socket | shortcut | shortcut vs TCP | shortcut vs Unix | physical reference |")
-print("|---|---|---|---|---|---|---|")
-for title, name, key, ref in rows:
+rows = [("ping-pong 64 B, spinning (round trip, µs; lower is better)", "pp_spin", "rtt_us", "shm", True),
+        ("ping-pong 64 B, no spin (round trip, µs)", "pp_nospin", "rtt_us", "futex", True),
+        ("stream 64 KiB messages, spinning (GB/s; higher is better)", "st_spin", "gbytes_per_s", "memcpy", False),
+        ("stream 64 KiB messages, no spin (GB/s)", "st_nospin", "gbytes_per_s", None, False)]
+refname = {"shm": "bare shared-memory ping-pong", "futex": "bare futex ping-pong", "memcpy": "memcpy"}
+print(f"# shortcut bench — {datetime.datetime.now():%Y-%m-%d %H:%M}, {os.cpu_count()} CPUs, "
+      f"{platform.machine()}, kernel {platform.release()}\n")
+print(f"## Connection core (`shortcut perf`): medians of {reps} runs of {secs} s per transport\n")
+print("| workload | kernel TCP | Unix socket | shortcut | shortcut min–max | shortcut vs TCP | shortcut vs Unix | physical reference |")
+print("|---|---|---|---|---|---|---|---|")
+core = []
+for title, name, key, ref, lower in rows:
     r = {x["transport"]: x for x in load(name)["results"]}
     s = r["shortcut"]
     refs = ""
     if ref and ref in r:
-        refs = f"{ref} {r[ref][key]:.3g} (shortcut = {s[key] / r[ref][key]:.2f}x)"
+        refs = f"{refname[ref]} {r[ref][key]:.3g} (shortcut = {s[key] / r[ref][key]:.2f}x)"
     print(f"| {title} | {r['tcp'][key]:.3g} | {r['unix'][key]:.3g} | {s[key]:.3g} | "
+          f"{s[key + '_min']:.3g}–{s[key + '_max']:.3g} | "
           f"{s['ratio_to_tcp']:.3g}x | {s['ratio_to_unix']:.3g}x | {refs} |")
-print("\nRatios are shortcut's figure divided by the other transport's (for round trips, lower is faster).")
+    core.append({"id": "core_" + name, "title": "core: " + title, "lower_is_better": lower,
+                 "unit": "µs" if lower else "GB/s",
+                 "median": {"tcp": r["tcp"][key], "unix": r["unix"][key], "shortcut": s[key],
+                            "reference": r[ref][key] if ref and ref in r else None},
+                 "reference_name": refname.get(ref),
+                 "ratio_to_tcp": s["ratio_to_tcp"], "ratio_to_unix": s["ratio_to_unix"],
+                 "unix_ratio_to_tcp": r["unix"]["ratio_to_tcp"], "target": None,
+                 "perf": load(name)})
+print("\nRatios are shortcut's figure divided by the other transport's (for round trips, lower is faster); "
+      "min–max: shortcut's lowest and highest repetition. Physical references: the same run, "
+      "alternating with the transports.")
+json.dump({"date": datetime.datetime.now().isoformat(timespec="seconds"), "cpus": os.cpu_count(),
+           "machine": platform.machine(), "kernel": platform.release(), "reps": int(reps),
+           "core": core}, open(jout, "w"), indent=1)
 PY
-# unmodified programs through the interposer (shortcut run), same machine
+
+# --- 2. unmodified programs: kernel TCP, Unix socket, shortcut run ---------
 {
 	echo
-	echo "## Unmodified programs: kernel TCP vs \`shortcut run\`"
+	echo "## Unmodified programs: kernel TCP, Unix socket, \`shortcut run\`"
 	echo
-	python3 bench/interposed.py build "$ireps"
+	python3 bench/interposed.py build "$reps" $quick --json "$out/latest.json"
 } >> "$out/latest.md"
+
+# --- chart ------------------------------------------------------------------
+if [ -n "$plotpy" ]; then
+	"$plotpy" bench/plot.py "$out/latest.json" "$out/latest.png" &&
+		printf '\nChart: `bench/results/latest.png` (speed-up over kernel TCP, log scale).\n' >> "$out/latest.md"
+else
+	echo "matplotlib not available: no chart" >&2
+fi
+elapsed=$(( $(date +%s) - start ))
+printf '\nThe whole benchmark (%s) took %d min %02d s.\n' "${quick:-full}" $((elapsed / 60)) $((elapsed % 60)) >> "$out/latest.md"
 cat "$out/latest.md"

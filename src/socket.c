@@ -2146,6 +2146,7 @@ struct sc_epreg {
 	bool disabled;          /* EPOLLONESHOT fired; re-armed by MOD */
 	bool deleted;           /* EPOLL_CTL_DEL'd: dormant until added again */
 	bool shared;            /* its connection is bound to the set's channel */
+	bool exclusive;         /* added with EPOLLEXCLUSIVE: no MOD (kernel rule) */
 	int kind;               /* what the inner set watches: 0 none, M_PENDING, M_SHM */
 	uint64_t seen;          /* the epoll_wait call that last reported it */
 	uint64_t sig_in, sig_out;       /* EPOLLET: state when last reported */
@@ -2514,7 +2515,16 @@ EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 			rc = -1;
 			break;
 		}
+		/* the kernel's rule: EPOLLEXCLUSIVE goes with these only */
+		if ((ev->events & EPOLLEXCLUSIVE) &&
+		    (ev->events & ~(uint32_t)(EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP | EPOLLWAKEUP |
+					      EPOLLET | EPOLLEXCLUSIVE))) {
+			errno = EINVAL;
+			rc = -1;
+			break;
+		}
 		r->deleted = false;
+		r->exclusive = ev->events & EPOLLEXCLUSIVE;
 		r->events = ev->events & ~(EPOLLEXCLUSIVE | EPOLLWAKEUP);
 		r->data = ev->data;
 		r->disabled = false;
@@ -2541,7 +2551,7 @@ EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 			rc = -1;
 			break;
 		}
-		if (!ev || (ev->events & EPOLLEXCLUSIVE)) {
+		if (!ev || (ev->events & EPOLLEXCLUSIVE) || r->exclusive) {
 			errno = EINVAL;
 			rc = -1;
 			break;
