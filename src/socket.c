@@ -63,6 +63,9 @@ static void ep_refresh_exposed(void);
 struct sc_ep;
 static void ep_expose(struct sc_ep *e);
 static void ep_kid_set(struct sc_ep *e, int fd, int op, uint64_t data);
+struct sc_sock;
+static void ep_rewatch(struct sc_ep *except, struct sc_sock **socks, size_t n);
+static bool ep_elsewhere(struct sc_ep *e, struct sc_sock *s);
 static _Atomic int nexp_sig;   /* exposed sets we hold readable (ep_expose) */
 static uint8_t epfl_get(int fd);
 #define EPFL_EPOLL	1       /* an epoll fd the program created */
@@ -2508,6 +2511,7 @@ EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	 * watch in place) so that the DEL/ADD pairs event loops make per
 	 * request cost no system call. */
 	int rc = 0;
+	bool unbind = false;
 	switch (op) {
 	case EPOLL_CTL_ADD:
 		if (!r->deleted) {
@@ -2544,6 +2548,7 @@ EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 			break;
 		}
 		r->deleted = true;
+		unbind = r->shared;
 		break;
 	case EPOLL_CTL_MOD:
 		if (r->deleted) {
@@ -2567,6 +2572,22 @@ EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		rc = -1;
 	}
 	pthread_mutex_unlock(&e->lock);
+	if (unbind && ep_elsewhere(e, s)) {
+		/* another set watches it through our channel, which only our
+		 * waits arm: the dormant entry lets go of it for good */
+		pthread_mutex_lock(&e->lock);
+		struct sc_epreg *q = e->regs;
+		while (q && q != r)
+			q = q->next;
+		if (q && r->deleted && r->shared && s->c) {
+			sc_conn_set_user(s->c, NULL);
+			sc_chan_bind(s->c, NULL);
+			r->shared = false;
+			reg_unwatch(e, r);
+		}
+		pthread_mutex_unlock(&e->lock);
+		ep_rewatch(e, &s, 1);
+	}
 	if (e->exposed) {
 		/* watched from outside: readable as its entries now are */
 		int saved = errno;
@@ -2968,6 +2989,51 @@ EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct 
 	return do_epoll_wait(epfd, ev, max, ms, mask);
 }
 
+/* Connections in socks left a channel that other sets watched them
+ * through: those sets (but except) watch them anew, on their own channel. */
+static void ep_rewatch(struct sc_ep *except, struct sc_sock **socks, size_t n)
+{
+	pthread_mutex_lock(&eps_lock);
+	for (struct sc_ep *o = eps; o; o = o->next) {
+		if (o == except)
+			continue;
+		pthread_mutex_lock(&o->lock);
+		struct sc_epreg *r = o->regs;
+		while (r) {
+			struct sc_epreg *next = r->next;        /* r may be freed */
+			for (size_t i = 0; i < n; i++)
+				if (r->s == socks[i] && r->kind == M_SHM && !r->shared) {
+					bool gone;
+					reg_unwatch(o, r);
+					reg_eval(o, r, &gone);  /* binds it here now */
+					if (!gone)
+						check_add(o, r);
+					break;
+				}
+			r = next;
+		}
+		pthread_mutex_unlock(&o->lock);
+	}
+	pthread_mutex_unlock(&eps_lock);
+}
+
+/* Is s registered in a set other than e? */
+static bool ep_elsewhere(struct sc_ep *e, struct sc_sock *s)
+{
+	bool found = false;
+	pthread_mutex_lock(&eps_lock);
+	for (struct sc_ep *o = eps; o && !found; o = o->next) {
+		if (o == e)
+			continue;
+		pthread_mutex_lock(&o->lock);
+		for (struct sc_epreg *r = o->regs; r && !found; r = r->next)
+			found = r->s == s && !r->deleted;
+		pthread_mutex_unlock(&o->lock);
+	}
+	pthread_mutex_unlock(&eps_lock);
+	return found;
+}
+
 /* An epoll fd is closed: drop our shadow of it. */
 static void ep_close(int epfd)
 {
@@ -2987,6 +3053,21 @@ static void ep_close(int epfd)
 	if (!e)
 		return;
 	pthread_mutex_lock(&e->lock);
+	/* connections bound to its channel: other sets watching them
+	 * through it must watch them anew once they are back on their own */
+	size_t nmoved = 0, cap = 0;
+	struct sc_sock **moved = NULL;
+	for (struct sc_epreg *r = e->regs; r; r = r->next)
+		if (r->shared) {
+			if (nmoved == cap) {
+				cap = cap ? cap * 2 : 16;
+				void *p = realloc(moved, cap * sizeof(*moved));
+				if (!p)
+					break;
+				moved = p;
+			}
+			moved[nmoved++] = r->s;
+		}
 	while (e->regs)
 		reg_free(e, e->regs);
 	ep_hold(e, false);
@@ -3001,6 +3082,9 @@ static void ep_close(int epfd)
 	R(close)(e->inner);
 	pthread_mutex_destroy(&e->lock);
 	free(e);
+	if (nmoved)
+		ep_rewatch(NULL, moved, nmoved);
+	free(moved);
 }
 
 /* The last fd of s closed: it leaves every epoll set, as in the kernel. */
