@@ -2597,30 +2597,40 @@ EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	return rc;
 }
 
-/* EPOLLET: what of ev is an edge (new data, new room, a new state, as the
- * kernel's wake-ups are; a wake-up for something else, such as room when
- * only input is wanted, is no edge); commit records it as reported. */
-static uint32_t reg_edge(struct sc_epreg *r, uint32_t ev, bool commit)
+/* EPOLLET: the connection's state as edges are told from (its cursors and
+ * flags).  Taken before its readiness is evaluated: a change after that
+ * shows at the next look instead of being counted as reported. */
+static void reg_sig(struct sc_epreg *r, uint64_t *in, uint64_t *outs)
+{
+	*in = r->sig_in;
+	*outs = r->sig_out;
+	if (!r->s->c || atomic_load(&r->s->mode) != M_SHM)
+		return;
+	struct sc_conn *c = r->s->c;
+	uint64_t fl = atomic_load_explicit(&c->peer->flags, memory_order_acquire) |
+		      (uint64_t)atomic_load(&c->lflags) << 32;
+	*in = atomic_load_explicit(&c->rx.h->prod, memory_order_acquire) ^ fl * 0x9e3779b97f4a7c15ull;
+	*outs = atomic_load_explicit(&c->tx.h->cons, memory_order_acquire) ^ fl * 0x9e3779b97f4a7c15ull;
+}
+
+/* EPOLLET: ev if the state (reg_sig, taken before ev) changed since last
+ * reported in a way the entry wants to hear of (new data, new room, a new
+ * state, as the kernel's wake-ups are; room when only input is wanted is
+ * no edge); an edge reports the whole present mask, as the kernel's does
+ * (a data arrival gives IN|OUT to an entry that wants both).  commit
+ * records it as reported. */
+static uint32_t reg_edge(struct sc_epreg *r, uint32_t ev, uint64_t in, uint64_t outs, bool commit)
 {
 	if (!r->s->c || atomic_load(&r->s->mode) != M_SHM)
 		return ev;
-	struct sc_conn *c = r->s->c;
-	uint64_t fl = atomic_load_explicit(&c->peer->flags, memory_order_relaxed) |
-		      (uint64_t)atomic_load(&c->lflags) << 32;
-	uint64_t in = atomic_load_explicit(&c->rx.h->prod, memory_order_acquire) ^
-		      fl * 0x9e3779b97f4a7c15ull;
-	uint64_t outs = atomic_load_explicit(&c->tx.h->cons, memory_order_acquire) ^
-			fl * 0x9e3779b97f4a7c15ull;
-	uint32_t keep = ev & ~(EPOLLIN | EPOLLRDNORM | EPOLLOUT | EPOLLWRNORM | EPOLLRDHUP);
-	if ((ev & EPOLLIN) && in != r->sig_in)
-		keep |= ev & (EPOLLIN | EPOLLRDNORM | EPOLLRDHUP);
-	if ((ev & EPOLLOUT) && outs != r->sig_out)
-		keep |= ev & (EPOLLOUT | EPOLLWRNORM);
+	bool edge = (ev & ~(uint32_t)(EPOLLIN | EPOLLRDNORM | EPOLLOUT | EPOLLWRNORM | EPOLLRDHUP)) ||
+		    ((r->events & (EPOLLIN | EPOLLRDHUP)) && in != r->sig_in) ||
+		    ((r->events & EPOLLOUT) && outs != r->sig_out);
 	if (commit) {
 		r->sig_in = in;
 		r->sig_out = outs;
 	}
-	return keep;
+	return edge ? ev : 0;
 }
 
 /* Evaluate the check list into out[n..max); returns the new n. */
@@ -2640,10 +2650,12 @@ static int ep_harvest(struct sc_ep *e, struct epoll_event *out, int n, int max, 
 			continue;
 		}
 		bool gone;
+		uint64_t in, outs;
+		reg_sig(r, &in, &outs);
 		uint32_t ev = reg_eval(e, r, &gone);
 		if (gone || !ev)
 			continue;
-		if ((r->events & EPOLLET) && !(ev = reg_edge(r, ev, true)))
+		if ((r->events & EPOLLET) && !(ev = reg_edge(r, ev, in, outs, true)))
 			continue;
 		out[n].events = ev;
 		out[n].data = r->data;
@@ -2701,8 +2713,10 @@ static bool ep_ready_now(struct sc_ep *e)
 		struct sc_epreg *next = r->cnext;       /* r may be freed */
 		bool gone;
 		uint32_t ev;
+		uint64_t in, outs;
+		reg_sig(r, &in, &outs);
 		if (!r->disabled && !r->deleted && (ev = reg_eval(e, r, &gone)) &&
-		    (!(r->events & EPOLLET) || reg_edge(r, ev, false)))
+		    (!(r->events & EPOLLET) || reg_edge(r, ev, in, outs, false)))
 			ready = true;
 		r = next;
 	}
