@@ -2150,6 +2150,7 @@ struct sc_epreg {
 	bool deleted;           /* EPOLL_CTL_DEL'd: dormant until added again */
 	bool shared;            /* its connection is bound to the set's channel */
 	bool exclusive;         /* added with EPOLLEXCLUSIVE: no MOD (kernel rule) */
+	bool foreign;           /* watched through another set's channel (nforeign) */
 	int kind;               /* what the inner set watches: 0 none, M_PENDING, M_SHM */
 	uint64_t seen;          /* the epoll_wait call that last reported it */
 	uint64_t sig_in, sig_out;       /* EPOLLET: state when last reported */
@@ -2248,8 +2249,18 @@ static struct sc_ep *ep_get(int epfd, bool create)
 }
 
 /* e->lock held */
+/* Entries watching a connection through a channel that is not their set's
+ * own (it is in another set too): while there are any, a set does not
+ * reset its channel's fd when it wakes (the other set may be asleep on it),
+ * and such entries are looked at in every call. */
+static _Atomic int nforeign;
+
 static void reg_unwatch(struct sc_ep *e, struct sc_epreg *r)
 {
+	if (r->foreign) {
+		r->foreign = false;
+		atomic_fetch_sub(&nforeign, 1);
+	}
 	for (int i = 0; i < 2; i++)
 		if (r->wfd[i] >= 0) {
 			R(epoll_ctl)(e->inner, EPOLL_CTL_DEL, r->wfd[i], NULL);
@@ -2411,6 +2422,8 @@ static uint32_t reg_eval(struct sc_ep *e, struct sc_epreg *r, bool *gone)
 				int pfd = sc__conn_poll_arm(s->c, r->events & EPOLLOUT);
 				if (pfd >= 0)
 					reg_watch_fd(e, r, 0, pfd);
+				r->foreign = true;
+				atomic_fetch_add(&nforeign, 1);
 			}
 			/* anything that happened before the watch began */
 			rv = sock_revents(r->fd, s, want, &wfd, false);
@@ -2653,6 +2666,8 @@ static int ep_harvest(struct sc_ep *e, struct epoll_event *out, int n, int max, 
 		uint64_t in, outs;
 		reg_sig(r, &in, &outs);
 		uint32_t ev = reg_eval(e, r, &gone);
+		if (!gone && r->foreign && !r->listed)
+			check_add(e, r);        /* its wake-ups may be another set's */
 		if (gone || !ev)
 			continue;
 		if ((r->events & EPOLLET) && !(ev = reg_edge(r, ev, in, outs, true)))
@@ -2945,6 +2960,12 @@ static int ep_wait(struct sc_ep *e, int epfd, struct epoll_event *out, int max, 
 			pthread_mutex_lock(&e->lock);
 			for (int i = 0; i < m; i++) {
 				if (iev[i].data.ptr == &ep_chan_mark) {
+					/* a wake-up's datagram: reset the fd now,
+					 * or every call until we sleep again would
+					 * find the cookie (the tokens stay taken:
+					 * no more datagrams while we are awake) */
+					if (!atomic_load_explicit(&nforeign, memory_order_relaxed))
+						sc__chan_reset(e->ch);
 					ep_collect(e, false);
 					continue;
 				}
