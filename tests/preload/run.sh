@@ -17,7 +17,7 @@ BUILD=$(cd "$BUILD" && pwd) || { echo "run.sh: no build directory" >&2; exit 1; 
 SHORTCUT=$BUILD/shortcut
 OUT=$BUILD/preload
 CC=${CC:-cc}
-CFLAGS_SEM="-std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror -O2 -pthread"
+CFLAGS_SEM="-iquote $HERE -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror -O2 -pthread"
 LIMIT=${SEM_TIMEOUT:-30}
 
 [ -x "$SHORTCUT" ] || { echo "run.sh: $SHORTCUT missing (make first)" >&2; exit 1; }

@@ -1,0 +1,502 @@
+/* SPDX-License-Identifier: MIT */
+/* epoll event flags beyond sem_epoll.c: an EPOLLET registration wanting
+ * IN|OUT gets the whole current mask at each edge (IN|OUT when data
+ * arrives); EPOLLRDHUP/EPOLLHUP/EPOLLERR after the peer's shutdown(SHUT_WR),
+ * close, abortive close (SO_LINGER {1,0}), after a send into a closed peer
+ * (its RST) and after the peer process is killed (with and without unread
+ * data); a registration with no events still gets HUP/ERR; EPOLLONESHOT
+ * with EPOLLOUT and EPOLLET re-armed by MOD; a new EPOLLOUT edge after the
+ * writer filled the connection until EAGAIN and the peer drained it;
+ * epoll_pwait2; a signal handled with SA_RESTART interrupts epoll_wait,
+ * epoll_pwait, poll and select (EINTR) but not a blocking recv, and a
+ * signal blocked by epoll_pwait's mask does not interrupt it. */
+#include "common.c"
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+
+enum { C_CONNECT = 1, C_SEND, C_SHUTWR, C_CLOSE, C_ABORT, C_DRAIN, C_SEND_LATER,
+       C_GC_CONNECT, C_GC_KILL, C_END };
+
+static int ep;
+
+static void wait_report(const char *label, int timeout_ms)
+{
+	struct epoll_event ev[8];
+	int n = epoll_wait(ep, ev, 8, timeout_ms);
+	if (n < 0) {
+		say("%s: epoll_wait = -1 %s", label, ename(errno));
+		return;
+	}
+	for (int i = 0; i < n; i++)
+		for (int j = i + 1; j < n; j++)
+			if (ev[j].data.u64 < ev[i].data.u64) {
+				struct epoll_event t = ev[i];
+				ev[i] = ev[j];
+				ev[j] = t;
+			}
+	char line[512];
+	int len = snprintf(line, sizeof(line), "%s: epoll_wait = %d", label, n);
+	for (int i = 0; i < n; i++)
+		len += snprintf(line + len, sizeof(line) - (size_t)len, " [tag %llu %s]",
+				(unsigned long long)ev[i].data.u64, pmask((int)ev[i].events));
+	say("%s", line);
+}
+
+static int ctl(const char *label, int op, int fd, uint32_t events, uint64_t tag)
+{
+	struct epoll_event ev = { .events = events, .data.u64 = tag };
+	int rc = epoll_ctl(ep, op, fd, &ev);
+	res(label, rc);
+	return rc;
+}
+
+/* the client does cmd (with argument arg) and answers when done */
+static void cmd(uint64_t c, uint64_t arg)
+{
+	tell_u64(c);
+	tell_u64(arg);
+	await_peer();
+}
+
+static int new_conn(int lfd)
+{
+	tell_u64(C_CONNECT);
+	tell_u64(0);
+	int fd = server_conn(lfd);
+	await_peer();
+	return fd;
+}
+
+static void so_error(int fd)
+{
+	int err = -1;
+	socklen_t l = sizeof(err);
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &l) < 0)
+		say("SO_ERROR: getsockopt = -1 %s", ename(errno));
+	else
+		say("SO_ERROR = %s", err ? ename(err) : "0");
+}
+
+/* ---- signals ---------------------------------------------------------------- */
+
+static atomic_int sig_count, sig_run;
+static pthread_t main_thread, sig_thread;
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	atomic_fetch_add(&sig_count, 1);
+}
+
+/* SIGUSR1 to the main thread every 50 ms while sig_run is set (a signal
+ * that comes before the call only runs the handler; the next one hits) */
+static void *sig_loop(void *arg)
+{
+	(void)arg;
+	while (atomic_load(&sig_run)) {
+		msleep(50);
+		if (atomic_load(&sig_run))
+			pthread_kill(main_thread, SIGUSR1);
+	}
+	return NULL;
+}
+
+static void signals_start(void)
+{
+	atomic_store(&sig_count, 0);
+	atomic_store(&sig_run, 1);
+	if (pthread_create(&sig_thread, NULL, sig_loop, NULL))
+		fatal("pthread_create");
+}
+
+static void signals_stop(void)
+{
+	atomic_store(&sig_run, 0);
+	pthread_join(sig_thread, NULL);
+}
+
+static void set_handler(int flags)
+{
+	struct sigaction sa = { .sa_handler = on_usr1, .sa_flags = flags };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR1, &sa, NULL);
+}
+
+/* ---- the scenarios ---------------------------------------------------------- */
+
+static void server(int lfd)
+{
+	char buf[65536];
+	ep = epoll_create1(0);
+	if (ep < 0)
+		fatal("epoll_create1");
+
+	say("--- EPOLLET with IN|OUT|RDHUP: the whole mask at each edge; peer SHUT_WR");
+	int fd = new_conn(lfd);
+	ctl("ADD IN|OUT|RDHUP|ET", EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, 1);
+	wait_report("fresh", 1000);
+	wait_report("no new edge", 100);
+	cmd(C_SEND, 5);
+	wait_report("peer sent 5", 1000);
+	wait_report("no new edge", 100);
+	cmd(C_SEND, 5);
+	wait_report("peer sent 5 more", 1000);
+	res("recv", recv(fd, buf, sizeof(buf), 0));
+	wait_report("after reading", 100);
+	cmd(C_SHUTWR, 0);
+	wait_report("peer SHUT_WR", 1000);
+	res("recv", recv(fd, buf, sizeof(buf), 0));
+	wait_report("after reading EOF", 100);
+	res("send 3 (peer only shut its sending side)", send(fd, "abc", 3, MSG_NOSIGNAL));
+	res("shutdown(SHUT_WR)", shutdown(fd, SHUT_WR));
+	msleep(100);
+	wait_report("both directions shut", 0);
+	wait_report("no new edge", 100);
+	cmd(C_CLOSE, 0);
+	msleep(100);
+	ctl("MOD IN|OUT|RDHUP (level)", EPOLL_CTL_MOD, fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP, 1);
+	wait_report("peer closed too, level", 0);
+	res("close", close(fd));
+
+	say("--- a registration with no events: only HUP/ERR");
+	fd = new_conn(lfd);
+	ctl("ADD 0", EPOLL_CTL_ADD, fd, 0, 2);
+	wait_report("fresh", 100);
+	cmd(C_SEND, 7);
+	wait_report("peer sent 7", 100);
+	cmd(C_CLOSE, 0);
+	wait_report("peer closed (FIN)", 100);
+	res("shutdown(SHUT_WR)", shutdown(fd, SHUT_WR));
+	msleep(100);
+	wait_report("both directions shut", 1000);
+	ctl("MOD IN|RDHUP", EPOLL_CTL_MOD, fd, EPOLLIN | EPOLLRDHUP, 2);
+	wait_report("asking for IN|RDHUP", 1000);
+	res("recv", recv(fd, buf, sizeof(buf), 0));
+	res("recv", recv(fd, buf, sizeof(buf), 0));
+	res("close", close(fd));
+
+	say("--- peer's abortive close (SO_LINGER {1,0})");
+	fd = new_conn(lfd);
+	int fd2 = new_conn(lfd);
+	ctl("ADD IN|RDHUP", EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLRDHUP, 3);
+	ctl("ADD second connection, 0", EPOLL_CTL_ADD, fd2, 0, 4);
+	ctl("ADD second connection again", EPOLL_CTL_ADD, fd2, 0, 4);
+	int fd2d = dup(fd2);
+	ctl("ADD a duplicate of it, ET IN|OUT|RDHUP", EPOLL_CTL_ADD, fd2d,
+	    EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, 5);
+	wait_report("fresh", 1000);
+	cmd(C_ABORT, 0);                        /* aborts the newest connection (fd2) */
+	cmd(C_ABORT, 0);                        /* then the older one (fd) */
+	msleep(100);
+	wait_report("both aborted", 1000);
+	wait_report("again (ET reported, level ones stay)", 100);
+	res("recv (first)", recv(fd, buf, sizeof(buf), 0));
+	wait_report("first: error taken by recv", 100);
+	res("recv (first)", recv(fd, buf, sizeof(buf), 0));
+	so_error(fd2);
+	wait_report("second: error taken by SO_ERROR", 100);
+	res("send (second)", send(fd2, "x", 1, MSG_NOSIGNAL));
+	res("close first", close(fd));
+	res("close second", close(fd2));
+	wait_report("second still open through its duplicate", 100);
+	res("close duplicate", close(fd2d));
+	wait_report("all closed", 100);
+
+	say("--- a send into a closed peer brings its RST");
+	fd = new_conn(lfd);
+	ctl("ADD IN|OUT|RDHUP", EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP, 6);
+	cmd(C_CLOSE, 0);
+	wait_report("peer closed", 1000);
+	res("recv", recv(fd, buf, sizeof(buf), 0));
+	res("send 1", send(fd, "z", 1, MSG_NOSIGNAL));
+	msleep(100);
+	wait_report("after the peer's RST", 1000);
+	so_error(fd);
+	wait_report("error taken", 100);
+	res("send 1", send(fd, "z", 1, MSG_NOSIGNAL));
+	res("close", close(fd));
+
+	say("--- EPOLLONESHOT with EPOLLOUT and EPOLLET, re-armed by MOD");
+	fd = new_conn(lfd);
+	ctl("ADD OUT|ONESHOT", EPOLL_CTL_ADD, fd, EPOLLOUT | EPOLLONESHOT, 7);
+	wait_report("oneshot OUT", 1000);
+	wait_report("disabled", 100);
+	ctl("MOD OUT|ONESHOT", EPOLL_CTL_MOD, fd, EPOLLOUT | EPOLLONESHOT, 8);
+	wait_report("re-armed", 1000);
+	wait_report("disabled", 100);
+	ctl("MOD IN|ONESHOT (no data)", EPOLL_CTL_MOD, fd, EPOLLIN | EPOLLONESHOT, 9);
+	wait_report("nothing to read", 100);
+	cmd(C_SEND, 3);
+	wait_report("peer sent 3", 1000);
+	cmd(C_SEND, 3);
+	wait_report("disabled, more data", 100);
+	ctl("MOD IN|OUT|ONESHOT|ET (data pending)", EPOLL_CTL_MOD, fd,
+	    EPOLLIN | EPOLLOUT | EPOLLONESHOT | EPOLLET, 10);
+	wait_report("re-armed with data pending", 1000);
+	wait_report("disabled", 100);
+	ctl("MOD IN|ET (data pending)", EPOLL_CTL_MOD, fd, EPOLLIN | EPOLLET, 11);
+	wait_report("MOD gives an edge", 1000);
+	wait_report("no new edge", 100);
+	res("recv", recv(fd, buf, sizeof(buf), 0));
+	ctl("DEL", EPOLL_CTL_DEL, fd, 0, 0);
+	res("close", close(fd));
+
+	say("--- a new EPOLLOUT edge after EAGAIN");
+	fd = new_conn(lfd);
+	res("fcntl O_NONBLOCK", fcntl(fd, F_SETFL, O_NONBLOCK));
+	ctl("ADD OUT|ET", EPOLL_CTL_ADD, fd, EPOLLOUT | EPOLLET, 12);
+	wait_report("fresh", 1000);
+	{
+		/* write until EAGAIN, until a wait says nothing for 200 ms */
+		uint64_t sent = 0, h = CK_INIT;
+		for (int round = 0; round < 1000; round++) {
+			for (;;) {
+				size_t k = 65536;
+				pattern(buf, k, sent, 21);
+				ssize_t w = send(fd, buf, k, MSG_NOSIGNAL);
+				if (w < 0 && errno == EAGAIN)
+					break;
+				if (w <= 0)
+					fatal("fill");
+				h = ck(h, buf, (size_t)w);
+				sent += (uint64_t)w;
+			}
+			struct epoll_event e;
+			if (epoll_wait(ep, &e, 1, 200) == 0)
+				break;
+		}
+		say("filled until EAGAIN, no EPOLLOUT for 200 ms");
+		tell_u64(C_DRAIN);
+		tell_u64(sent);
+		tell_u64(h);
+		await_peer();
+	}
+	wait_report("peer drained", 1000);
+	wait_report("no new edge", 100);
+	ctl("MOD OUT (level)", EPOLL_CTL_MOD, fd, EPOLLOUT, 12);
+	wait_report("level", 1000);
+	res("close", close(fd));
+
+
+	say("--- signals (SIGUSR1 handled with SA_RESTART)");
+	main_thread = pthread_self();
+	set_handler(SA_RESTART);
+	fd = new_conn(lfd);
+	ctl("ADD IN", EPOLL_CTL_ADD, fd, EPOLLIN, 14);
+	{
+		struct epoll_event ev[4];
+		signals_start();
+		res("epoll_wait(5000)", epoll_wait(ep, ev, 4, 5000));
+		signals_stop();
+		say("handler ran: %s", yesno(atomic_load(&sig_count) > 0));
+		signals_start();
+		res("epoll_wait(-1)", epoll_wait(ep, ev, 4, -1));
+		signals_stop();
+		sigset_t none;
+		sigemptyset(&none);
+		signals_start();
+		res("epoll_pwait(5000, empty mask)", epoll_pwait(ep, ev, 4, 5000, &none));
+		signals_stop();
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		signals_start();
+		res("poll(5000)", poll(&p, 1, 5000));
+		signals_stop();
+		fd_set r;
+		FD_ZERO(&r);
+		FD_SET(fd, &r);
+		struct timeval tv = { 5, 0 };
+		signals_start();
+		res("select(5 s)", select(fd + 1, &r, NULL, NULL, &tv));
+		signals_stop();
+
+		/* SIGUSR1 blocked by the mask during the wait: the data ends it */
+		sigset_t usr1;
+		sigemptyset(&usr1);
+		sigaddset(&usr1, SIGUSR1);
+		cmd(C_SEND_LATER, 4);
+		signals_start();
+		int n = epoll_pwait(ep, ev, 4, 5000, &usr1);
+		signals_stop();
+		res("epoll_pwait(5000, SIGUSR1 blocked), peer sends after 300 ms", n);
+		if (n > 0)
+			say("event: tag %llu %s", (unsigned long long)ev[0].data.u64,
+			    pmask((int)ev[0].events));
+		res("recv", recv_all(fd, buf, 4));
+
+		/* a blocking recv is restarted (SA_RESTART) */
+		cmd(C_SEND_LATER, 6);
+		signals_start();
+		res("blocking recv, signals during the wait", recv(fd, buf, sizeof(buf), 0));
+		signals_stop();
+		say("handler ran: %s", yesno(atomic_load(&sig_count) > 0));
+
+		/* without SA_RESTART: EINTR (SO_RCVTIMEO bounds the wait, in
+		 * case the signal does not end it) */
+		set_handler(0);
+		struct timeval rt = { 3, 0 };
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &rt, sizeof(rt));
+		signals_start();
+		res("blocking recv (SO_RCVTIMEO 3 s), no SA_RESTART", recv(fd, buf, sizeof(buf), 0));
+		res("epoll_wait(5000), no SA_RESTART", epoll_wait(ep, ev, 4, 5000));
+		signals_stop();
+		signal(SIGUSR1, SIG_IGN);
+	}
+	res("close", close(fd));
+
+	say("--- the peer process is killed");
+	tell_u64(C_GC_CONNECT);
+	tell_u64(0);
+	fd = server_conn(lfd);
+	await_peer();
+	ctl("ADD IN|RDHUP", EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLRDHUP, 15);
+	cmd(C_GC_KILL, 0);
+	msleep(100);
+	wait_report("peer killed", 1000);
+	res("recv", recv(fd, buf, sizeof(buf), 0));
+	res("close", close(fd));
+
+	say("--- the peer process is killed with data it did not read");
+	tell_u64(C_GC_CONNECT);
+	tell_u64(0);
+	fd = server_conn(lfd);
+	await_peer();
+	res("send 100", send_all(fd, buf, 100));
+	ctl("ADD IN|RDHUP", EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLRDHUP, 16);
+	msleep(100);
+	wait_report("before", 100);
+	cmd(C_GC_KILL, 0);
+	msleep(100);
+	wait_report("peer killed", 1000);
+	res("recv", recv(fd, buf, sizeof(buf), 0));
+	wait_report("after recv", 100);
+	res("recv", recv(fd, buf, sizeof(buf), 0));
+	res("close", close(fd));
+
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35))
+	say("--- epoll_pwait2");
+	fd = new_conn(lfd);
+	ctl("ADD IN", EPOLL_CTL_ADD, fd, EPOLLIN, 13);
+	{
+		struct epoll_event ev[4];
+		struct timespec t100 = { 0, 100000000 }, t0 = { 0, 0 }, t2 = { 2, 0 };
+		res("epoll_pwait2 idle, 100 ms", epoll_pwait2(ep, ev, 4, &t100, NULL));
+		res("epoll_pwait2 idle, 0", epoll_pwait2(ep, ev, 4, &t0, NULL));
+		cmd(C_SEND_LATER, 5);
+		int n = epoll_pwait2(ep, ev, 4, &t2, NULL);
+		res("epoll_pwait2, peer sends during the wait", n);
+		if (n > 0)
+			say("event: tag %llu %s", (unsigned long long)ev[0].data.u64,
+			    pmask((int)ev[0].events));
+		struct timespec t5 = { 5, 0 };
+		n = epoll_pwait2(ep, ev, 4, &t5, NULL);
+		res("epoll_pwait2, 5 s, data pending", n);
+		if (n > 0)
+			say("event: tag %llu %s", (unsigned long long)ev[0].data.u64,
+			    pmask((int)ev[0].events));
+		res("recv", recv_all(fd, buf, 5));
+		res("epoll_pwait2 drained, 0", epoll_pwait2(ep, ev, 4, &t0, NULL));
+	}
+	res("close", close(fd));
+#else
+	say("--- epoll_pwait2: not in this C library");
+#endif
+
+	tell_u64(C_END);
+	tell_u64(0);
+	res("close epoll fd", close(ep));
+}
+
+static void client(void)
+{
+	int fds[8], nfd = 0;
+	pid_t gc = -1;
+	static char buf[65536];
+	uint64_t seq = 0;
+
+	for (;;) {
+		uint64_t c = await_u64(), arg = await_u64();
+		if (c == C_END)
+			break;
+		switch (c) {
+		case C_CONNECT:
+			if (nfd == 8)
+				fatal("too many connections");
+			fds[nfd++] = client_conn();
+			break;
+		case C_SEND:
+			pattern(buf, arg, seq, 5);
+			seq += arg;
+			if (send_all(fds[nfd - 1], buf, arg) != (ssize_t)arg)
+				fatal("send");
+			break;
+		case C_SHUTWR:
+			res("shutdown(SHUT_WR)", shutdown(fds[nfd - 1], SHUT_WR));
+			break;
+		case C_CLOSE:
+			res("close", close(fds[nfd - 1]));
+			fds[--nfd] = -1;
+			break;
+		case C_ABORT: {
+			int fd = fds[--nfd];
+			struct linger lg = { 1, 0 };
+			setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+			res("abortive close", close(fd));
+			break;
+		}
+		case C_DRAIN: {
+			uint64_t want = await_u64();
+			size_t got;
+			uint64_t h = recv_count(fds[nfd - 1], arg, &got);
+			say("drained what the server sent, equal: %s", yesno(got == arg && h == want));
+			break;
+		}
+		case C_SEND_LATER:
+			tell();
+			msleep(300);
+			pattern(buf, arg, seq, 5);
+			seq += arg;
+			if (send_all(fds[nfd - 1], buf, arg) != (ssize_t)arg)
+				fatal("send");
+			continue;               /* told already */
+		case C_GC_CONNECT: {
+			int p[2];
+			if (pipe(p) < 0)
+				fatal("pipe");
+			gc = fork();
+			if (gc < 0)
+				fatal("fork");
+			if (gc == 0) {
+				alarm(20);
+				close(p[0]);
+				int fd = client_conn();
+				if (write(p[1], "c", 1) != 1)
+					_exit(1);
+				for (;;)
+					pause();
+				(void)fd;
+			}
+			close(p[1]);
+			char x;
+			if (read(p[0], &x, 1) != 1)
+				fatal("grandchild did not connect");
+			close(p[0]);
+			break;
+		}
+		case C_GC_KILL:
+			kill(gc, SIGKILL);
+			waitpid(gc, NULL, 0);
+			gc = -1;
+			break;
+		}
+		tell();
+	}
+	while (nfd)
+		close(fds[--nfd]);
+}
+
+int main(void)
+{
+	return run(server, client);
+}
