@@ -178,7 +178,31 @@ int sc__conn_channel(struct sc_conn *c)
  * dropped while sleeping).  Spins up to the adaptive budget, then announces
  * itself (flag, cell armed, full barrier), re-checks and sleeps.
  */
+static int conn_wait(struct sc_conn *c, bool tx, bool (*cond)(struct sc_conn *),
+		     uint64_t deadline_ns);
+
 int sc__conn_wait(struct sc_conn *c, bool tx, bool (*cond)(struct sc_conn *))
+{
+	int rc = conn_wait(c, tx, cond, UINT64_MAX);
+
+	return rc == -EINTR ? 0 : rc;   /* the caller re-checks: restarted */
+}
+
+int sc__conn_wait_ready(struct sc_conn *c, bool tx, uint64_t deadline_ns)
+{
+	struct sc_lock *lk = tx ? &c->txlock : &c->rxlock;
+	bool (*cond)(struct sc_conn *) = tx ? sc__tx_ready : sc__rx_ready;
+	int rc = 0;
+
+	sc__lock(lk);
+	if (!cond(c))
+		rc = conn_wait(c, tx, cond, deadline_ns);
+	sc__unlock(lk);
+	return rc;
+}
+
+static int conn_wait(struct sc_conn *c, bool tx, bool (*cond)(struct sc_conn *),
+		     uint64_t deadline_ns)
 {
 	uint32_t *spin = &c->spin_ns[tx];
 
@@ -241,14 +265,14 @@ int sc__conn_wait(struct sc_conn *c, bool tx, bool (*cond)(struct sc_conn *))
 		 * re-checks everything */
 		struct sc_lock *lk = tx ? &c->txlock : &c->rxlock;
 		sc__unlock(lk);
-		rc = sc__conn_sleep(cell, seq);
+		rc = sc__conn_sleep(cell, seq, deadline_ns);
 		sc__lock(lk);
 	}
 	/* only we clear our flag: done waiting */
 	atomic_fetch_sub_explicit(flag, 1, memory_order_relaxed);
 	if (efd)
 		atomic_fetch_sub_explicit(&cell->futex_waiters, 1, memory_order_relaxed);
-	return rc == -EINTR ? 0 : rc;
+	return rc;
 }
 
 /* Nonblocking caller about to return EAGAIN: ask for a wake-up on the next
@@ -507,11 +531,19 @@ API int sc_shutdown(struct sc_conn *c, int how)
 	}
 	if (how != SHUT_RD) {
 		sc__lock(&c->txlock);
-		if (!(atomic_fetch_or(&c->lflags, SC_LF_SHUT_WR) & SC_LF_SHUT_WR)) {
+		bool first = !(atomic_fetch_or(&c->lflags, SC_LF_SHUT_WR) & SC_LF_SHUT_WR);
+		if (first) {
 			sc__conn_set_flags(c, SC_SF_WR_DONE);
 			sc__notify_peer(c);
 		}
 		sc__unlock(&c->txlock);
+		if (first) {
+			/* our own state changed (a hang-up, if the peer is
+			 * done too): a poller of ours hears of it */
+			pthread_mutex_lock(&c->g->lock);
+			sc__notify_self(c);
+			pthread_mutex_unlock(&c->g->lock);
+		}
 	}
 	errno = saved;
 	return 0;
@@ -530,7 +562,10 @@ API int sc_close(struct sc_conn *c)
 	uint32_t pf = atomic_load_explicit(&c->peer->flags, memory_order_acquire);
 	if (atomic_load(&c->err) || (pf & SC_SF_ABORT)) {
 		f = SC_SF_CLOSED;       /* already reset: nothing more to say */
-	} else if (c->linger0 || unread != 0) {
+	} else if (c->linger0 || (unread != 0 && !((atomic_load(&c->lflags) & SC_LF_SHUT_WR) &&
+						       (pf & SC_SF_WR_DONE)))) {
+		/* (both FINs exchanged: the kernel's socket is closed
+		 * already, and its close sends no reset) */
 		f = SC_SF_ABORT;
 		SC_STAT_ADD(conns_aborted, 1);
 	} else {

@@ -386,13 +386,28 @@ uint32_t sc__chan_arm_conn(struct sc_conn *c, uint32_t mode)
 	return seq;
 }
 
-int sc__conn_sleep(struct sc_cell *cell, uint32_t seq)
+int sc__conn_sleep(struct sc_cell *cell, uint32_t seq, uint64_t deadline_ns)
 {
 	_Atomic uint32_t *w = &cell->wake_seq;
+	struct timespec ts, *tp = NULL;
 
+	if (deadline_ns != UINT64_MAX) {
+		struct timespec now;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		uint64_t n = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+		if (n >= deadline_ns)
+			return -ETIMEDOUT;
+		ts.tv_sec = (time_t)((deadline_ns - n) / 1000000000u);
+		ts.tv_nsec = (long)((deadline_ns - n) % 1000000000u);
+		tp = &ts;
+	}
 	/* returns at once if a wake-up came since seq was read */
-	if (futex(w, FUTEX_WAIT, seq) < 0 && errno != EAGAIN && errno != EINTR)
-		return -errno;
+	if (syscall(SYS_futex, w, FUTEX_WAIT, seq, tp, NULL, 0) < 0) {
+		if (errno == ETIMEDOUT || errno == EINTR)
+			return -errno;
+		if (errno != EAGAIN)
+			return -errno;
+	}
 	SC_STAT_ADD(sleeps, 1);
 	return 0;
 }

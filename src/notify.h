@@ -65,8 +65,9 @@ int sc__chan_ensure_pfd(struct sc_chan *ch);
  * cell's wake sequence as it was before arming. */
 uint32_t sc__chan_arm_conn(struct sc_conn *c, uint32_t mode);
 /* Sleep in futex_wait on c's cell until a wake-up after seq (the value
- * sc__chan_arm_conn returned). */
-int sc__conn_sleep(struct sc_cell *cell, uint32_t seq);
+ * sc__chan_arm_conn returned), or the CLOCK_MONOTONIC deadline (ns;
+ * UINT64_MAX: none): 0, -ETIMEDOUT or -EINTR. */
+int sc__conn_sleep(struct sc_cell *cell, uint32_t seq, uint64_t deadline_ns);
 /* Nonblocking caller about to report EAGAIN on a polled connection: reset
  * the fd if a wake-up was delivered, and arm it again. */
 void sc__chan_rearm_poll(struct sc_conn *c);

@@ -15,7 +15,7 @@
 
 #define API __attribute__((visibility("default")))
 
-static bool rx_ready(struct sc_conn *c)
+bool sc__rx_ready(struct sc_conn *c)
 {
 	return sc__ring_avail(&c->rx) != 0 || atomic_load(&c->err) ||
 	       (sc__peer_flags(c) & (SC_SF_WR_DONE | SC_SF_CLOSED | SC_SF_ABORT)) ||
@@ -130,12 +130,12 @@ static ssize_t recv_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
 		if (done && !waitall)
 			break;
 		if (nb) {
-			if (sc__conn_arm_edge(c, false, rx_ready))
+			if (sc__conn_arm_edge(c, false, sc__rx_ready))
 				continue;
 			rc = -EAGAIN;
 			break;
 		}
-		if ((rc = sc__conn_wait(c, false, rx_ready)))
+		if ((rc = sc__conn_wait(c, false, sc__rx_ready)))
 			break;
 	}
 out:

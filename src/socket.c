@@ -53,6 +53,7 @@
 #include "ring.h"
 #include "rundir.h"
 #include "stats.h"
+#include "txrx.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -1073,7 +1074,12 @@ static ssize_t shm_call(int fd, struct sc_sock *s, bool tx, int f,
 		ssize_t rc = op(s->c, iov, iovcnt, f | SC_NONBLOCK);
 		if (rc != -EAGAIN)
 			return rc;
-		int w = shm_wait_until(fd, s, tx, deadline);
+		/* sleep on the connection's own wake-up (as a blocking call
+		 * does, whatever channel it is bound to); a signal ends a
+		 * timed socket call with EINTR, as in the kernel */
+		int w = sc__conn_wait_ready(s->c, tx, deadline);
+		if (w == -ETIMEDOUT)
+			return -EAGAIN;
 		if (w < 0)
 			return w;
 	}
@@ -1756,9 +1762,11 @@ EXPORT int getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
 	    s->owner == my_pid && val && len && *len >= sizeof(int)) {
 		struct sc_conn_info ci;
 		sc_conn_info(s->c, &ci);
-		if (ci.state & SC_EV_ERR) {
-			/* reported once, as the kernel clears sk_err */
-			*(int *)val = s->err_reported ? 0 : ECONNRESET;
+		if ((ci.state & SC_EV_ERR) || s->sent_to_closed) {
+			/* reported once, as the kernel clears sk_err (a reset
+			 * in CLOSE_WAIT, after our send to a closed peer, is
+			 * EPIPE there) */
+			*(int *)val = s->err_reported ? 0 : s->sent_to_closed ? EPIPE : ECONNRESET;
 			s->err_reported = true;
 			*len = sizeof(int);
 			return 0;
@@ -1843,6 +1851,14 @@ static short sock_revents(int fd, struct sc_sock *s, short want, int *waitfd, bo
 		r |= POLLHUP;
 	if (ev & SC_EV_ERR)
 		r |= POLLERR | POLLRDHUP | POLLHUP;
+	/* the reset a send to a closed peer brings back (see do_sendv):
+	 * the kernel's socket is then closed, its error EPIPE */
+	if (s->sent_to_closed)
+		r |= POLLIN | POLLRDNORM | POLLOUT | POLLWRNORM | POLLRDHUP | POLLHUP | POLLERR;
+	/* the error, once reported (SO_ERROR, a failed call), is gone from
+	 * the mask as sk_err is; the hang-up stays */
+	if (s->err_reported)
+		r &= (short)~POLLERR;
 	/* SO_RCVLOWAT: readable from that many bytes on (or at the end) */
 	if (s->rcvlowat > 1 && (r & POLLIN) && !(ev & (SC_EV_RDHUP | SC_EV_HUP | SC_EV_ERR)) &&
 	    rx_avail(s->c) < lowat_target(s, SIZE_MAX))
@@ -2151,6 +2167,10 @@ struct sc_epreg {
 	bool shared;            /* its connection is bound to the set's channel */
 	bool exclusive;         /* added with EPOLLEXCLUSIVE: no MOD (kernel rule) */
 	bool foreign;           /* watched through another set's channel (nforeign) */
+	bool force_edge;        /* EPOLLET: ADD or MOD polls it afresh, as the kernel's */
+	uint64_t sig_fl;        /* EPOLLET: the flags when last reported (HUP/ERR edges) */
+	struct sc_epreg *sib;   /* other entries of this set for the same connection
+				 * (dup'd fds): the connection's user is the first */
 	int kind;               /* what the inner set watches: 0 none, M_PENDING, M_SHM */
 	uint64_t seen;          /* the epoll_wait call that last reported it */
 	uint64_t sig_in, sig_out;       /* EPOLLET: state when last reported */
@@ -2289,8 +2309,17 @@ static void check_add(struct sc_ep *e, struct sc_epreg *r)
 static void reg_free(struct sc_ep *e, struct sc_epreg *r)
 {
 	reg_unwatch(e, r);
-	if (r->shared && r->s->c && sc_conn_user(r->s->c) == r)
-		sc_conn_set_user(r->s->c, NULL);       /* collected: ignored */
+	if (r->shared && r->s->c) {
+		struct sc_epreg *head = sc_conn_user(r->s->c);
+		if (head == r)
+			sc_conn_set_user(r->s->c, r->sib);     /* NULL: collected, ignored */
+		else
+			for (struct sc_epreg *q = head; q; q = q->sib)
+				if (q->sib == r) {
+					q->sib = r->sib;
+					break;
+				}
+	}
 	for (struct sc_epreg **pp = &e->fired; *pp; pp = &(*pp)->fnext)
 		if (*pp == r) {
 			*pp = r->fnext;
@@ -2352,8 +2381,19 @@ static int ep_bind(struct sc_ep *e, struct sc_epreg *r, struct sc_conn *c)
 	struct sc_chan *cur = atomic_load(&c->chan);
 	if (cur && cur != c->own && cur != e->ch)
 		return -EBUSY;          /* in another epoll set's channel */
+	struct sc_epreg *head = cur == e->ch ? sc_conn_user(c) : NULL;
+	if (head) {
+		/* another entry of ours has it (a dup'd fd): chain r to it */
+		for (struct sc_epreg *q = head; q; q = q->sib)
+			if (q == r)
+				return 0;
+		r->sib = head->sib;
+		head->sib = r;
+		return 0;
+	}
 	if (cur != e->ch && sc_chan_bind(c, e->ch) < 0)
 		return -ENOMEM;
+	r->sib = NULL;
 	sc_conn_set_user(c, r);
 	return 0;
 }
@@ -2377,11 +2417,10 @@ static int ep_collect(struct sc_ep *e, bool arm)
 		if (k < 0)
 			k = 0;
 		for (int i = 0; i < k; i++) {
-			struct sc_epreg *r = sc_conn_user(cs[i]);
-			if (!r)
-				continue;
-			check_add(e, r);
-			fired_add(e, r);
+			for (struct sc_epreg *r = sc_conn_user(cs[i]); r; r = r->sib) {
+				check_add(e, r);
+				fired_add(e, r);
+			}
 			total++;
 		}
 	} while (k == 64);
@@ -2546,7 +2585,8 @@ EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		r->data = ev->data;
 		r->disabled = false;
 		r->seen = 0;
-		r->sig_in = r->sig_out = 0;
+		r->sig_in = r->sig_out = r->sig_fl = 0;
+		r->force_edge = true;
 		if (r->kind == M_SHM)
 			fired_add(e, r);        /* re-arm for this interest */
 		bool gone;
@@ -2577,6 +2617,7 @@ EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		r->events = ev->events & ~EPOLLWAKEUP;
 		r->data = ev->data;
 		r->disabled = false;
+		r->force_edge = true;   /* polled afresh: an edge if ready */
 		check_add(e, r);
 		fired_add(e, r);        /* re-arm for the new interest before sleeping */
 		break;
@@ -2613,35 +2654,40 @@ EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 /* EPOLLET: the connection's state as edges are told from (its cursors and
  * flags).  Taken before its readiness is evaluated: a change after that
  * shows at the next look instead of being counted as reported. */
-static void reg_sig(struct sc_epreg *r, uint64_t *in, uint64_t *outs)
+static void reg_sig(struct sc_epreg *r, uint64_t sig[3])
 {
-	*in = r->sig_in;
-	*outs = r->sig_out;
+	sig[0] = r->sig_in;
+	sig[1] = r->sig_out;
+	sig[2] = r->sig_fl;
 	if (!r->s->c || atomic_load(&r->s->mode) != M_SHM)
 		return;
 	struct sc_conn *c = r->s->c;
 	uint64_t fl = atomic_load_explicit(&c->peer->flags, memory_order_acquire) |
 		      (uint64_t)atomic_load(&c->lflags) << 32;
-	*in = atomic_load_explicit(&c->rx.h->prod, memory_order_acquire) ^ fl * 0x9e3779b97f4a7c15ull;
-	*outs = atomic_load_explicit(&c->tx.h->cons, memory_order_acquire) ^ fl * 0x9e3779b97f4a7c15ull;
+	sig[0] = atomic_load_explicit(&c->rx.h->prod, memory_order_acquire) ^ fl * 0x9e3779b97f4a7c15ull;
+	sig[1] = atomic_load_explicit(&c->tx.h->cons, memory_order_acquire) ^ fl * 0x9e3779b97f4a7c15ull;
+	sig[2] = fl | (uint64_t)r->s->sent_to_closed << 31;
 }
 
 /* EPOLLET: ev if the state (reg_sig, taken before ev) changed since last
  * reported in a way the entry wants to hear of (new data, new room, a new
  * state, as the kernel's wake-ups are; room when only input is wanted is
- * no edge); an edge reports the whole present mask, as the kernel's does
- * (a data arrival gives IN|OUT to an entry that wants both).  commit
- * records it as reported. */
-static uint32_t reg_edge(struct sc_epreg *r, uint32_t ev, uint64_t in, uint64_t outs, bool commit)
+ * no edge; a hang-up or error only when the state changed); an edge
+ * reports the whole present mask, as the kernel's does (a data arrival
+ * gives IN|OUT to an entry that wants both).  commit records it. */
+static uint32_t reg_edge(struct sc_epreg *r, uint32_t ev, const uint64_t sig[3], bool commit)
 {
 	if (!r->s->c || atomic_load(&r->s->mode) != M_SHM)
 		return ev;
-	bool edge = (ev & ~(uint32_t)(EPOLLIN | EPOLLRDNORM | EPOLLOUT | EPOLLWRNORM | EPOLLRDHUP)) ||
-		    ((r->events & (EPOLLIN | EPOLLRDHUP)) && in != r->sig_in) ||
-		    ((r->events & EPOLLOUT) && outs != r->sig_out);
+	bool edge = r->force_edge ||
+		    ((ev & (EPOLLHUP | EPOLLERR)) && sig[2] != r->sig_fl) ||
+		    ((r->events & (EPOLLIN | EPOLLRDHUP)) && sig[0] != r->sig_in) ||
+		    ((r->events & EPOLLOUT) && sig[1] != r->sig_out);
 	if (commit) {
-		r->sig_in = in;
-		r->sig_out = outs;
+		r->sig_in = sig[0];
+		r->sig_out = sig[1];
+		r->sig_fl = sig[2];
+		r->force_edge = false;
 	}
 	return edge ? ev : 0;
 }
@@ -2663,14 +2709,14 @@ static int ep_harvest(struct sc_ep *e, struct epoll_event *out, int n, int max, 
 			continue;
 		}
 		bool gone;
-		uint64_t in, outs;
-		reg_sig(r, &in, &outs);
+		uint64_t sig[3];
+		reg_sig(r, sig);
 		uint32_t ev = reg_eval(e, r, &gone);
 		if (!gone && r->foreign && !r->listed)
 			check_add(e, r);        /* its wake-ups may be another set's */
 		if (gone || !ev)
 			continue;
-		if ((r->events & EPOLLET) && !(ev = reg_edge(r, ev, in, outs, true)))
+		if ((r->events & EPOLLET) && !(ev = reg_edge(r, ev, sig, true)))
 			continue;
 		out[n].events = ev;
 		out[n].data = r->data;
@@ -2728,10 +2774,10 @@ static bool ep_ready_now(struct sc_ep *e)
 		struct sc_epreg *next = r->cnext;       /* r may be freed */
 		bool gone;
 		uint32_t ev;
-		uint64_t in, outs;
-		reg_sig(r, &in, &outs);
+		uint64_t sig[3];
+		reg_sig(r, sig);
 		if (!r->disabled && !r->deleted && (ev = reg_eval(e, r, &gone)) &&
-		    (!(r->events & EPOLLET) || reg_edge(r, ev, in, outs, false)))
+		    (!(r->events & EPOLLET) || reg_edge(r, ev, sig, false)))
 			ready = true;
 		r = next;
 	}

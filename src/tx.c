@@ -65,7 +65,7 @@ static int tx_error(struct sc_conn *c)
  * How often the consumer publishes is what batches the wake-ups (SMC's
  * update rule).
  */
-static bool tx_ready(struct sc_conn *c)
+bool sc__tx_ready(struct sc_conn *c)
 {
 	return tx_error(c) || sc__ring_space(&c->tx, 1) != 0;
 }
@@ -112,12 +112,12 @@ static ssize_t send_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
 			wake = c->corked = false;
 		}
 		if (nb) {
-			if (sc__conn_arm_edge(c, true, tx_ready))
+			if (sc__conn_arm_edge(c, true, sc__tx_ready))
 				continue;
 			rc = -EAGAIN;
 			break;
 		}
-		if ((rc = sc__conn_wait(c, true, tx_ready)))
+		if ((rc = sc__conn_wait(c, true, sc__tx_ready)))
 			break;
 	}
 	if (wake && (flags & SC_MORE) && done == total) {

@@ -15,6 +15,13 @@ struct sc_conn;
 uint32_t sc__peer_flags(struct sc_conn *c);
 /* Block until cond holds: spin, arm, sleep.  0 or -errno. */
 int sc__conn_wait(struct sc_conn *c, bool tx, bool (*cond)(struct sc_conn *));
+/* The same, for "a receive (tx: a send) would not block", and with a
+ * CLOCK_MONOTONIC deadline (UINT64_MAX: none); takes the direction's
+ * lock.  0 when ready, -ETIMEDOUT, -EINTR (never restarted: the socket
+ * timeouts' rule), or another -errno. */
+int sc__conn_wait_ready(struct sc_conn *c, bool tx, uint64_t deadline_ns);
+bool sc__rx_ready(struct sc_conn *c);
+bool sc__tx_ready(struct sc_conn *c);
 /* Nonblocking: request an edge wake-up; true if cond holds after all. */
 bool sc__conn_arm_edge(struct sc_conn *c, bool tx, bool (*cond)(struct sc_conn *));
 /* The peer reset c: record it (sticky, counted once); -ECONNRESET. */
