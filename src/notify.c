@@ -73,6 +73,19 @@ void sc__chan_free(struct sc_chan *ch)
 	free(ch);
 }
 
+void sc__chan_abandon(struct sc_chan *ch)
+{
+	for (int i = 0; i < ch->ncells; i++)
+		if (ch->cells[i].rfd >= 0)
+			close(ch->cells[i].rfd);
+	if (ch->lfd >= 0)
+		close(ch->lfd);
+	if (ch->pfd >= 0)
+		close(ch->pfd);
+	free(ch->cells);
+	free(ch);
+}
+
 int sc__chan_attach(struct sc_chan *ch, struct sc_conn *c)
 {
 	struct sc_group *g = c->g;

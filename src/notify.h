@@ -42,6 +42,9 @@ struct sc_chan {
 
 int sc__chan_new(bool private_, struct sc_chan **out);
 void sc__chan_free(struct sc_chan *ch);
+/* In a child after fork: drop our copy of a parent's channel (close the
+ * child's copies of its fds, free the memory; the cells are the parent's). */
+void sc__chan_abandon(struct sc_chan *ch);
 
 /* Bind c (whose group lock the caller does NOT hold) to ch; -errno. */
 int sc__chan_attach(struct sc_chan *ch, struct sc_conn *c);

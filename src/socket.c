@@ -64,6 +64,7 @@ static void ep_refresh_exposed(void);
 struct sc_ep;
 static void ep_expose(struct sc_ep *e);
 static void ep_kid_set(struct sc_ep *e, int fd, int op, uint64_t data);
+static void epfl_mark_shared(void);
 struct sc_sock;
 static void ep_rewatch(struct sc_ep *except, struct sc_sock **socks, size_t n);
 static bool ep_elsewhere(struct sc_ep *e, struct sc_sock *s);
@@ -71,6 +72,7 @@ static _Atomic int nexp_sig;   /* exposed sets we hold readable (ep_expose) */
 static uint8_t epfl_get(int fd);
 #define EPFL_EPOLL	1       /* an epoll fd the program created */
 #define EPFL_EXPOSED	2       /* ... watched from outside (see ep_expose) */
+#define EPFL_SHARED	4       /* ... inherited across fork: shared with another process */
 
 /* ---- the real functions ------------------------------------------------- */
 
@@ -2114,9 +2116,12 @@ EXPORT pid_t fork(void)
 		return child;
 	int saved = errno;
 	socks_each(listener_inherit, my_pid, child);
+	epfl_mark_shared();
 	errno = saved;
 	return child;
 }
+
+static void ep_atfork_child(void);
 
 static void atfork_child(void)
 {
@@ -2137,6 +2142,7 @@ static void atfork_child(void)
 	G.rdv = NULL;
 	G.pending = NULL;
 	sc__link_atfork_child();
+	ep_atfork_child();
 	/* the child counts in a file of its own */
 	if (sc__rundir() && sc__stats_file_open_child() < 0)
 		LOG(1, "cannot create a stats file in the run directory");
@@ -2154,7 +2160,19 @@ static void atfork_child(void)
  * ready, so a wait costs O(ready), not O(registered).
  */
 
-#define EP_COOKIE 0x5c0de5c0de5c0de5ull
+/* The inner set's registration in the program's set: a cookie naming the
+ * process, since a set inherited across fork is shared with the other
+ * process, whose cookie (or whose inner set) we must never report. */
+#define EP_COOKIE_TOP	0x5c0de5c0u
+static uint64_t ep_cookie(void)
+{
+	return (uint64_t)EP_COOKIE_TOP << 32 | (uint32_t)my_pid;
+}
+
+static bool is_cookie(uint64_t v)
+{
+	return (uint32_t)(v >> 32) == EP_COOKIE_TOP;
+}
 
 struct sc_epreg {
 	int fd;
@@ -2213,10 +2231,27 @@ struct sc_ep {
 #define EPFL_MAX	65536
 static _Atomic uint8_t epfl[EPFL_MAX];
 
+static _Atomic int epfl_top;    /* above the highest fd marked */
+
 static void epfl_set(int fd, uint8_t bits)
 {
-	if (fd >= 0 && fd < EPFL_MAX)
+	if (fd >= 0 && fd < EPFL_MAX) {
 		atomic_fetch_or_explicit(&epfl[fd], bits, memory_order_relaxed);
+		int top = atomic_load_explicit(&epfl_top, memory_order_relaxed);
+		while (fd >= top && !atomic_compare_exchange_weak(&epfl_top, &top, fd + 1))
+			;
+	}
+}
+
+/* fork: every epoll set of the program's is now shared with the other
+ * process (the kernel's set is one object): its events may carry the
+ * other's cookie, which we must drop (ep_wait, shared_wait). */
+static void epfl_mark_shared(void)
+{
+	int top = atomic_load_explicit(&epfl_top, memory_order_relaxed);
+	for (int fd = 0; fd < top; fd++)
+		if (atomic_load_explicit(&epfl[fd], memory_order_relaxed) & EPFL_EPOLL)
+			atomic_fetch_or_explicit(&epfl[fd], EPFL_SHARED, memory_order_relaxed);
 }
 
 static uint8_t epfl_get(int fd)
@@ -2249,7 +2284,7 @@ static struct sc_ep *ep_get(int epfd, bool create)
 		if (e) {
 			e->fd = epfd;
 			e->inner = R(epoll_create1)(EPOLL_CLOEXEC);
-			struct epoll_event ev = { .events = EPOLLIN, .data.u64 = EP_COOKIE };
+			struct epoll_event ev = { .events = EPOLLIN, .data.u64 = ep_cookie() };
 			if (e->inner < 0 || R(epoll_ctl)(epfd, EPOLL_CTL_ADD, e->inner, &ev) < 0) {
 				if (e->inner >= 0)
 					R(close)(e->inner);
@@ -2930,11 +2965,34 @@ static void ep_expose_fd(int fd)
 static int ep_wait(struct sc_ep *e, int epfd, struct epoll_event *out, int max, int timeout,
 		   const sigset_t *mask);
 
+/* A set shared across fork that has no shadow here: the kernel's events,
+ * less the other process's cookie. */
+static int shared_wait(int epfd, struct epoll_event *out, int max, int timeout,
+		       const sigset_t *mask)
+{
+	uint64_t end = timeout < 0 ? UINT64_MAX : now_ns() + (uint64_t)timeout * 1000000u;
+	for (;;) {
+		uint64_t now = now_ns();
+		int t = end == UINT64_MAX ? -1 : now >= end ? 0 : (int)((end - now + 999999) / 1000000);
+		int k = mask ? R(epoll_pwait)(epfd, out, max, t, mask) : R(epoll_wait)(epfd, out, max, t);
+		if (k <= 0)
+			return k;
+		int m = 0;
+		for (int i = 0; i < k; i++)
+			if (!is_cookie(out[i].data.u64))
+				out[m++] = out[i];
+		if (m || t == 0)
+			return m;
+	}
+}
+
 static int do_epoll_wait(int epfd, struct epoll_event *out, int max, int timeout,
 			 const sigset_t *mask)
 {
 	struct sc_ep *e = ep_get(epfd, false);
 	if (!e || max <= 0) {
+		if (max > 0 && (epfl_get(epfd) & EPFL_SHARED))
+			return shared_wait(epfd, out, max, timeout, mask);
 		if (mask)
 			return R(epoll_pwait)(epfd, out, max, timeout, mask);
 		return R(epoll_wait)(epfd, out, max, timeout);
@@ -2989,8 +3047,10 @@ static int ep_wait(struct sc_ep *e, int epfd, struct epoll_event *out, int max, 
 		bool inner = false;
 		int kept = 0;
 		for (int i = 0; i < k; i++) {
-			if (kbuf[i].data.u64 == EP_COOKIE)
+			if (kbuf[i].data.u64 == ep_cookie())
 				inner = true;
+			else if (is_cookie(kbuf[i].data.u64))
+				continue;       /* another process's (a set shared by fork) */
 			else if (e->kids && !ep_kid_ready(e, kbuf[i].data.u64))
 				continue;       /* a nested set with nothing ready */
 			else if (kept < room)
@@ -3054,7 +3114,7 @@ EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct 
 			const sigset_t *mask)
 {
 	struct sc_ep *e = ep_get(epfd, false);
-	if (!e)
+	if (!e && !(epfl_get(epfd) & EPFL_SHARED))
 		return R(epoll_pwait2)(epfd, ev, max, ts, mask);
 	if (ts && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000)) {
 		errno = EINVAL;
@@ -3113,6 +3173,38 @@ static bool ep_elsewhere(struct sc_ep *e, struct sc_sock *s)
 	}
 	pthread_mutex_unlock(&eps_lock);
 	return found;
+}
+
+/* In the child after fork: the shadows are the parent's (their inner sets,
+ * channels and entries).  Drop our copies without touching what they name;
+ * a set the child uses gets a shadow of its own, under its own cookie. */
+static void ep_atfork_child(void)
+{
+	pthread_mutex_init(&eps_lock, NULL);
+	struct sc_ep *e = eps;
+	eps = NULL;
+	atomic_store(&neps, 0);
+	atomic_store(&nexp_sig, 0);
+	atomic_store(&nforeign, 0);
+	epfl_mark_shared();
+	while (e) {
+		struct sc_ep *next = e->next;
+		while (e->regs) {
+			struct sc_epreg *r = e->regs;
+			e->regs = r->next;
+			free(r);
+		}
+		while (e->kids) {
+			struct sc_epkid *k = e->kids;
+			e->kids = k->next;
+			free(k);
+		}
+		if (e->ch)
+			sc__chan_abandon(e->ch);
+		R(close)(e->inner);
+		free(e);
+		e = next;
+	}
 }
 
 /* An epoll fd is closed: drop our shadow of it. */
