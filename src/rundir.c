@@ -388,7 +388,8 @@ int sc__offer_post(struct sc_board *b, uint16_t cport, const struct sc_addr16 *d
 			errno = saved;
 			return -ECONNREFUSED;
 		}
-		if (st != SC_OFFER_FREE && st != SC_OFFER_DECLINED && pid_alive(o->pid)) {
+		if (st != SC_OFFER_FREE && st != SC_OFFER_DECLINED && st != SC_OFFER_WITHDRAWN &&
+		    pid_alive(o->pid)) {
 			errno = saved;
 			return -EBUSY;          /* a live offer of another netns */
 		}
@@ -418,10 +419,23 @@ bool sc__offer_withdraw(struct sc_board *b, int idx, uint64_t tag)
 {
 	_Atomic uint64_t *w = &b->offers[idx].word;
 	uint64_t v = SC_OFFER_WORD(tag, SC_OFFER_OFFERED);
-	if (atomic_compare_exchange_strong(w, &v, 0))
+	/* the fields stay: an acceptor that has not looked yet learns that
+	 * the client is gone instead of waiting for an offer */
+	if (atomic_compare_exchange_strong(w, &v, SC_OFFER_WORD(tag, SC_OFFER_WITHDRAWN)))
 		return true;
 	v = SC_OFFER_WORD(tag, SC_OFFER_DECLINED);
 	return atomic_compare_exchange_strong(w, &v, 0);
+}
+
+bool sc__offer_withdrawn(struct sc_board *b, uint16_t cport, const struct sc_addr16 *local)
+{
+	struct sc_offer *o = &b->offers[cport];
+	uint64_t w = atomic_load_explicit(&o->word, memory_order_acquire);
+
+	/* fresh only: an older connection of the same 4-tuple (TIME_WAIT
+	 * reuse on loopback takes a second at least) left its entry too */
+	return (w & 0xff) == SC_OFFER_WITHDRAWN && offer_matches(o, cport, local) &&
+	       mono_ms() - o->time_ms < 1000;
 }
 
 int sc__offer_claim(struct sc_board *b, uint16_t cport, const struct sc_addr16 *local,
@@ -459,7 +473,8 @@ int sc__offer_decline_tuple(struct sc_board *b, uint16_t cport, const struct sc_
 			sched_yield();
 			continue;
 		}
-		if (st != SC_OFFER_FREE && st != SC_OFFER_DECLINED && pid_alive(o->pid)) {
+		if (st != SC_OFFER_FREE && st != SC_OFFER_DECLINED && st != SC_OFFER_WITHDRAWN &&
+		    pid_alive(o->pid)) {
 			errno = saved;
 			return 0;               /* another's: our client cannot post */
 		}

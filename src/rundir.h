@@ -52,7 +52,10 @@ struct sc_board_listener {
 };
 
 enum { SC_OFFER_FREE, SC_OFFER_BUSY, SC_OFFER_OFFERED, SC_OFFER_CLAIMED,
-       SC_OFFER_DECLINED };
+       SC_OFFER_DECLINED,
+       SC_OFFER_WITHDRAWN      /* its client closed before a claim: free, and
+				* the acceptor need not wait for an offer */
+};
 
 /* An offer's word: tag << 8 | state.  The tag (56 random bits, never 0)
  * makes every transition a compare-and-swap on this offer, not on whatever
@@ -125,6 +128,8 @@ bool sc__offer_withdraw(struct sc_board *b, int idx, uint64_t tag);
 
 /* Server: claim the offer for a connection we accepted; returns its index
  * (state CLAIMED, pid and tag copied out) or -1 (none yet). */
+/* Did the client of this 4-tuple close before its offer was claimed? */
+bool sc__offer_withdrawn(struct sc_board *b, uint16_t cport, const struct sc_addr16 *local);
 int sc__offer_claim(struct sc_board *b, uint16_t cport, const struct sc_addr16 *local,
 		    int32_t *pid, uint64_t *tag);
 /* Server: no offer for this connection: decline the 4-tuple so that a late

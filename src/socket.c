@@ -889,6 +889,13 @@ static void server_claim(int nfd, struct sc_sock *s)
 		idx = sc__offer_claim(b, cport, &local, &pid, &tag);
 		if (idx >= 0)
 			break;
+		if (sc__offer_withdrawn(b, cport, &local)) {
+			/* it connected and closed before we looked (a port
+			 * probe, wrk's test connection): nothing to set up,
+			 * and no reason to wait */
+			fallback_stat(s, nfd, SC_FB_PEER_CLOSED);
+			return;
+		}
 		if (now_ns() >= until) {
 			int didx;
 			if (sc__offer_decline_tuple(b, cport, &local, &didx) == -EAGAIN)

@@ -31,7 +31,7 @@ def test_perf_pingpong_json():
     d = perf_json("pingpong", 64)
     assert d["mode"] == "pingpong" and d["size"] == 64
     by = {x["transport"]: x for x in d["results"]}
-    assert set(by) == {"tcp", "unix", "shortcut", "shm"}
+    assert set(by) == {"tcp", "unix", "shortcut", "shm", "futex"}
     for x in by.values():
         assert x["rtt_us"] > 0 and x["msgs_per_s"] > 0
         assert x["rtt_us_min"] <= x["rtt_us"] <= x["rtt_us_max"]

@@ -462,6 +462,25 @@ def test_claim_timeout_falls_back(rundir):
     assert fb(st, "claim_timeout") >= 1, st
 
 
+def test_client_closed_before_claim(rundir):
+    """An accelerated client connects and closes at once (a port probe, wrk's
+    test connection) before the server looks at the connection: the server
+    learns from the board that nothing is coming (`peer_closed_first`), not
+    by waiting for an offer (`claim_timeout`); the next client is
+    accelerated as usual."""
+    probe = ("import socket,sys; s=socket.create_connection(('127.0.0.1', int(sys.argv[1]))); "
+             "s.close()")
+    client = ["sh", "-c", '%s -c "%s" {port} && %s %s --count 5 --port {port}'
+              % (sys.executable, probe, sys.executable, os.path.join(PEERS, "echo_client.py"))]
+    server, client, _ = run_pair(["echo_server.py", "--clients", "2", "--accept-delay", "0.5"],
+                                 client, rundir=rundir)
+    assert client.rc == 0 and server.rc == 0, (server, client)
+    st = stats(rundir)
+    assert fb(st, "peer_closed_first") == 1, st
+    assert fb(st, "claim_timeout") == 0, st
+    assert st["conns_accelerated"] == 2, st
+
+
 def test_client_bind_before_connect(rundir):
     server, client, _ = run_pair(["echo_server.py"],
                                  ["echo_client.py", "--bind", "127.0.0.1:0", "--count", "30"],
