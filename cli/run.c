@@ -43,14 +43,39 @@ static int find_lib(char *out, size_t len)
 	return -1;
 }
 
+static int run_usage(FILE *f, int status)
+{
+	fputs("usage: shortcut run [-v|-vv|-vvv] [--off] [--] CMD [ARGS...]\n"
+	      "  -v, -vv, -vvv  log each connection's outcome (SHORTCUT_LOG=1, 2, 3) to stderr\n"
+	      "  --off          leave every connection on TCP (SHORTCUT_DISABLE=1)\n", f);
+	return status;
+}
+
 int sc__run_main(int argc, char **argv)
 {
 	char lib[PATH_MAX], pre[2 * PATH_MAX + 2];
+	int i = 1;
 
-	if (argc < 2) {
-		fprintf(stderr, "usage: shortcut run CMD [ARGS...]\n");
-		return 2;
+	/* our options come before the command; the command's are its own */
+	for (; i < argc && argv[i][0] == '-'; i++) {
+		const char *a = argv[i];
+		if (!strcmp(a, "--")) {
+			i++;
+			break;
+		} else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			return run_usage(stdout, 0);
+		} else if (!strcmp(a, "--off")) {
+			setenv("SHORTCUT_DISABLE", "1", 1);
+		} else if (!strcmp(a, "-v") || !strcmp(a, "-vv") || !strcmp(a, "-vvv")) {
+			char lv[2] = { (char)('0' + (int)strlen(a) - 1), 0 };
+			setenv("SHORTCUT_LOG", lv, 1);
+		} else {
+			fprintf(stderr, "shortcut run: unknown option %s\n", a);
+			return run_usage(stderr, 2);
+		}
 	}
+	if (i >= argc)
+		return run_usage(stderr, 2);
 	if (sc_config_check())
 		return 2;
 	if (find_lib(lib, sizeof(lib))) {
@@ -63,8 +88,8 @@ int sc__run_main(int argc, char **argv)
 	else
 		snprintf(pre, sizeof(pre), "%s", lib);
 	setenv("LD_PRELOAD", pre, 1);
-	execvp(argv[1], argv + 1);
-	fprintf(stderr, "shortcut: cannot run %s: %s\n", argv[1], strerror(errno));
+	execvp(argv[i], argv + i);
+	fprintf(stderr, "shortcut: cannot run %s: %s\n", argv[i], strerror(errno));
 	return 127;
 }
 

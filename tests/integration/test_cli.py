@@ -90,3 +90,38 @@ def test_busy_stream_makes_no_syscalls(tmp_path):
     total = re.search(r"^100\.00\s+\S+\s+\S+\s+(\d+)", out.read_text(), re.M)
     assert total, out.read_text()
     assert int(total.group(1)) < 2000, out.read_text()
+
+
+PAIR = ("import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); "
+        "c = socket.create_connection(s.getsockname()); a, _ = s.accept(); "
+        "c.sendall(b'ping'); assert a.recv(4) == b'ping'")
+
+
+def run_pair_in_one(tmp_path, *opts):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SHORTCUT_")}
+    env["SHORTCUT_RUNDIR"] = str(tmp_path / "rd")
+    r = subprocess.run([SHORTCUT, "run", *opts, "python3", "-c", PAIR], capture_output=True,
+                       text=True, env=env, timeout=60)
+    st = subprocess.run([SHORTCUT, "stats", "--json"], capture_output=True, text=True,
+                        env=env, timeout=30)
+    return r, json.loads(st.stdout)
+
+
+def test_run_verbose_logs_outcome(tmp_path):
+    r, st = run_pair_in_one(tmp_path, "-v")
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("connection on shared memory") == 2, r.stderr
+    assert st["conns_accelerated"] == 2, st
+
+
+def test_run_off_stays_on_tcp(tmp_path):
+    r, st = run_pair_in_one(tmp_path, "--off", "--")
+    assert r.returncode == 0, r.stderr
+    assert st["conns_accelerated"] == 0, st
+    assert st["fallback"].get("disabled", 0) >= 1, st
+
+
+@pytest.mark.parametrize("args", [["run"], ["run", "-x", "true"], ["run", "--off"]])
+def test_run_usage_errors(args):
+    r = run([SHORTCUT, *args])
+    assert r.returncode == 2 and "usage: shortcut run" in r.stderr, r
