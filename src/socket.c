@@ -73,6 +73,8 @@ static uint8_t epfl_get(int fd);
 #define EPFL_EPOLL	1       /* an epoll fd the program created */
 #define EPFL_EXPOSED	2       /* ... watched from outside (see ep_expose) */
 #define EPFL_SHARED	4       /* ... inherited across fork: shared with another process */
+#define EPFL_MAX	65536
+static _Atomic uint8_t epfl[EPFL_MAX];
 
 /* ---- the real functions ------------------------------------------------- */
 
@@ -286,6 +288,10 @@ static void ep_forget_sock(struct sc_sock *s);
 
 static struct sc_sock *sock_new(int fd, int mode, bool nonblock)
 {
+	/* a socket now: whatever fd number this was before (an epoll set
+	 * closed behind our back) is not an epoll set any more */
+	if (epfl_get(fd))
+		atomic_store_explicit(&epfl[fd], 0, memory_order_relaxed);
 	/* the stats file appears with the process's first TCP socket */
 	pthread_once(&stats_once, stats_open);
 	struct sc_sock *s = calloc(1, sizeof(*s));
@@ -2235,8 +2241,6 @@ struct sc_ep {
  * kernel exactly when one of its registrations is ready.  fds past the
  * table are not tracked (a nested set that high waits for its own calls).
  */
-#define EPFL_MAX	65536
-static _Atomic uint8_t epfl[EPFL_MAX];
 
 static _Atomic int epfl_top;    /* above the highest fd marked */
 

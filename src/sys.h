@@ -68,6 +68,12 @@ static inline int sc_sys_accept4(int fd, struct sockaddr *a, socklen_t *l, int f
 {
 	return (int)syscall(SYS_accept4, fd, a, l, f);
 }
+/* the interposer marks the program's epoll fds: the library's own are
+ * made past it */
+static inline int sc_sys_epoll_create1(int flags)
+{
+	return (int)syscall(SYS_epoll_create1, flags);
+}
 static inline int sc_sys_connect(int fd, const struct sockaddr *a, socklen_t l)
 {
 	return (int)syscall(SYS_connect, fd, a, l);
@@ -85,6 +91,7 @@ static inline int sc_sys_connect(int fd, const struct sockaddr *a, socklen_t l)
 #define poll(p, n, t)           sc_sys_poll(p, n, t)
 #define accept4(fd, a, l, f)    sc_sys_accept4(fd, a, l, f)
 #define connect(fd, a, l)       sc_sys_connect(fd, a, l)
+#define epoll_create1(f)        sc_sys_epoll_create1(f)
 
 #endif /* SC_SYS_DIRECT */
 #endif
