@@ -69,6 +69,7 @@ struct sc_sock;
 static void ep_rewatch(struct sc_ep *except, struct sc_sock **socks, size_t n);
 static bool ep_elsewhere(struct sc_ep *e, struct sc_sock *s);
 static _Atomic int nexp_sig;   /* exposed sets we hold readable (ep_expose) */
+
 static uint8_t epfl_get(int fd);
 #define EPFL_EPOLL	1       /* an epoll fd the program created */
 #define EPFL_EXPOSED	2       /* ... watched from outside (see ep_expose) */
@@ -2224,6 +2225,7 @@ struct sc_ep {
 	bool exposed;           /* in another epoll set, or polled: keep its fd's
 				 * readiness true between our epoll_waits */
 	bool held;              /* ep_expose found it ready (counted in nexp_sig) */
+	_Atomic int sleepers;   /* threads asleep in the kernel's wait on it */
 	/* epoll sets of the program's registered in this one (nested): their
 	 * events are checked before they are reported (see ep_wait) */
 	struct sc_epkid {
@@ -2679,7 +2681,21 @@ EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		struct sc_epreg *q = e->regs;
 		while (q && q != r)
 			q = q->next;
-		if (q && r->deleted && r->shared && s->c) {
+		bool sibs = false;      /* another live entry of ours (a dup'd fd) */
+		if (q && s->c)
+			for (struct sc_epreg *x = sc_conn_user(s->c); x; x = x->sib)
+				sibs |= x != r && !x->deleted;
+		if (q && r->deleted && r->shared && s->c && !sibs) {
+			/* every entry of the chain lets go, and is watched
+			 * anew if it is ADDed again */
+			for (struct sc_epreg *x = sc_conn_user(s->c), *nx; x; x = nx) {
+				nx = x->sib;
+				x->sib = NULL;
+				if (x != r) {
+					x->shared = false;
+					reg_unwatch(e, x);
+				}
+			}
 			sc_conn_set_user(s->c, NULL);
 			sc_chan_bind(s->c, NULL);
 			r->shared = false;
@@ -3009,6 +3025,13 @@ static int do_epoll_wait(int epfd, struct epoll_event *out, int max, int timeout
 		return R(epoll_wait)(epfd, out, max, timeout);
 	}
 	int n = ep_wait(e, epfd, out, max, timeout, mask);
+	if (e->ch && atomic_load(&e->sleepers)) {
+		/* another thread sleeps in this set: leave the channel armed,
+		 * or a wake-up meant for it would not come */
+		int saved = errno;
+		ep_arm(e, true);
+		errno = saved;
+	}
 	if (e->exposed) {
 		int saved = errno;
 		ep_expose(e);
@@ -3042,6 +3065,7 @@ static int ep_wait(struct sc_ep *e, int epfd, struct epoll_event *out, int max, 
 			 * nested sets armed too, since nobody waits on them */
 			ep_expose_kids(e, 0);
 			ep_arm(e, true);
+
 			n = ep_harvest(e, out, n, max, call);
 			if (n >= max)
 				return n;
@@ -3051,8 +3075,12 @@ static int ep_wait(struct sc_ep *e, int epfd, struct epoll_event *out, int max, 
 		/* one slot more than the room left: the cookie may take one */
 		struct epoll_event kbuf[65];
 		int room = max - n < 64 ? max - n : 64;
+		if (t)
+			atomic_fetch_add(&e->sleepers, 1);
 		int k = mask ? R(epoll_pwait)(epfd, kbuf, room + 1, t, mask)
 			     : R(epoll_wait)(epfd, kbuf, room + 1, t);
+		if (t)
+			atomic_fetch_sub(&e->sleepers, 1);
 		if (k < 0)
 			return n ? n : -1;
 		bool inner = false;
@@ -3154,7 +3182,7 @@ static void ep_rewatch(struct sc_ep *except, struct sc_sock **socks, size_t n)
 		while (r) {
 			struct sc_epreg *next = r->next;        /* r may be freed */
 			for (size_t i = 0; i < n; i++)
-				if (r->s == socks[i] && r->kind == M_SHM && !r->shared) {
+				if (r->s == socks[i] && r->kind == M_SHM && !r->shared && !r->deleted) {
 					bool gone;
 					reg_unwatch(o, r);
 					reg_eval(o, r, &gone);  /* binds it here now */
