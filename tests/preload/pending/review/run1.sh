@@ -1,0 +1,25 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# Specs from the 2026-11-22 review, not met yet (not run by make test): each
+# prints what it saw on kernel TCP, then under `shortcut run`; compare by eye
+# (they print timings, so they are not transcript-exact oracles).
+#   tests/preload/pending/review/run1.sh NAME      (from the repository root)
+#   t_poll_after_epoll  poll() on a connection whose epoll set is not waiting
+#   t_lowat_timeo_ep    SO_RCVLOWAT + SO_RCVTIMEO on a connection in an epoll set
+#   t_first_set_idle    a second set is not woken if the first set never waits
+#   t_two_sets_spin     the second set of a connection busy-loops while the first is awake
+#   t_refresh_uaf       close() of a nested epoll set while another thread reads: use after free
+#   t_kid_data          a nested set and a pipe registered with the same epoll_data
+#   t_fork_spin         a set shared across fork spins while the other process has not drained
+#   t_et_room           an EPOLLET kernel fd dropped when the room is full (older bug)
+set -u
+n=$1
+B=${B:-build}
+OUT=$(mktemp -d)
+cc -iquote tests/preload -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -O2 -pthread \
+	-o "$OUT/$n" "tests/preload/pending/review/$n.c" || exit 1
+echo "== kernel"; timeout -s KILL 30 "$OUT/$n"; echo "rc=$?"
+rd=$(mktemp -d)
+echo "== shortcut"; SHORTCUT_RUNDIR=$rd timeout -s KILL 30 "$B/shortcut" run "$OUT/$n"; echo "rc=$?"
+SHORTCUT_RUNDIR=$rd "$B/shortcut" stats --json 2>&1 | grep -o '"conns_accelerated": *[0-9]*'
+rm -rf "$rd" "$OUT"
