@@ -2273,6 +2273,11 @@ static uint8_t epfl_get(int fd)
 }
 
 static pthread_mutex_t eps_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Paths that use a set found by its fd after dropping eps_lock (the exposed
+ * and nested-set ones: a read in one thread may expose a set another
+ * thread closes) hold this for reading; ep_close frees a set only with it
+ * held for writing. */
+static pthread_rwlock_t ep_life = PTHREAD_RWLOCK_INITIALIZER;
 static struct sc_ep *eps;
 
 /* eps_lock held */
@@ -2866,11 +2871,13 @@ static void ep_expose_kids(struct sc_ep *e, int depth)
 	for (struct sc_epkid *k = e->kids; k && nk < 8; k = k->next)
 		kids[nk++] = k->fd;
 	pthread_mutex_unlock(&e->lock);
+	pthread_rwlock_rdlock(&ep_life);
 	for (int i = 0; i < nk; i++) {
 		struct sc_ep *k = ep_get(kids[i], false);
 		if (k && k != e && k->exposed)
 			ep_expose_depth(k, depth + 1);
 	}
+	pthread_rwlock_unlock(&ep_life);
 }
 
 static void ep_expose_depth(struct sc_ep *e, int depth)
@@ -2923,10 +2930,13 @@ static bool ep_kid_ready(struct sc_ep *e, uint64_t data)
 		if (k->data == data)
 			fd = k->fd;
 	pthread_mutex_unlock(&e->lock);
+	pthread_rwlock_rdlock(&ep_life);
 	struct sc_ep *k = fd >= 0 ? ep_get(fd, false) : NULL;
+	if (k && k != e)
+		ep_expose(k);
+	pthread_rwlock_unlock(&ep_life);
 	if (!k || k == e)
 		return true;
-	ep_expose(k);
 	struct pollfd p = { .fd = fd, .events = POLLIN };
 	return R(poll)(&p, 1, 0) > 0;
 }
@@ -2961,15 +2971,15 @@ static void ep_refresh_exposed(void)
 	struct sc_ep *list[16];
 	int n = 0, saved = errno;
 
+	pthread_rwlock_rdlock(&ep_life);
 	pthread_mutex_lock(&eps_lock);
 	for (struct sc_ep *e = eps; e && n < 16; e = e->next)
 		if (e->exposed && e->held)
 			list[n++] = e;
 	pthread_mutex_unlock(&eps_lock);
-	/* a set is freed only by close() of its fd, which the program does
-	 * not race with its own reads of the set's connections */
 	for (int i = 0; i < n; i++)
 		ep_expose(list[i]);
+	pthread_rwlock_unlock(&ep_life);
 	errno = saved;
 }
 
@@ -2980,6 +2990,7 @@ static void ep_expose_fd(int fd)
 	if (!(epfl_get(fd) & EPFL_EPOLL))
 		return;
 	epfl_set(fd, EPFL_EXPOSED);
+	pthread_rwlock_rdlock(&ep_life);
 	struct sc_ep *e = ep_get(fd, false);
 	if (e) {
 		int saved = errno;
@@ -2987,6 +2998,7 @@ static void ep_expose_fd(int fd)
 		ep_expose(e);
 		errno = saved;
 	}
+	pthread_rwlock_unlock(&ep_life);
 }
 
 static int ep_wait(struct sc_ep *e, int epfd, struct epoll_event *out, int max, int timeout,
@@ -3220,6 +3232,7 @@ static bool ep_elsewhere(struct sc_ep *e, struct sc_sock *s)
 static void ep_atfork_child(void)
 {
 	pthread_mutex_init(&eps_lock, NULL);
+	pthread_rwlock_init(&ep_life, NULL);
 	struct sc_ep *e = eps;
 	eps = NULL;
 	atomic_store(&neps, 0);
@@ -3264,6 +3277,9 @@ static void ep_close(int epfd)
 	pthread_mutex_unlock(&eps_lock);
 	if (!e)
 		return;
+	/* unlinked: no new user finds it; wait for those that did */
+	pthread_rwlock_wrlock(&ep_life);
+	pthread_rwlock_unlock(&ep_life);
 	pthread_mutex_lock(&e->lock);
 	/* connections bound to its channel: other sets watching them
 	 * through it must watch them anew once they are back on their own */

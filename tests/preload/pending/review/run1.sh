@@ -8,7 +8,6 @@
 #   t_lowat_timeo_ep    SO_RCVLOWAT + SO_RCVTIMEO on a connection in an epoll set
 #   t_first_set_idle    a second set is not woken if the first set never waits
 #   t_two_sets_spin     the second set of a connection busy-loops while the first is awake
-#   t_refresh_uaf       close() of a nested epoll set while another thread reads: use after free
 #   t_kid_data          a nested set and a pipe registered with the same epoll_data
 #   t_fork_spin         a set shared across fork spins while the other process has not drained
 #   t_et_room           an EPOLLET kernel fd dropped when the room is full (older bug)
