@@ -3084,13 +3084,15 @@ static int ep_wait(struct sc_ep *e, int epfd, struct epoll_event *out, int max, 
 			if (n)
 				t = 0;
 		}
-		/* one slot more than the room left: the cookie may take one */
-		struct epoll_event kbuf[65];
+		/* no more than the room left: every event the kernel hands
+		 * over fits (an EPOLLET one dropped would be lost); when the
+		 * cookie takes a slot, the inner set's entries fill the rest */
+		struct epoll_event kbuf[64];
 		int room = max - n < 64 ? max - n : 64;
 		if (t)
 			atomic_fetch_add(&e->sleepers, 1);
-		int k = mask ? R(epoll_pwait)(epfd, kbuf, room + 1, t, mask)
-			     : R(epoll_wait)(epfd, kbuf, room + 1, t);
+		int k = mask ? R(epoll_pwait)(epfd, kbuf, room, t, mask)
+			     : R(epoll_wait)(epfd, kbuf, room, t);
 		if (t)
 			atomic_fetch_sub(&e->sleepers, 1);
 		if (k < 0)
@@ -3104,11 +3106,8 @@ static int ep_wait(struct sc_ep *e, int epfd, struct epoll_event *out, int max, 
 				continue;       /* another process's (a set shared by fork) */
 			else if (e->kids && !ep_kid_ready(e, kbuf[i].data.u64))
 				continue;       /* a nested set with nothing ready */
-			else if (kept < room)
-				out[n + kept++] = kbuf[i];
-			/* else: a level-triggered fd the kernel reports again
-			 * next time; an edge one would be lost, so ask for no
-			 * more than fits (the cookie came first or not at all) */
+			else
+				out[n + kept++] = kbuf[i];      /* k <= room */
 		}
 		n += kept;
 		if (inner) {

@@ -10,7 +10,6 @@
 #   t_two_sets_spin     the second set of a connection busy-loops while the first is awake
 #   t_kid_data          a nested set and a pipe registered with the same epoll_data
 #   t_fork_spin         a set shared across fork spins while the other process has not drained
-#   t_et_room           an EPOLLET kernel fd dropped when the room is full (older bug)
 set -u
 n=$1
 B=${B:-build}
