@@ -9,64 +9,12 @@
  * both woken.  (Closing the set a connection joined first:
  * sem_epoll_two_sets_close.c.) */
 #include "common.c"
+#include "epoll_common.c"
 #include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
 
-enum { C_CONNECT = 1, C_SEND, C_SEND_LATER, C_END };
-
 static int conns[8];
-
-static int fmt_events(char *line, size_t cap, const char *label, int n, struct epoll_event *ev)
-{
-	if (n < 0)
-		return snprintf(line, cap, "%s: epoll_wait = -1 %s", label, ename(errno));
-	for (int i = 0; i < n; i++)
-		for (int j = i + 1; j < n; j++)
-			if (ev[j].data.u64 < ev[i].data.u64) {
-				struct epoll_event t = ev[i];
-				ev[i] = ev[j];
-				ev[j] = t;
-			}
-	int len = snprintf(line, cap, "%s: epoll_wait = %d", label, n);
-	for (int i = 0; i < n; i++)
-		len += snprintf(line + len, cap - (size_t)len, " [tag %llu %s]",
-				(unsigned long long)ev[i].data.u64, pmask((int)ev[i].events));
-	return len;
-}
-
-static void wait_report(int ep, const char *label, int timeout_ms)
-{
-	struct epoll_event ev[8];
-	char line[512];
-	int n = epoll_wait(ep, ev, 8, timeout_ms);
-	fmt_events(line, sizeof(line), label, n, ev);
-	say("%s", line);
-}
-
-static void ctl(const char *label, int ep, int op, int fd, uint32_t events, uint64_t tag)
-{
-	struct epoll_event ev = { .events = events, .data.u64 = tag };
-	res(label, epoll_ctl(ep, op, fd, &ev));
-}
-
-static void cmd(uint64_t c, uint64_t conn, uint64_t n)
-{
-	tell_u64(c);
-	tell_u64(conn);
-	tell_u64(n);
-	await_peer();
-}
-
-static void drain(const char *label, int fd)
-{
-	char buf[4096];
-	long total = 0;
-	ssize_t r;
-	while ((r = recv(fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0)
-		total += r;
-	say("%s: read %ld", label, total);
-}
 
 /* a thread sleeping in epoll_wait (ep >= 0) or poll (on fd) */
 struct sleeper {
@@ -268,32 +216,7 @@ static void server(int lfd)
 
 static void client(void)
 {
-	int fds[8], nfd = 1;
-	char buf[64];
-	memset(buf, 't', sizeof(buf));
-	for (;;) {
-		uint64_t cm = await_u64(), conn = await_u64(), n = await_u64();
-		if (cm == C_END)
-			break;
-		switch (cm) {
-		case C_CONNECT:
-			fds[nfd++] = client_conn();
-			break;
-		case C_SEND:
-			if (send(fds[conn], buf, n, MSG_NOSIGNAL) != (ssize_t)n)
-				fatal("send");
-			break;
-		case C_SEND_LATER:
-			tell();
-			msleep(300);
-			if (send(fds[conn], buf, n, MSG_NOSIGNAL) != (ssize_t)n)
-				fatal("send");
-			continue;
-		}
-		tell();
-	}
-	for (int i = 1; i < nfd; i++)
-		close(fds[i]);
+	cmd_client('t');
 }
 
 int main(void)
