@@ -1754,9 +1754,7 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 		struct sc_conn *c = s->c;
 		int64_t v;
 		if (req == FIONREAD) {
-			sc__lock(&c->rxlock);
-			v = sc__ring_avail(&c->rx);
-			sc__unlock(&c->rxlock);
+			v = rx_avail(c);
 		} else {
 			sc__lock(&c->txlock);
 			v = (int64_t)(c->tx.prod -
