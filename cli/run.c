@@ -270,10 +270,12 @@ int sc__stats_main(int argc, char **argv)
 	}
 	if (json) {
 		printf("{\"rundir\": \"%s\", \"processes\": %d, \"live_processes\": %d, "
-		       "\"conns_accelerated\": %llu, \"conns_fallback\": %llu, \"fallback\": {",
-		       dir, procs, live, V(conns_accelerated), V(conns_fallback));
+		       "\"conns_accelerated\": %llu, \"conns_fallback\": %llu, "
+		       "\"conns_switched_to_tcp\": %llu, \"fallback\": {",
+		       dir, procs, live, V(conns_accelerated), V(conns_fallback),
+		       V(fallback[SC_FB_SWITCHED]));
 		for (int i = 0, first = 1; i < SC_FB_MAX; i++) {
-			if (!sc__fallback_names[i])
+			if (!sc__fallback_names[i] || i == SC_FB_SWITCHED)
 				continue;
 			printf("%s\"%s\": %llu", first ? "" : ", ", sc__fallback_names[i],
 			       V(fallback[i]));
@@ -296,8 +298,11 @@ int sc__stats_main(int argc, char **argv)
 	printf("connections         %llu on shared memory, %llu on TCP\n",
 	       V(conns_accelerated), V(conns_fallback));
 	for (int i = 0; i < SC_FB_MAX; i++)
-		if (sc__fallback_names[i] && V(fallback[i]))
+		if (sc__fallback_names[i] && V(fallback[i]) && i != SC_FB_SWITCHED)
 			printf("  stayed on TCP     %-22s %llu\n", sc__fallback_names[i], V(fallback[i]));
+	if (V(fallback[SC_FB_SWITCHED]))
+		printf("  later switched back to TCP (exec, SCM_RIGHTS, off) %llu\n",
+		       V(fallback[SC_FB_SWITCHED]));
 	printf("bytes, shared memory  sent %llu, received %llu\n",
 	       V(bytes_sent), V(bytes_received));
 	printf("bytes, TCP            sent %llu, received %llu\n",

@@ -508,6 +508,7 @@ int sc__connect_tagged(const char *path, uint64_t tag, int flags, struct sc_conn
 	}
 	SC_STAT_ADD(conns_opened, 1);
 	c->nonblock = flags & SC_NONBLOCK;
+	c->tag = tag;
 	*out = c;
 	errno = saved;
 	return 0;
@@ -597,6 +598,67 @@ API void sc_conn_set_user(struct sc_conn *c, void *user)
 API void *sc_conn_user(const struct sc_conn *c)
 {
 	return c->user;
+}
+
+/* ---- switching back to TCP -------------------------------------------- */
+
+void sc__switch_freeze(struct sc_conn *c)
+{
+	if (atomic_load(&c->sw) >= SC_SW_FROZEN)
+		return;
+	atomic_store(&c->sw, SC_SW_FROZEN);
+	/* both direction locks are held: no read is half done, so the
+	 * consumed cursor is exact; the flag's release orders it */
+	atomic_store_explicit(&c->s->consumed[c->side].rx_consumed, c->rx.cons,
+			      memory_order_relaxed);
+	sc__conn_set_flags(c, SC_SF_FROZEN);
+	struct sc_msg m = { .magic = SC_MSG_MAGIC, .type = SC_MSG_SWITCH,
+			    .version = SC_LAYOUT_VERSION, .slot = c->slot, .tag = c->tag };
+	pthread_mutex_lock(&c->g->lock);
+	if (!c->g->dead)
+		sc__group_send(c->g, &m, -1);  /* lost (full): the peer sees the flag */
+	/* our blocked calls wake, see the freeze and go on over TCP */
+	sc__notify_self(c);
+	pthread_mutex_unlock(&c->g->lock);
+	/* and the peer's, in case the message was lost */
+	sc__notify_peer(c);
+}
+
+int sc__switch_range(struct sc_conn *c, uint64_t *from, uint64_t *to)
+{
+	uint32_t pf = atomic_load_explicit(&c->peer->flags, memory_order_acquire);
+	bool dead = __atomic_load_n(&c->g->dead, __ATOMIC_RELAXED);
+
+	*from = *to = c->tx.prod;
+	if ((pf & (SC_SF_CLOSED | SC_SF_ABORT | SC_SF_RELEASED | SC_SF_REFUSED)) ||
+	    (dead && !(pf & SC_SF_FROZEN)) || atomic_load(&c->err))
+		return 1;       /* nobody reads it any more: nothing to re-send */
+	if (!(pf & SC_SF_FROZEN))
+		return 0;
+	/* the peer's exact cursor, final since it froze (acquire above) */
+	uint64_t pc = atomic_load_explicit(&c->s->consumed[!c->side].rx_consumed,
+					   memory_order_relaxed);
+	if (!sc__cursor_valid(c->tx.cons, pc, c->tx.prod)) {
+		sc__conn_proto_error(c);
+		return 1;
+	}
+	*from = pc;
+	return 1;
+}
+
+void sc__switch_done(struct sc_conn *c)
+{
+	atomic_store(&c->sw, SC_SW_TCP);
+	sc__conn_set_flags(c, SC_SF_ONTCP);
+	pthread_mutex_lock(&c->g->lock);
+	sc__notify_self(c);     /* pollers and epoll sets look again: TCP now */
+	pthread_mutex_unlock(&c->g->lock);
+}
+
+void sc__switch_release(struct sc_conn *c)
+{
+	SC_STAT_ADD(conns_closed, 1);
+	conn_free(c, SC_SF_CLOSED);
 }
 
 /* ---- introspection ---------------------------------------------------- */

@@ -54,7 +54,36 @@ struct sc_conn {
 	_Atomic uint64_t bytes_sent, bytes_received, spin_hits;
 	_Atomic uint64_t wakeups, sleeps;
 	struct sc_conn *next;   /* listener backlog */
+	/* switching back to TCP (SC_SW_*): from FROZEN on, send and receive
+	 * return -SC_ESWITCHED; written under both direction locks (ASKED:
+	 * by the control thread) */
+	_Atomic int sw;
 };
+
+enum { SC_SW_NONE, SC_SW_ASKED, SC_SW_FROZEN, SC_SW_TCP };
+/* What sc_send/sc_recv return on a connection frozen for the switch (an
+ * internal code: the interposer goes on over TCP). */
+#define SC_ESWITCHED 1477
+
+/*
+ * Switching a connection back to TCP, at a clean cut (the interposer's, for
+ * an fd going to code without the library).  Each side in turn, holding
+ * both direction locks:
+ *   sc__switch_freeze  stop using the rings, publish FROZEN (our consumed
+ *                      cursor is final), send SWITCH so that the peer does
+ *                      the same, and wake our own waiters;
+ *   sc__switch_range   once the peer is frozen (or gone): the bytes of our
+ *                      ring it never read, [*from, *to) — the caller
+ *                      re-sends them on TCP;
+ *   sc__switch_done    publish ONTCP.
+ * The connection stays allocated (calls on it fail with -SC_ESWITCHED)
+ * until sc__switch_release.
+ */
+void sc__switch_freeze(struct sc_conn *c);
+/* 1 and the range once the peer is frozen or gone, 0 while it is not. */
+int sc__switch_range(struct sc_conn *c, uint64_t *from, uint64_t *to);
+void sc__switch_done(struct sc_conn *c);
+void sc__switch_release(struct sc_conn *c);
 
 /* sc_conn_fd for a poller: arm the fd for input changes, and for room
  * only if want_out; returns the fd or -errno. */

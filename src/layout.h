@@ -30,7 +30,7 @@
 
 #define SC_CACHELINE        64
 #define SC_SEG_MAGIC        0x314745534354524fULL   /* "ORTCSEG1" */
-#define SC_LAYOUT_VERSION   2
+#define SC_LAYOUT_VERSION   3
 #define SC_MAX_SLOTS        255                     /* SMC's per-link-group cap */
 #define SC_MAX_CELLS        256
 #define SC_CELL_NONE        0xffffffffu
@@ -117,7 +117,11 @@ _Static_assert(offsetof(struct sc_ring_hdr, tx_blocked) == 192, "tx_blocked line
 #define SC_SF_ABORT     0x10u   /* RST: the peer gets ECONNRESET */
 #define SC_SF_REFUSED   0x20u   /* listener refused (backlog full, closed) */
 #define SC_SF_RELEASED  0x40u   /* side has let go of the slot for good */
-#define SC_SF_ALL       0x7fu
+#define SC_SF_FROZEN    0x80u   /* switching back to TCP: this side no longer reads
+				 * or writes the rings; its consumed cursor is final */
+#define SC_SF_ONTCP     0x100u  /* ... and has re-sent on TCP what the peer had not
+				 * read: the connection is plain TCP from here */
+#define SC_SF_ALL       0x1ffu
 
 struct sc_slot_side {
 	_Atomic uint32_t flags;     /* SC_SF_*, release after the data they order */

@@ -466,6 +466,8 @@ void sc__group_release_slot(struct sc_group *g, uint32_t slot)
 	group_maybe_zombie(g);
 }
 
+static void switch_ask(struct sc_conn *c);
+
 void sc__group_kill(struct sc_group *g, int err)
 {
 	bool was_dead = g->dead;
@@ -478,6 +480,14 @@ void sc__group_kill(struct sc_group *g, int err)
 			continue;
 		int expected = 0;
 		int e = err;
+		if (err == -ECONNRESET && (atomic_load(&c->sw) ||
+		    (atomic_load_explicit(&c->peer->flags, memory_order_acquire) & SC_SF_FROZEN))) {
+			/* the peer froze it for a switch to TCP and went away
+			 * (exec): its kernel socket lives on; the switch ends
+			 * it, not its death */
+			switch_ask(c);
+			continue;
+		}
 		if (err == -ECONNRESET) {
 			/* peer death, as TCP shows it: a FIN if the peer had
 			 * closed or read everything we sent, else a reset */
@@ -600,6 +610,29 @@ static int group_cell(struct sc_group *g, const struct sc_msg *m, int fd)
 	return 0;
 }
 
+void (*sc__switch_hook)(struct sc_conn *c);
+
+/* SWITCH: the peer goes back to TCP on one connection (group locked).  The
+ * tag must name the connection now in the slot (a late message for a
+ * closed one, or a peer's guess, touches nothing); a peer can only ever
+ * switch its own connections with us. */
+static void switch_ask(struct sc_conn *c)
+{
+	int expected = SC_SW_NONE;
+	if (sc__switch_hook &&
+	    atomic_compare_exchange_strong(&c->sw, &expected, SC_SW_ASKED))
+		sc__switch_hook(c);
+}
+
+static void group_switch(struct sc_group *g, const struct sc_msg *m)
+{
+	if (m->slot >= g->nslots)
+		return;
+	struct sc_conn *c = g->conns[m->slot];
+	if (c && c->tag && c->tag == m->tag)
+		switch_ask(c);
+}
+
 /* Drain the group socket (group locked).  Connections the listener refused
  * are returned in *refused for the caller to finish after unlocking. */
 static void group_pump_locked(struct sc_group *g, struct sc_conn **refused)
@@ -621,6 +654,8 @@ static void group_pump_locked(struct sc_group *g, struct sc_conn **refused)
 				fd = -1;
 			} else if (m.type == SC_MSG_CLOSE && g->side == 0) {
 				g->no_new = true;
+			} else if (m.type == SC_MSG_SWITCH) {
+				group_switch(g, &m);
 			} else {
 				rc = -EPROTO;
 			}

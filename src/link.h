@@ -63,12 +63,12 @@ static inline uint8_t *sc__ring_data(struct sc_group *g, uint32_t s, int dir)
 }
 
 /* Control messages on the group socket. */
-enum { SC_MSG_HELLO = 1, SC_MSG_OPEN, SC_MSG_CELL, SC_MSG_CLOSE };
+enum { SC_MSG_HELLO = 1, SC_MSG_OPEN, SC_MSG_CELL, SC_MSG_CLOSE, SC_MSG_SWITCH };
 struct sc_msg {
 	uint32_t magic;                 /* SC_MSG_MAGIC */
 	uint16_t type, version;
 	union {
-		uint32_t slot;          /* OPEN */
+		uint32_t slot;          /* OPEN, SWITCH */
 		uint32_t gen;           /* CELL: wake socket generation */
 	};
 	uint32_t cell;
@@ -77,7 +77,8 @@ struct sc_msg {
 	uint32_t ring_size[2];
 	union {
 		uint64_t seg_size;      /* HELLO */
-		uint64_t tag;           /* OPEN: the connector's claim tag (0: none) */
+		uint64_t tag;           /* OPEN: the connector's claim tag (0: none);
+					 * SWITCH: the tag of the connection meant */
 	};
 	uint64_t group_id;
 };
@@ -113,6 +114,12 @@ void sc__link_atfork_child(void);
 /* Called by the control thread, holding no lock, after it handled a group's
  * messages (the interposer settles clients whose OPEN just arrived). */
 extern void (*sc__ctl_after_hook)(void);
+
+/* Called by the control thread, group lock held, when the peer asks to
+ * switch connection c back to TCP (SWITCH): c->sw is SC_SW_ASKED.  Must not
+ * block or take a connection's locks (the interposer wakes a thread of its
+ * own to do the switch). */
+extern void (*sc__switch_hook)(struct sc_conn *c);
 
 /* Drain, from the calling thread, the sockets of every group whose OPENs
  * go to l: a caller waiting for one need not wait for the control thread. */

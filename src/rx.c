@@ -18,7 +18,8 @@
 bool sc__rx_ready(struct sc_conn *c)
 {
 	return sc__ring_avail(&c->rx) != 0 || atomic_load(&c->err) ||
-	       (sc__peer_flags(c) & (SC_SF_WR_DONE | SC_SF_CLOSED | SC_SF_ABORT)) ||
+	       atomic_load_explicit(&c->sw, memory_order_relaxed) >= SC_SW_FROZEN ||
+	       (sc__peer_flags(c) & (SC_SF_WR_DONE | SC_SF_CLOSED | SC_SF_ABORT | SC_SF_FROZEN)) ||
 	       (atomic_load(&c->lflags) & (SC_LF_PEER_GONE | SC_LF_SHUT_RD));
 }
 
@@ -27,7 +28,8 @@ static bool rx_lowat_ready(struct sc_conn *c)
 {
 	int64_t av = sc__ring_avail(&c->rx);
 	return av >= c->lowat_want || av < 0 || atomic_load(&c->err) ||
-	       (sc__peer_flags(c) & (SC_SF_WR_DONE | SC_SF_CLOSED | SC_SF_ABORT)) ||
+	       atomic_load_explicit(&c->sw, memory_order_relaxed) >= SC_SW_FROZEN ||
+	       (sc__peer_flags(c) & (SC_SF_WR_DONE | SC_SF_CLOSED | SC_SF_ABORT | SC_SF_FROZEN)) ||
 	       (atomic_load(&c->lflags) & (SC_LF_PEER_GONE | SC_LF_SHUT_RD));
 }
 
@@ -43,6 +45,8 @@ static int rx_empty_state(struct sc_conn *c)
 		return -ECONNREFUSED;
 	if (pf & SC_SF_ABORT)
 		return sc__conn_reset(c);
+	if (pf & SC_SF_FROZEN)
+		return -SC_ESWITCHED;   /* the peer went back to TCP: so do we */
 	if ((pf & (SC_SF_WR_DONE | SC_SF_CLOSED)) || (atomic_load(&c->lflags) & SC_LF_PEER_GONE)) {
 		/* the flag was stored after the last cursor: look again */
 		int64_t av = sc__ring_avail(&c->rx);
@@ -80,12 +84,17 @@ static ssize_t recv_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
 			want = c->rcvlowat < cap ? c->rcvlowat : cap;
 			c->lowat_want = want;
 			/* a wake-up is only a hint: look again after each */
-			while (!rx_lowat_ready(c))
+			while (!rx_lowat_ready(c) &&
+			       atomic_load(&c->sw) < SC_SW_FROZEN)
 				if ((rc = sc__conn_wait(c, false, rx_lowat_ready)))
 					goto out;
 		}
 	}
 	for (;;) {
+		if (atomic_load_explicit(&c->sw, memory_order_relaxed) >= SC_SW_FROZEN) {
+			rc = -SC_ESWITCHED;     /* the rest comes over TCP */
+			break;
+		}
 		int64_t av = sc__ring_avail(&c->rx);
 		if (av < 0) {
 			rc = sc__conn_proto_error(c);

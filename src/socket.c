@@ -70,6 +70,12 @@ static void ep_rewatch(struct sc_ep *except, struct sc_sock **socks, size_t n);
 static bool ep_elsewhere(struct sc_ep *e, struct sc_sock *s);
 static _Atomic int nexp_sig;   /* exposed sets we hold readable (ep_expose) */
 
+/* switching back to TCP */
+static int sock_switch(int fd, struct sc_sock *s);
+static void sw_ask(struct sc_conn *c);
+static void sw_hook(struct sc_conn *c);
+static void sw_rights(const struct msghdr *m);
+
 static uint8_t epfl_get(int fd);
 #define EPFL_EPOLL	1       /* an epoll fd the program created */
 #define EPFL_EXPOSED	2       /* ... watched from outside (see ep_expose) */
@@ -86,7 +92,8 @@ static _Atomic uint8_t epfl[EPFL_MAX];
 	X(fcntl) X(ioctl) X(poll) X(ppoll) X(select) X(pselect) X(epoll_create) \
 	X(epoll_create1) X(epoll_ctl) X(epoll_wait) X(epoll_pwait) X(epoll_pwait2) X(getsockopt) \
 	X(setsockopt) X(sendfile) X(__read_chk) X(__recv_chk) X(__recvfrom_chk) \
-	X(__poll_chk) X(__ppoll_chk) X(fork)
+	X(__poll_chk) X(__ppoll_chk) X(fork) X(execve) X(execv) X(execvp) X(execvpe) \
+	X(fexecve)
 
 extern ssize_t __read_chk(int, void *, size_t, size_t);
 extern ssize_t __recv_chk(int, void *, size_t, size_t, int);
@@ -97,6 +104,7 @@ extern int __ppoll_chk(struct pollfd *, nfds_t, const struct timespec *, const s
 #define DECL(f) static __typeof__(f) *real_##f;
 REALS(DECL)
 static int (*real_fcntl64)(int, int, ...);
+static int (*real_execveat)(int, const char *, char *const[], char *const[], int);
 
 static pthread_once_t real_once = PTHREAD_ONCE_INIT;
 static void real_init(void)
@@ -104,6 +112,8 @@ static void real_init(void)
 #define LOAD(f) real_##f = (__typeof__(f) *)dlsym(RTLD_NEXT, #f);
 	REALS(LOAD)
 	real_fcntl64 = (int (*)(int, int, ...))dlsym(RTLD_NEXT, "fcntl64");
+	real_execveat = (int (*)(int, const char *, char *const[], char *const[], int))
+		dlsym(RTLD_NEXT, "execveat");
 	if (!real_fcntl64)
 		real_fcntl64 = real_fcntl;
 }
@@ -272,6 +282,7 @@ __attribute__((constructor)) static void sc_preload_init(void)
 		G.disabled = true;
 	}
 	pthread_atfork(NULL, NULL, atfork_child);
+	sc__switch_hook = sw_hook;
 	LOG(2, "loaded (%s)", G.disabled ? "disabled" : "enabled");
 }
 
@@ -340,7 +351,12 @@ static void sock_release(struct sc_sock *s, int fd_of_release)
 	if (atomic_load(&s->mode) == M_PENDING && s->plen)
 		pending_settle(fd_of_release, s, true, (int)G.claim_ms);
 	int mode = atomic_load(&s->mode);
-	if (mode == M_SHM && s->c) {
+	if (mode == M_TCP && s->c) {
+		/* switched back to TCP: the kernel socket's close is the close */
+		if (s->owner == my_pid)
+			sc__switch_release(s->c);
+		s->c = NULL;
+	} else if (mode == M_SHM && s->c) {
 		if (s->owner == my_pid) {
 			if (s->linger0)
 				sc_set_linger0(s->c, 1);
@@ -1147,6 +1163,36 @@ static ssize_t trunc_op(struct sc_conn *c, const struct iovec *iov, int n, int f
 	return done;
 }
 
+/* iov without its first skip bytes, in rest (IOV_MAX entries); returns
+ * the count. */
+static int iov_rest(const struct iovec *iov, int iovcnt, size_t skip, struct iovec *rest)
+{
+	int k = 0;
+	for (int i = 0; i < iovcnt; i++) {
+		if (skip >= iov[i].iov_len) {
+			skip -= iov[i].iov_len;
+			continue;
+		}
+		rest[k].iov_base = (char *)iov[i].iov_base + skip;
+		rest[k++].iov_len = iov[i].iov_len - skip;
+		skip = 0;
+	}
+	return k;
+}
+
+/* Bytes a connection of ours moved over TCP. */
+static void tcp_count(struct sc_sock *s, bool tx, ssize_t n)
+{
+	if (n <= 0 || !s->counted)
+		return;
+	if (tx)
+		SC_STAT_ADD(bytes_tcp_sent, (uint64_t)n);
+	else
+		SC_STAT_ADD(bytes_tcp_received, (uint64_t)n);
+	if (s->rec)
+		rec_add(tx ? &s->rec->bytes_sent : &s->rec->bytes_received, n);
+}
+
 static ssize_t do_sendv(int fd, struct sc_sock *s, const struct iovec *iov, int iovcnt,
 			int flags, ssize_t (*tcp)(int, const struct iovec *, int, int))
 {
@@ -1192,6 +1238,24 @@ static ssize_t do_sendv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 		ssize_t rc = shm_call(fd, s, true, f, sendv_op, iov, iovcnt);
 		if (s->rec)
 			rec_add(&s->rec->bytes_sent, rc);
+		if (rc == -SC_ESWITCHED || (rc > 0 && (size_t)rc < total && !(f & SC_NONBLOCK) &&
+					    atomic_load(&s->c->sw) >= SC_SW_FROZEN)) {
+			/* the connection went back to TCP (an exec, the peer):
+			 * the rest goes there */
+			if (sock_switch(fd, s) < 0) {
+				errno = ENOTCONN;
+				return -1;
+			}
+			if (rc > 0) {
+				struct iovec rest[IOV_MAX];
+				int k = iov_rest(iov, iovcnt, (size_t)rc, rest);
+				ssize_t more = tcp(fd, rest, k, flags);
+				if (more > 0)
+					tcp_count(s, true, more);
+				return rc + (more > 0 ? more : 0);
+			}
+			goto tcp;
+		}
 		if (rc == -EPIPE && !s->shut_wr && !s->sent_to_closed) {
 			/* TCP: the first send to a peer that closed succeeds
 			 * (the peer answers it with a reset); then EPIPE */
@@ -1210,12 +1274,9 @@ static ssize_t do_sendv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 		errno = ENOTCONN;       /* inherited across fork: see README Limits */
 		return -1;
 	}
+tcp:;
 	ssize_t n = tcp(fd, iov, iovcnt, flags);
-	if (n > 0 && s->counted) {
-		SC_STAT_ADD(bytes_tcp_sent, (uint64_t)n);
-		if (s->rec)
-			rec_add(&s->rec->bytes_sent, n);
-	}
+	tcp_count(s, true, n);
 	return n;
 }
 
@@ -1275,6 +1336,26 @@ static ssize_t do_recvv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 		}
 		ssize_t rc = shm_call(fd, s, false, f, flags & MSG_TRUNC ? trunc_op : recvv_op,
 				      iov, iovcnt);
+		if (rc == -SC_ESWITCHED || (rc > 0 && (size_t)rc < total && (f & SC_WAITALL) &&
+					    atomic_load(&s->c->sw) >= SC_SW_FROZEN)) {
+			/* the connection went back to TCP: the rest comes from
+			 * there (what the peer had sent us is re-sent first) */
+			if (sock_switch(fd, s) < 0) {
+				errno = ENOTCONN;
+				return -1;
+			}
+			if (rc > 0) {
+				if (s->rec)
+					rec_add(&s->rec->bytes_received, rc);
+				struct iovec rest[IOV_MAX];
+				int k = iov_rest(iov, iovcnt, (size_t)rc, rest);
+				ssize_t more = tcp(fd, rest, k, flags);
+				if (more > 0)
+					tcp_count(s, false, more);
+				return rc + (more > 0 ? more : 0);
+			}
+			goto tcp;
+		}
 		if (atomic_load_explicit(&nexp_sig, memory_order_relaxed) && rc > 0)
 			ep_refresh_exposed();   /* a nested set may not be ready now */
 		if (s->rec && !(f & SC_PEEK))
@@ -1290,12 +1371,10 @@ static ssize_t do_recvv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 		errno = ENOTCONN;
 		return -1;
 	}
+tcp:;
 	ssize_t n = tcp(fd, iov, iovcnt, flags);
-	if (n > 0 && s->counted) {
-		SC_STAT_ADD(bytes_tcp_received, (uint64_t)n);
-		if (s->rec && !(flags & MSG_PEEK))
-			rec_add(&s->rec->bytes_received, n);
-	}
+	if (!(flags & MSG_PEEK))
+		tcp_count(s, false, n);
 	return n;
 }
 
@@ -1369,6 +1448,9 @@ EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 
 EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 {
+	/* accelerated fds passed to another process go back to TCP first:
+	 * the receiver reads the kernel socket */
+	sw_rights(m);
 	struct sc_sock *s = sock_get(fd);
 	if (!s || atomic_load(&s->mode) == M_TCP || m->msg_controllen)
 		return R(sendmsg)(fd, m, flags);
@@ -1381,6 +1463,8 @@ EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 
 EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 {
+	for (unsigned int i = 0; v && i < n; i++)
+		sw_rights(&v[i].msg_hdr);
 	struct sc_sock *s = sock_get(fd);
 	if (!s || atomic_load(&s->mode) == M_TCP)
 		return R(sendmmsg)(fd, v, n, flags);
@@ -1599,6 +1683,343 @@ EXPORT ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t l
 	return w;
 }
 
+/* ---- switching back to TCP ----------------------------------------------
+ *
+ * An accelerated fd about to reach code that will not use our table (an
+ * exec'd image, another process through SCM_RIGHTS) goes back to plain TCP
+ * first, at a clean cut: each side freezes its half (no more ring reads or
+ * writes; its consumed cursor final), then re-sends on the kernel socket
+ * the bytes of its ring the other side never read, and both carry on over
+ * TCP (conn.h).  The peer's half is switched by our switch thread when its
+ * SWITCH message arrives (the control thread may not block), or by any call
+ * of the program's that meets the peer's freeze first.
+ */
+
+#define SW_WAIT_NS      (5ull * 1000000000u)    /* for the peer to freeze */
+#define SW_SEND_MS      30000                   /* to re-send on TCP */
+
+static struct {
+	pthread_mutex_t lock;
+	int efd;                /* kicks the switch thread */
+	bool running;
+} SW = { .lock = PTHREAD_MUTEX_INITIALIZER, .efd = -1 };
+
+/* Re-send [from, to) of c's send ring on fd (the kernel socket).  Blocks,
+ * within SW_SEND_MS, while the kernel's buffers are full.  Returns the
+ * bytes that could not be sent. */
+static uint64_t sw_resend(int fd, struct sc_conn *c, uint64_t from, uint64_t to)
+{
+	uint64_t end = now_ns() + (uint64_t)SW_SEND_MS * 1000000u;
+	while (from < to) {
+		uint32_t pos = (uint32_t)(from & (c->tx.size - 1));
+		size_t n = c->tx.size - pos;
+		if (n > to - from)
+			n = (size_t)(to - from);
+		ssize_t k = R(send)(fd, c->tx.data + pos, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (k > 0) {
+			from += (uint64_t)k;
+			continue;
+		}
+		if (k < 0 && errno == EINTR)
+			continue;
+		uint64_t now = now_ns();
+		if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK) || now >= end)
+			break;  /* the connection is gone: nothing reads it */
+		struct pollfd p = { .fd = fd, .events = POLLOUT };
+		R(poll)(&p, 1, (int)((end - now) / 1000000u) + 1);
+	}
+	return to - from;
+}
+
+/* Switch s (an accelerated connection of ours named by fd) back to TCP;
+ * waits for the peer's half.  0, or -errno if it was not ours to switch. */
+static int sock_switch(int fd, struct sc_sock *s)
+{
+	int saved = errno;
+	pthread_mutex_lock(&s->lock);
+	struct sc_conn *c = s->c;
+	if (atomic_load(&s->mode) != M_SHM || s->owner != my_pid || !c) {
+		pthread_mutex_unlock(&s->lock);
+		errno = saved;
+		return atomic_load(&s->mode) == M_SHM ? -ENOTCONN : 0;
+	}
+	sc__lock(&c->txlock);
+	sc__lock(&c->rxlock);
+	sc__switch_freeze(c);
+	uint64_t from, to, dl = now_ns() + SW_WAIT_NS;
+	unsigned us = 20;
+	bool ready;
+	while (!(ready = sc__switch_range(c, &from, &to)) && now_ns() < dl) {
+		usleep(us);
+		if (us < 2000)
+			us *= 2;
+	}
+	uint64_t lost = 0;
+	if (!ready)
+		lost = to - from;       /* the peer never froze its half */
+	else if (from != to && s->shut_wr)
+		lost = to - from;       /* our FIN went on TCP already */
+	else
+		lost = sw_resend(fd, c, from, to);
+	if (lost)
+		LOG(1, "switch to TCP: %llu bytes the peer had not read are lost (%s)",
+		    (unsigned long long)lost, !ready ? "the peer did not answer" :
+		    s->shut_wr ? "shut down for writing before" : "not sent");
+	atomic_store_explicit(&s->mode, M_TCP, memory_order_release);
+	sc__switch_done(c);     /* wakes our waiters: they go on over TCP */
+	sc__unlock(&c->rxlock);
+	sc__unlock(&c->txlock);
+	SC_STAT_ADD(fallback[SC_FB_SWITCHED], 1);
+	if (s->rec) {
+		s->rec->reason = SC_FB_SWITCHED + 1;
+		atomic_store_explicit(&s->rec->mode, SC_REC_TCP, memory_order_release);
+	}
+	LOG(1, "connection switched back to TCP (%llu bytes re-sent)",
+	    (unsigned long long)(to - from - lost));
+	pthread_mutex_unlock(&s->lock);
+	errno = saved;
+	return 0;
+}
+
+/* Switch every accelerated connection of ours that wants it: asked by the
+ * peer (sc__switch_hook), or all of them (all).  No lock held. */
+static void sw_scan(bool all, bool cloexec_too)
+{
+	for (;;) {
+		struct { struct sc_sock *s; int fd; } batch[32];
+		int n = 0;
+		pthread_mutex_lock(&table_lock);
+		for (int p = 0; p < NPAGES && n < 32; p++) {
+			struct sc_sock *_Atomic *pg = atomic_load(&pages[p]);
+			if (!pg)
+				continue;
+			for (int i = 0; i < (1 << PAGE_BITS) && n < 32; i++) {
+				struct sc_sock *s = atomic_load(&pg[i]);
+				int fd = (p << PAGE_BITS) | i;
+				if (!s || atomic_load(&s->mode) != M_SHM || s->owner != my_pid || !s->c)
+					continue;
+				if (!all && atomic_load(&s->c->sw) != SC_SW_ASKED)
+					continue;
+				if (!cloexec_too && (R(fcntl)(fd, F_GETFD) & FD_CLOEXEC))
+					continue;
+				bool dup = false;
+				for (int j = 0; j < n; j++)
+					dup |= batch[j].s == s;
+				if (dup)
+					continue;
+				/* our own fd for the kernel socket: the program
+				 * may close its fd meanwhile */
+				int kfd = R(fcntl)(fd, F_DUPFD_CLOEXEC, 0);
+				if (kfd < 0)
+					continue;
+				s->refs++;
+				batch[n].s = s;
+				batch[n++].fd = kfd;
+			}
+		}
+		pthread_mutex_unlock(&table_lock);
+		if (!n)
+			return;
+		for (int j = 0; j < n; j++) {
+			sock_switch(batch[j].fd, batch[j].s);
+			R(close)(batch[j].fd);
+			pthread_mutex_lock(&table_lock);
+			bool last = --batch[j].s->refs == 0;
+			pthread_mutex_unlock(&table_lock);
+			if (last)
+				sock_release(batch[j].s, -1);
+		}
+	}
+}
+
+static void *sw_main(void *arg)
+{
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	for (;;) {
+		struct pollfd p = { .fd = SW.efd, .events = POLLIN };
+		if (R(poll)(&p, 1, -1) < 0)
+			continue;
+		uint64_t v;
+		if (R(read)(SW.efd, &v, sizeof(v)) < 0)
+			continue;
+		sw_scan(false, true);
+	}
+	return NULL;
+}
+
+/* Wake the switch thread (started on first use). */
+static void sw_kick(void)
+{
+	pthread_mutex_lock(&SW.lock);
+	if (!SW.running) {
+		if (SW.efd < 0)
+			SW.efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		pthread_t t;
+		pthread_attr_t a;
+		pthread_attr_init(&a);
+		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+		if (SW.efd >= 0 && pthread_create(&t, &a, sw_main, NULL) == 0)
+			SW.running = true;
+		pthread_attr_destroy(&a);
+	}
+	uint64_t one = 1;
+	if (SW.efd >= 0 && R(write)(SW.efd, &one, sizeof(one)) < 0)
+		one = 0;        /* a saturated counter is readable anyway */
+	pthread_mutex_unlock(&SW.lock);
+}
+
+/* The peer froze c: switch our half too (the switch thread does it). */
+static void sw_ask(struct sc_conn *c)
+{
+	int expected = SC_SW_NONE;
+	if (atomic_compare_exchange_strong(&c->sw, &expected, SC_SW_ASKED))
+		sw_kick();
+}
+
+/* Control thread, group lock held: a SWITCH arrived for c. */
+static void sw_hook(struct sc_conn *c)
+{
+	(void)c;
+	sw_kick();
+}
+
+/* An fd going to code without the library: switch it first. */
+static void sw_fd(int fd)
+{
+	struct sc_sock *s = sock_get(fd);
+	if (s && atomic_load(&s->mode) == M_SHM && s->owner == my_pid)
+		sock_switch(fd, s);
+}
+
+/* The accelerated fds in an SCM_RIGHTS message. */
+static void sw_rights(const struct msghdr *m)
+{
+	if (!m || !m->msg_controllen || !m->msg_control)
+		return;
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(m); cm; cm = CMSG_NXTHDR((struct msghdr *)m, cm))
+		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+			size_t nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			for (size_t i = 0; i < nfd; i++) {
+				int pfd;
+				memcpy(&pfd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+				sw_fd(pfd);
+			}
+		}
+}
+
+/* ---- exec ------------------------------------------------------------------
+ *
+ * The new image cannot use our connections' state (even with the library:
+ * its table starts empty), so every accelerated fd that survives the exec
+ * (no FD_CLOEXEC) goes back to TCP first.  Only in the process that owns
+ * them: a child of fork or vfork (whose pid we did not note) leaves its
+ * parent's connections alone (README Limits).
+ */
+
+static void exec_prepare(void)
+{
+	int saved = errno;
+	if (my_pid == getpid())
+		sw_scan(true, false);
+	errno = saved;
+}
+
+EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+	exec_prepare();
+	return R(execve)(path, argv, envp);
+}
+
+EXPORT int execv(const char *path, char *const argv[])
+{
+	exec_prepare();
+	return R(execv)(path, argv);
+}
+
+EXPORT int execvp(const char *file, char *const argv[])
+{
+	exec_prepare();
+	return R(execvp)(file, argv);
+}
+
+EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+	exec_prepare();
+	return R(execvpe)(file, argv, envp);
+}
+
+EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
+{
+	exec_prepare();
+	return R(fexecve)(fd, argv, envp);
+}
+
+EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[],
+		    int flags)
+{
+	exec_prepare();
+	if (!real_execveat) {
+		errno = ENOSYS;
+		return -1;
+	}
+	return real_execveat(dirfd, path, argv, envp, flags);
+}
+
+/* execl, execlp, execle: their arguments as an array */
+EXPORT int execl(const char *path, const char *arg, ...)
+{
+	va_list ap;
+	size_t n = 1;
+	va_start(ap, arg);
+	while (va_arg(ap, char *))
+		n++;
+	va_end(ap);
+	char **argv = alloca((n + 1) * sizeof(char *));
+	argv[0] = (char *)arg;
+	va_start(ap, arg);
+	for (size_t i = 1; i <= n; i++)
+		argv[i] = i < n ? va_arg(ap, char *) : NULL;
+	va_end(ap);
+	return execv(path, argv);
+}
+
+EXPORT int execlp(const char *file, const char *arg, ...)
+{
+	va_list ap;
+	size_t n = 1;
+	va_start(ap, arg);
+	while (va_arg(ap, char *))
+		n++;
+	va_end(ap);
+	char **argv = alloca((n + 1) * sizeof(char *));
+	argv[0] = (char *)arg;
+	va_start(ap, arg);
+	for (size_t i = 1; i <= n; i++)
+		argv[i] = i < n ? va_arg(ap, char *) : NULL;
+	va_end(ap);
+	return execvp(file, argv);
+}
+
+EXPORT int execle(const char *path, const char *arg, ...)
+{
+	va_list ap;
+	size_t n = 1;
+	va_start(ap, arg);
+	while (va_arg(ap, char *))
+		n++;
+	va_end(ap);
+	char **argv = alloca((n + 1) * sizeof(char *));
+	argv[0] = (char *)arg;
+	va_start(ap, arg);
+	for (size_t i = 1; i <= n; i++)
+		argv[i] = i < n ? va_arg(ap, char *) : NULL;
+	char **envp = va_arg(ap, char **);      /* after the NULL */
+	va_end(ap);
+	return execve(path, argv, envp);
+}
+
 /* ---- shutdown / close / dup --------------------------------------------- */
 
 EXPORT int shutdown(int fd, int how)
@@ -1612,20 +2033,24 @@ EXPORT int shutdown(int fd, int how)
 		pthread_mutex_unlock(&s->lock);
 	}
 	if (s && atomic_load(&s->mode) == M_SHM && s->owner == my_pid) {
-		/* the kernel socket follows (it mirrors the connection's
-		 * state: its answer, e.g. ENOTCONN once both sides are done,
-		 * is the kernel's) */
-		int krc = R(shutdown)(fd, how);
-		if (krc < 0)
+		/* (under the lock: a switch to TCP re-sends before our FIN) */
+		pthread_mutex_lock(&s->lock);
+		if (atomic_load(&s->mode) == M_SHM) {
+			/* the kernel socket follows (it mirrors the
+			 * connection's state: its answer, e.g. ENOTCONN once
+			 * both sides are done, is the kernel's) */
+			int krc = R(shutdown)(fd, how);
+			int rc = krc < 0 ? 0 : sc_shutdown(s->c, how);
+			if (krc == 0 && rc == 0 && how != SHUT_RD)
+				s->shut_wr = true;
+			pthread_mutex_unlock(&s->lock);
+			if (rc < 0) {
+				errno = -rc;
+				return -1;
+			}
 			return krc;
-		int rc = sc_shutdown(s->c, how);
-		if (rc < 0) {
-			errno = -rc;
-			return -1;
 		}
-		if (how != SHUT_RD)
-			s->shut_wr = true;
-		return 0;
+		pthread_mutex_unlock(&s->lock);
 	}
 	return R(shutdown)(fd, how);
 }
@@ -1853,6 +2278,13 @@ static short sock_revents(int fd, struct sc_sock *s, short want, int *waitfd, bo
 		sc__chan_rearm_poll(s->c);
 		*waitfd = sc__conn_poll_arm(s->c, want & POLLOUT);
 	}
+	if (atomic_load(&s->c->sw) != SC_SW_NONE ||
+	    (atomic_load_explicit(&s->c->peer->flags, memory_order_acquire) & SC_SF_FROZEN)) {
+		/* going back to TCP: the switch's end wakes the waiter, who
+		 * then asks the kernel */
+		sw_ask(s->c);
+		return 0;
+	}
 	int ev = sc_conn_events(s->c);
 	short r = 0;
 	if (ev & SC_EV_IN)
@@ -1907,6 +2339,7 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t 
 	uint64_t end = timeout_ms < 0 ? UINT64_MAX : now_ns() + (uint64_t)timeout_ms * 1000000u;
 	int ready;
 	for (;;) {
+		bool again = false;
 		ready = 0;
 		for (nfds_t i = 0; i < n; i++) {
 			struct sc_sock *s = fds[i].fd >= 0 ? sock_get(fds[i].fd) : NULL;
@@ -1942,7 +2375,12 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t 
 		for (nfds_t i = 0; i < n; i++) {
 			struct sc_sock *s = fds[i].fd >= 0 ? sock_get(fds[i].fd) : NULL;
 			int wfd;
-			if (s && atomic_load(&s->mode) >= M_SPENDING) {
+			if (s && k[i].fd != fds[i].fd && atomic_load(&s->mode) < M_SPENDING) {
+				/* switched back to TCP meanwhile: the kernel
+				 * answers on the next round */
+				if (k[i].revents)
+					again = true;
+			} else if (s && atomic_load(&s->mode) >= M_SPENDING) {
 				if (k[i].revents && !fds[i].revents) {
 					short r = sock_revents(fds[i].fd, s, fds[i].events, &wfd, true);
 					if (r > 0) {
@@ -1955,7 +2393,7 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t 
 				ready++;
 			}
 		}
-		if (ready || (t >= 0 && now_ns() >= end))
+		if (ready || (t >= 0 && now_ns() >= end && !again))
 			break;
 	}
 	if (k != local)

@@ -17,6 +17,9 @@ enum sc_fallback {
 	SC_FB_NOMEM,            /* out of memory */
 	SC_FB_RENDEZVOUS,       /* the peer's rendezvous failed */
 	SC_FB_PEER_CLOSED,      /* server: the client closed before the set-up */
+	SC_FB_SWITCHED,         /* accelerated, then switched back to TCP (exec,
+				 * SCM_RIGHTS, `shortcut off`...): counted here
+				 * only, not in conns_fallback */
 	SC_FB_MAX = 12
 };
 extern const char *const sc__fallback_names[SC_FB_MAX];

@@ -50,6 +50,9 @@ static int tx_error(struct sc_conn *c)
 
 	if (e)
 		return e;
+	if (atomic_load_explicit(&c->sw, memory_order_relaxed) >= SC_SW_FROZEN ||
+	    (pf & SC_SF_FROZEN))
+		return -SC_ESWITCHED;   /* the rest goes over TCP */
 	if (pf & SC_SF_REFUSED)
 		return -ECONNREFUSED;
 	if (pf & SC_SF_ABORT)

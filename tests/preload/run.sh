@@ -3,7 +3,8 @@
 # Preload oracle tests: every tests/preload/sem_*.c runs once on kernel TCP
 # and once under `shortcut run`; the two transcripts must be identical and
 # (unless the source says `// expect: tcp`) the run's stats must show both
-# ends accelerated (conns_accelerated >= 2).
+# ends accelerated (conns_accelerated >= 2); `// expect: switched N` also
+# wants N connection halves switched back to TCP (conns_switched_to_tcp).
 #
 #   tests/preload/run.sh BUILD_DIR [NAME...]     e.g.  tests/preload/run.sh build sem_dup
 # SC_PRELOAD=... replaces `shortcut run` with that LD_PRELOAD list (the
@@ -57,6 +58,7 @@ for src in $SRCS; do
 		stats=$(SHORTCUT_RUNDIR=$rundir "$SHORTCUT" stats --json 2>&1)
 		rm -rf "$rundir"
 		accel=$(printf '%s\n' "$stats" | sed -n 's/.*"conns_accelerated": *\([0-9][0-9]*\).*/\1/p')
+		switched=$(printf '%s\n' "$stats" | sed -n 's/.*"conns_switched_to_tcp": *\([0-9][0-9]*\).*/\1/p')
 		if [ $rc_tcp -ne 0 ]; then
 			why="exit $rc_tcp on kernel TCP"
 			sed 's/^/  tcp stderr: /' "$bin.tcp.err"
@@ -70,6 +72,11 @@ for src in $SRCS; do
 		fi
 		if ! grep -q '^// expect: tcp' "$src" && [ "${accel:-0}" -lt 2 ]; then
 			why="${why:+$why; }conns_accelerated=${accel:-?} (want >= 2): $stats"
+		fi
+		# `// expect: switched N`: N connection halves went back to TCP
+		want_sw=$(sed -n 's|^// expect: switched \([0-9][0-9]*\).*|\1|p' "$src")
+		if [ -n "$want_sw" ] && [ "${switched:-0}" -ne "$want_sw" ]; then
+			why="${why:+$why; }conns_switched_to_tcp=${switched:-?} (want $want_sw): $stats"
 		fi
 	fi
 	if [ -z "$why" ]; then

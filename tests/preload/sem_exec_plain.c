@@ -4,6 +4,7 @@
  * fd.  Bytes the server sent before the exec (not yet read) and after it
  * must all reach python, and python's bytes the server (design brief,
  * layer 5: the connection switches back to TCP). */
+// expect: switched 2
 #include "common.c"
 
 static void server(int lfd)
