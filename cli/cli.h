@@ -3,6 +3,8 @@
 #ifndef SHORTCUT_CLI_H
 #define SHORTCUT_CLI_H
 
+#include <stdbool.h>
+
 /*
  * shortcut perf pingpong|stream --size N [...]: argv[0] is "perf".
  * Returns the exit status: 0, 1 (a transport failed) or 2 (bad usage).
@@ -14,5 +16,7 @@ int sc__run_main(int argc, char **argv);
 int sc__stat_main(int argc, char **argv);
 /* shortcut stats [--json] [--reset]: counters of the run directory. */
 int sc__stats_main(int argc, char **argv);
+/* `shortcut off` / `shortcut on` */
+int sc__off_main(int argc, char **argv, bool off);
 
 #endif /* SHORTCUT_CLI_H */

@@ -113,6 +113,140 @@ static const char *addr_str(const struct sc_addr16 *a, uint16_t port, char *buf,
 }
 
 /* shortcut stat: the live connections of every running process (smcss). */
+/* Call fn for the stats file of every live process in the run directory. */
+static void each_live_file(DIR *d, void (*fn)(const struct sc_stats_file *, void *), void *arg)
+{
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (strncmp(e->d_name, "stats-", 6))
+			continue;
+		int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		struct stat st;
+		if (fd < 0 || fstat(fd, &st) < 0 || st.st_size != sizeof(struct sc_stats_file)) {
+			if (fd >= 0)
+				close(fd);
+			continue;
+		}
+		struct sc_stats_file *f = mmap(NULL, sizeof(*f), PROT_READ, MAP_SHARED, fd, 0);
+		close(fd);
+		if (f == MAP_FAILED)
+			continue;
+		if (f->magic == SC_STATS_MAGIC && f->version == SC_STATS_VERSION && alive(f->pid))
+			fn(f, arg);
+		munmap(f, sizeof(*f));
+	}
+}
+
+struct stat_ctx {
+	bool json;
+	int n;
+};
+
+/* `shortcut stat`: one line per live connection record of f. */
+static void stat_file(const struct sc_stats_file *f, void *arg)
+{
+	static const char *const modes[] = { "-", "tcp", "pending", "shm" };
+	struct stat_ctx *x = arg;
+	for (int i = 0; i < SC_STAT_RECS; i++) {
+		const struct sc_conn_rec *r = &f->recs[i];
+		uint32_t m = atomic_load_explicit(&r->mode, memory_order_acquire);
+		if (m == SC_REC_FREE || m > SC_REC_SHM)
+			continue;
+		char la[64], pa[64], why[40];
+		addr_str(&r->laddr, r->lport, la, sizeof(la));
+		addr_str(&r->paddr, r->pport, pa, sizeof(pa));
+		if (m == SC_REC_SHM)
+			snprintf(why, sizeof(why), "%d", r->peer_pid);
+		else if (r->reason && r->reason <= SC_FB_MAX && sc__fallback_names[r->reason - 1])
+			snprintf(why, sizeof(why), "%s", sc__fallback_names[r->reason - 1]);
+		else
+			snprintf(why, sizeof(why), "-");
+		unsigned long long tx = atomic_load_explicit(&r->bytes_sent, memory_order_relaxed);
+		unsigned long long rx = atomic_load_explicit(&r->bytes_received, memory_order_relaxed);
+		if (x->json)
+			printf("%s{\"pid\": %d, \"command\": \"%s\", \"fd\": %d, \"mode\": \"%s\", "
+			       "\"local\": \"%s\", \"peer\": \"%s\", \"peer_pid\": %d, "
+			       "\"fallback\": \"%s\", \"bytes_sent\": %llu, \"bytes_received\": %llu}",
+			       x->n ? ", " : "", f->pid, f->comm, r->fd, modes[m], la, pa,
+			       m == SC_REC_SHM ? r->peer_pid : 0,
+			       m == SC_REC_TCP ? why : "", tx, rx);
+		else
+			printf("%-8d %-15.15s %5d %-8s %-24s %-24s %-22s %12llu %12llu\n", f->pid,
+			       f->comm, r->fd, modes[m], la, pa, why, tx, rx);
+		x->n++;
+	}
+}
+
+/* Live connections on shared memory (records in mode shm). */
+static void count_shm(const struct sc_stats_file *f, void *arg)
+{
+	for (int i = 0; i < SC_STAT_RECS; i++)
+		if (atomic_load_explicit(&f->recs[i].mode, memory_order_acquire) == SC_REC_SHM)
+			++*(int *)arg;
+}
+
+/* `shortcut off [--wait S]` / `shortcut on`: the run directory's kill
+ * switch.  Processes watch for the file (their switch thread): while it
+ * exists, new connections stay on TCP and live ones switch back. */
+int sc__off_main(int argc, char **argv, bool off)
+{
+	double wait_s = 5;
+	if (off && argc == 3 && !strcmp(argv[1], "--wait")) {
+		char *end;
+		wait_s = strtod(argv[2], &end);
+		if (*end || wait_s < 0 || wait_s > 3600) {
+			fprintf(stderr, "shortcut off: --wait takes seconds, 0 to 3600 (got '%s')\n",
+				argv[2]);
+			return 2;
+		}
+	} else if (argc != 1) {
+		fprintf(stderr, "usage: shortcut %s\n", off ? "off [--wait SECONDS]" : "on");
+		return 2;
+	}
+	if (sc_config_check())
+		return 2;
+	const char *dir = sc__rundir();
+	if (!dir) {
+		fprintf(stderr, "shortcut: run directory unusable (SHORTCUT_RUNDIR)\n");
+		return 1;
+	}
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/%s", dir, SC_OFF_FILE);
+	if (!off) {
+		if (unlink(path) < 0 && errno != ENOENT) {
+			fprintf(stderr, "shortcut on: %s: %s\n", path, strerror(errno));
+			return 1;
+		}
+		printf("acceleration on (new connections)\n");
+		return 0;
+	}
+	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0) {
+		fprintf(stderr, "shortcut off: %s: %s\n", path, strerror(errno));
+		return 1;
+	}
+	close(fd);
+	/* the processes switch their connections: wait until none is left */
+	int left = 0;
+	for (double t = 0;; t += 0.05) {
+		DIR *d = opendir(dir);
+		left = 0;
+		if (d) {
+			each_live_file(d, count_shm, &left);
+			closedir(d);
+		}
+		if (!left || t >= wait_s)
+			break;
+		usleep(50000);
+	}
+	if (left) {
+		printf("acceleration off; %d connections still on shared memory\n", left);
+		return 1;
+	}
+	printf("acceleration off: every connection is on TCP\n");
+	return 0;
+}
+
 int sc__stat_main(int argc, char **argv)
 {
 	bool json = argc > 1 && !strcmp(argv[1], "--json");
@@ -128,60 +262,13 @@ int sc__stat_main(int argc, char **argv)
 		fprintf(stderr, "shortcut: run directory unusable (SHORTCUT_RUNDIR)\n");
 		return 1;
 	}
-	static const char *const modes[] = { "-", "tcp", "pending", "shm" };
-	int n = 0;
-	struct dirent *e;
+	struct stat_ctx ctx = { .json = json };
 	if (json)
 		printf("[");
 	else
 		printf("%-8s %-15s %5s %-8s %-24s %-24s %-22s %12s %12s\n", "PID", "COMMAND", "FD",
 		       "MODE", "LOCAL", "PEER", "PEER PID / REASON", "SENT", "RECEIVED");
-	while ((e = readdir(d))) {
-		if (strncmp(e->d_name, "stats-", 6))
-			continue;
-		int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-		struct stat st;
-		if (fd < 0 || fstat(fd, &st) < 0 || st.st_size != sizeof(struct sc_stats_file)) {
-			if (fd >= 0)
-				close(fd);
-			continue;
-		}
-		struct sc_stats_file *f = mmap(NULL, sizeof(*f), PROT_READ, MAP_SHARED, fd, 0);
-		close(fd);
-		if (f == MAP_FAILED)
-			continue;
-		if (f->magic == SC_STATS_MAGIC && f->version == SC_STATS_VERSION && alive(f->pid)) {
-			for (int i = 0; i < SC_STAT_RECS; i++) {
-				const struct sc_conn_rec *r = &f->recs[i];
-				uint32_t m = atomic_load_explicit(&r->mode, memory_order_acquire);
-				if (m == SC_REC_FREE || m > SC_REC_SHM)
-					continue;
-				char la[64], pa[64], why[40];
-				addr_str(&r->laddr, r->lport, la, sizeof(la));
-				addr_str(&r->paddr, r->pport, pa, sizeof(pa));
-				if (m == SC_REC_SHM)
-					snprintf(why, sizeof(why), "%d", r->peer_pid);
-				else if (r->reason && r->reason <= SC_FB_MAX && sc__fallback_names[r->reason - 1])
-					snprintf(why, sizeof(why), "%s", sc__fallback_names[r->reason - 1]);
-				else
-					snprintf(why, sizeof(why), "-");
-				unsigned long long tx = atomic_load_explicit(&r->bytes_sent, memory_order_relaxed);
-				unsigned long long rx = atomic_load_explicit(&r->bytes_received, memory_order_relaxed);
-				if (json)
-					printf("%s{\"pid\": %d, \"command\": \"%s\", \"fd\": %d, \"mode\": \"%s\", "
-					       "\"local\": \"%s\", \"peer\": \"%s\", \"peer_pid\": %d, "
-					       "\"fallback\": \"%s\", \"bytes_sent\": %llu, \"bytes_received\": %llu}",
-					       n ? ", " : "", f->pid, f->comm, r->fd, modes[m], la, pa,
-					       m == SC_REC_SHM ? r->peer_pid : 0,
-					       m == SC_REC_TCP ? why : "", tx, rx);
-				else
-					printf("%-8d %-15.15s %5d %-8s %-24s %-24s %-22s %12llu %12llu\n", f->pid,
-					       f->comm, r->fd, modes[m], la, pa, why, tx, rx);
-				n++;
-			}
-		}
-		munmap(f, sizeof(*f));
-	}
+	each_live_file(d, stat_file, &ctx);
 	closedir(d);
 	if (json)
 		printf("]\n");

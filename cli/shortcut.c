@@ -23,6 +23,11 @@ static void usage(FILE *f)
 		"          pending), addresses, peer process or fallback reason, bytes\n"
 		"  stats [--json] [--reset]\n"
 		"          counters and fallback reasons of every process in the run directory\n"
+		"  off [--wait S]\n"
+		"          kill switch: running processes switch their accelerated\n"
+		"          connections back to TCP and accelerate no new ones (waits up\n"
+		"          to S seconds, default 5, until none is left on shared memory)\n"
+		"  on      accelerate new connections again\n"
 		"  config  validate the SHORTCUT_* environment (exit 2 with the reason if invalid)\n"
 		"  help    this text\n");
 }
@@ -49,6 +54,8 @@ int main(int argc, char **argv)
 		return sc__stat_main(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "stats"))
 		return sc__stats_main(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "off") || !strcmp(argv[1], "on"))
+		return sc__off_main(argc - 1, argv + 1, argv[1][1] == 'f');
 	if (!strcmp(argv[1], "config"))
 		return cmd_config();
 	if (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {

@@ -93,6 +93,10 @@ void sc__pid_reset(void);
 
 /* The run directory, created (0700) on first use; NULL if unusable. */
 const char *sc__rundir(void);
+/* The kill switch in the run directory (`shortcut off` creates it): while
+ * it exists, processes accelerate nothing and switch live connections
+ * back to TCP. */
+#define SC_OFF_FILE "off"
 /* Our network namespace's inode (0 if unknown). */
 uint64_t sc__netns(void);
 

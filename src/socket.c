@@ -35,6 +35,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/inotify.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/select.h>
@@ -75,6 +76,9 @@ static int sock_switch(int fd, struct sc_sock *s);
 static void sw_ask(struct sc_conn *c);
 static void sw_hook(struct sc_conn *c);
 static void sw_rights(const struct msghdr *m);
+static void sw_start(void);
+static void sw_kick(void);
+static bool off_file(void);
 
 static uint8_t epfl_get(int fd);
 #define EPFL_EPOLL	1       /* an epoll fd the program created */
@@ -575,6 +579,7 @@ static int pending_to_shm(struct sc_sock *s)
 		s->rec->peer_pid = ci.peer_pid;
 		atomic_store_explicit(&s->rec->mode, SC_REC_SHM, memory_order_release);
 	}
+	sw_start();
 	LOG(1, "connection on shared memory (client)");
 	return 0;
 }
@@ -801,7 +806,7 @@ EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t alen)
 		return R(connect)(fd, addr, alen);
 	}
 	pthread_mutex_lock(&s->lock);
-	if (G.disabled)
+	if (G.disabled || off_file())
 		why = SC_FB_DISABLED;
 	else
 		marked = offer_prepare(fd, s, addr, &dst, &why) == 0;
@@ -937,10 +942,10 @@ static void server_claim(int nfd, struct sc_sock *s)
 			nanosleep(&ts, NULL);
 		}
 	}
-	if (!room) {
+	if (!room || off_file()) {
 		/* the client learns it from the board and stays on TCP */
 		sc__offer_decline(b, idx, tag);
-		fallback_stat(s, nfd, SC_FB_LIMITS);
+		fallback_stat(s, nfd, room ? SC_FB_DISABLED : SC_FB_LIMITS);
 		return;
 	}
 	char path[128];
@@ -960,6 +965,7 @@ static void server_claim(int nfd, struct sc_sock *s)
 	atomic_store_explicit(&s->mode, M_SHM, memory_order_release);
 	SC_STAT_ADD(conns_accelerated, 1);
 	rec_fill(s, nfd, SC_REC_SHM, -1, pid);
+	sw_start();
 	LOG(1, "connection on shared memory (server, peer pid %d)", (int)pid);
 }
 
@@ -1180,6 +1186,14 @@ static int iov_rest(const struct iovec *iov, int iovcnt, size_t skip, struct iov
 	return k;
 }
 
+/* A switch back to TCP is under way on c (ours or the peer's): a blocking
+ * call it cut short goes on over TCP. */
+static bool switching(struct sc_conn *c)
+{
+	return atomic_load(&c->sw) != SC_SW_NONE ||
+	       (atomic_load_explicit(&c->peer->flags, memory_order_acquire) & SC_SF_FROZEN);
+}
+
 /* Bytes a connection of ours moved over TCP. */
 static void tcp_count(struct sc_sock *s, bool tx, ssize_t n)
 {
@@ -1239,7 +1253,7 @@ static ssize_t do_sendv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 		if (s->rec)
 			rec_add(&s->rec->bytes_sent, rc);
 		if (rc == -SC_ESWITCHED || (rc > 0 && (size_t)rc < total && !(f & SC_NONBLOCK) &&
-					    atomic_load(&s->c->sw) >= SC_SW_FROZEN)) {
+					    switching(s->c))) {
 			/* the connection went back to TCP (an exec, the peer):
 			 * the rest goes there */
 			if (sock_switch(fd, s) < 0) {
@@ -1337,7 +1351,7 @@ static ssize_t do_recvv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 		ssize_t rc = shm_call(fd, s, false, f, flags & MSG_TRUNC ? trunc_op : recvv_op,
 				      iov, iovcnt);
 		if (rc == -SC_ESWITCHED || (rc > 0 && (size_t)rc < total && (f & SC_WAITALL) &&
-					    atomic_load(&s->c->sw) >= SC_SW_FROZEN)) {
+					    switching(s->c))) {
 			/* the connection went back to TCP: the rest comes from
 			 * there (what the peer had sent us is re-sent first) */
 			if (sock_switch(fd, s) < 0) {
@@ -1702,7 +1716,9 @@ static struct {
 	pthread_mutex_t lock;
 	int efd;                /* kicks the switch thread */
 	bool running;
-} SW = { .lock = PTHREAD_MUTEX_INITIALIZER, .efd = -1 };
+	_Atomic bool started;   /* running (read without the lock) */
+	int ino;                /* its inotify on the run directory */
+} SW = { .lock = PTHREAD_MUTEX_INITIALIZER, .efd = -1, .ino = -1 };
 
 /* Re-send [from, to) of c's send ring on fd (the kernel socket).  Blocks,
  * within SW_SEND_MS, while the kernel's buffers are full.  Returns the
@@ -1837,16 +1853,61 @@ static void *sw_main(void *arg)
 	sigset_t all;
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	/* the kill switch: its file appearing in the run directory */
+	int ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+	if (ino >= 0 && (!sc__rundir() ||
+			 inotify_add_watch(ino, sc__rundir(), IN_CREATE | IN_MOVED_TO) < 0)) {
+		R(close)(ino);
+		ino = -1;
+	}
+	SW.ino = ino;
+	bool look = true;
 	for (;;) {
-		struct pollfd p = { .fd = SW.efd, .events = POLLIN };
-		if (R(poll)(&p, 1, -1) < 0)
+		if (look && off_file())
+			sw_scan(true, true);
+		look = false;
+		struct pollfd p[2] = { { .fd = SW.efd, .events = POLLIN },
+				       { .fd = ino, .events = POLLIN } };
+		if (R(poll)(p, 2, -1) < 0)
 			continue;
+		char buf[4096];
+		if (p[1].revents) {
+			while (R(read)(ino, buf, sizeof(buf)) > 0)
+				;
+			look = true;
+		}
 		uint64_t v;
-		if (R(read)(SW.efd, &v, sizeof(v)) < 0)
-			continue;
-		sw_scan(false, true);
+		if (p[0].revents && R(read)(SW.efd, &v, sizeof(v)) > 0)
+			sw_scan(off_file(), true);
 	}
 	return NULL;
+}
+
+/* Is the kill switch on (`shortcut off`)?  One access() per call: asked
+ * when a connection is set up, never on the data path. */
+static char off_path[PATH_MAX];
+static pthread_once_t off_once = PTHREAD_ONCE_INIT;
+static void off_init(void)
+{
+	if (sc__rundir())
+		snprintf(off_path, sizeof(off_path), "%s/%s", sc__rundir(), SC_OFF_FILE);
+}
+
+static bool off_file(void)
+{
+	pthread_once(&off_once, off_init);
+	int saved = errno;
+	bool on = off_path[0] && access(off_path, F_OK) == 0;
+	errno = saved;
+	return on;
+}
+
+/* The switch thread runs while we have accelerated connections (it
+ * watches the kill switch); started with the first one. */
+static void sw_start(void)
+{
+	if (!atomic_load_explicit(&SW.started, memory_order_relaxed))
+		sw_kick();
 }
 
 /* Wake the switch thread (started on first use). */
@@ -1860,8 +1921,10 @@ static void sw_kick(void)
 		pthread_attr_t a;
 		pthread_attr_init(&a);
 		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-		if (SW.efd >= 0 && pthread_create(&t, &a, sw_main, NULL) == 0)
+		if (SW.efd >= 0 && pthread_create(&t, &a, sw_main, NULL) == 0) {
 			SW.running = true;
+			atomic_store(&SW.started, true);
+		}
 		pthread_attr_destroy(&a);
 	}
 	uint64_t one = 1;
@@ -2593,6 +2656,15 @@ static void atfork_child(void)
 	G.pending = NULL;
 	sc__link_atfork_child();
 	ep_atfork_child();
+	/* the switch thread did not come along either */
+	pthread_mutex_init(&SW.lock, NULL);
+	if (SW.efd >= 0)
+		R(close)(SW.efd);
+	if (SW.ino >= 0)
+		R(close)(SW.ino);
+	SW.efd = SW.ino = -1;
+	SW.running = false;
+	atomic_store(&SW.started, false);
 	/* the child counts in a file of its own */
 	if (sc__rundir() && sc__stats_file_open_child() < 0)
 		LOG(1, "cannot create a stats file in the run directory");

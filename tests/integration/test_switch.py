@@ -1,0 +1,158 @@
+# SPDX-License-Identifier: MIT
+"""Switching live connections back to TCP at run time: the kill switch
+(`shortcut off` / `shortcut on`).  A conversation running across the switch
+must lose, duplicate or reorder nothing, and the stats must show that the
+connection really was on shared memory before and on TCP after."""
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+SHORTCUT = os.path.join(ROOT, "build", "shortcut")
+
+SERVER = r"""
+import socket, sys, threading
+ls = socket.socket()
+ls.bind(("127.0.0.1", 0)); ls.listen(16)
+print(ls.getsockname()[1], flush=True)
+def echo(c):
+    while True:
+        b = c.recv(65536)
+        if not b:
+            break
+        c.sendall(b)
+    c.close()
+while True:
+    c, _ = ls.accept()
+    threading.Thread(target=echo, args=(c,), daemon=True).start()
+"""
+
+# Exchanges messages of varying sizes with the echo server until told to
+# stop (a line on stdin), checking every byte; prints one line per phase.
+CLIENT = r"""
+import socket, sys, threading
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+stop = threading.Event()
+def waiter():
+    for line in sys.stdin:
+        if line.strip() == "stop":
+            stop.set()
+            return
+threading.Thread(target=waiter, daemon=True).start()
+i = 0
+sent = 0
+while not stop.is_set() or i < 50:
+    n = 1 + (i * 7919) % 70000
+    msg = bytes(((i * 31 + k * 7) & 255) for k in range(n)) if n < 2000 else \
+          (bytes(range(256)) * (n // 256 + 2))[i % 256:i % 256 + n]
+    s.sendall(msg)
+    got = bytearray()
+    while len(got) < n:
+        b = s.recv(n - len(got))
+        if not b:
+            print("EOF early at", i, flush=True)
+            sys.exit(1)
+        got += b
+    if bytes(got) != msg:
+        print("mismatch at", i, flush=True)
+        sys.exit(1)
+    i += 1
+    sent += n
+    if i == 50:
+        print("started", flush=True)
+s.close()
+print("exchanged", i, "messages exactly", flush=True)
+"""
+
+
+def env_for(rundir):
+    e = dict(os.environ)
+    e["SHORTCUT_RUNDIR"] = str(rundir)
+    return e
+
+
+def stats(env):
+    r = subprocess.run([SHORTCUT, "stats", "--json"], capture_output=True, text=True,
+                       env=env, timeout=30)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def stat(env):
+    r = subprocess.run([SHORTCUT, "stat", "--json"], capture_output=True, text=True,
+                       env=env, timeout=30)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def start_server(env):
+    p = subprocess.Popen([SHORTCUT, "run", sys.executable, "-c", SERVER], env=env,
+                         stdout=subprocess.PIPE, text=True)
+    port = int(p.stdout.readline())
+    return p, port
+
+
+def start_client(env, port):
+    c = subprocess.Popen([SHORTCUT, "run", sys.executable, "-c", CLIENT, str(port)],
+                         env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert c.stdout.readline().strip() == "started"
+    return c
+
+
+def finish_client(c):
+    out, _ = c.communicate("stop\n", timeout=60)
+    assert c.returncode == 0, out
+    assert "messages exactly" in out, out
+
+
+def test_off_switches_live_connections_and_on_restores(tmp_path):
+    env = env_for(tmp_path)
+    srv, port = start_server(env)
+    try:
+        c = start_client(env, port)
+        live = stat(env)
+        assert [x["mode"] for x in live] == ["shm", "shm"], live
+        r = subprocess.run([SHORTCUT, "off"], capture_output=True, text=True, env=env,
+                           timeout=60)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "every connection is on TCP" in r.stdout
+        live = stat(env)
+        assert [(x["mode"], x["fallback"]) for x in live] == \
+            [("tcp", "switched_to_tcp")] * 2, live
+        before = {x["pid"]: x["bytes_received"] for x in live}
+        time.sleep(0.3)         # the conversation goes on over TCP
+        after = {x["pid"]: x["bytes_received"] for x in stat(env)}
+        assert all(after[p] > before[p] for p in before), (before, after)
+        st = stats(env)
+        assert st["conns_switched_to_tcp"] == 2, st
+        # while off, a new connection stays on TCP
+        c2 = start_client(env, port)
+        finish_client(c2)
+        st = stats(env)
+        assert st["fallback"]["disabled"] >= 1, st
+        assert st["conns_accelerated"] == 2, st
+        finish_client(c)
+        r = subprocess.run([SHORTCUT, "on"], capture_output=True, text=True, env=env,
+                           timeout=30)
+        assert r.returncode == 0, r.stderr
+        # and once on again, new connections are accelerated
+        c3 = start_client(env, port)
+        assert [x["mode"] for x in stat(env) if x["mode"] == "shm"] == ["shm", "shm"]
+        finish_client(c3)
+        st = stats(env)
+        assert st["conns_accelerated"] == 4 and st["conns_switched_to_tcp"] == 2, st
+    finally:
+        srv.kill()
+        srv.wait()
+
+
+def test_off_bad_wait_names_the_option(tmp_path):
+    env = env_for(tmp_path)
+    r = subprocess.run([SHORTCUT, "off", "--wait", "soon"], capture_output=True, text=True,
+                       env=env, timeout=30)
+    assert r.returncode == 2
+    assert "--wait" in r.stderr and "seconds" in r.stderr
+    assert not os.path.exists(os.path.join(tmp_path, "off"))
