@@ -58,6 +58,9 @@ struct sc_conn {
 	 * return -SC_ESWITCHED; written under both direction locks (ASKED:
 	 * by the control thread) */
 	_Atomic int sw;
+	/* the switch was asked by a child waiting in an epoll set of ours
+	 * that has this connection (sw_req's SC_SWREQ_EPOLL) */
+	_Atomic bool sw_child_set;
 };
 
 enum { SC_SW_NONE, SC_SW_ASKED, SC_SW_FROZEN, SC_SW_TCP };

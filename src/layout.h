@@ -127,9 +127,15 @@ struct sc_slot_side {
 	_Atomic uint32_t flags;     /* SC_SF_*, release after the data they order */
 	_Atomic uint32_t cell;      /* the side's cell for this slot, or SC_CELL_NONE */
 	_Atomic int32_t pid;        /* informational (shortcut stat) */
-	uint32_t _pad[13];
+	/* non-zero: a process that inherited this side's connection across
+	 * fork asks the side to switch it back to TCP (the side's control
+	 * thread takes it; anybody may set it, which costs only a switch) */
+	_Atomic uint32_t sw_req;        /* SC_SWREQ_* */
+	uint32_t _pad[12];
 } SC_ALIGNED;
 _Static_assert(sizeof(struct sc_slot_side) == 64, "slot side size");
+#define SC_SWREQ_USE    1u      /* it uses the connection */
+#define SC_SWREQ_EPOLL  2u      /* ... in an epoll set it shares with the side */
 
 /* Exact consumer cursor of the ring a side receives, stored by that side
  * after every read, on a line of its own that the peer reads only once the

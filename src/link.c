@@ -31,6 +31,7 @@
 #include "config.h"
 #include "conn.h"
 #include "link.h"
+#include "rundir.h"
 #include "listener.h"
 #include "notify.h"
 #include "stats.h"
@@ -48,6 +49,11 @@ static struct {
 	struct sc_group *groups;
 	struct sc_listener *listeners;
 	struct sc_group *zombies;       /* dead, unused, to be freed by the thread */
+	/* after fork: our ancestors' control-thread eventfds, to ask one of
+	 * them to switch a connection we inherited (sc__kick_owner) */
+	int nkick;
+	pid_t kick_pid[8];
+	int kick_fd[8];
 } ctl = { .lock = PTHREAD_MUTEX_INITIALIZER, .epfd = -1, .wakefd = -1, .reserve_fd = -1 };
 
 /* epoll data: a group pointer, or a listener id with the top bit set (an id,
@@ -55,6 +61,7 @@ static struct {
 #define TAG_LISTENER (1ull << 63)
 
 static void *ctl_main(void *arg);
+static void ctl_switch_requests(void);
 static void group_pump_locked(struct sc_group *g, struct sc_conn **refused);
 
 /* Start the control thread if needed (ctl.lock held). */
@@ -890,6 +897,7 @@ static void *ctl_main(void *arg)
 				uint64_t v;
 				if (read(ctl.wakefd, &v, sizeof(v)) < 0) {
 				}
+				ctl_switch_requests();
 			} else if (ev[i].data.u64 & TAG_LISTENER) {
 				pthread_mutex_lock(&ctl.lock);
 				ctl_accept(ev[i].data.u64 & ~TAG_LISTENER);
@@ -906,9 +914,50 @@ static void *ctl_main(void *arg)
 	}
 }
 
+int sc__kick_owner(pid_t owner)
+{
+	uint64_t one = 1;
+	if (owner == sc__pid() && ctl.wakefd >= 0)     /* a vfork child: our own memory */
+		return write(ctl.wakefd, &one, sizeof(one)) == sizeof(one) ? 0 : -errno;
+	for (int i = 0; i < ctl.nkick; i++)
+		if (ctl.kick_pid[i] == owner)
+			return write(ctl.kick_fd[i], &one, sizeof(one)) == sizeof(one) ||
+			       errno == EAGAIN ? 0 : -errno;
+	return -ESRCH;
+}
+
+/* Control thread, after a kick: switch requests from processes that
+ * inherited one of our connections (sw_req in our side of the slot). */
+static void ctl_switch_requests(void)
+{
+	pthread_mutex_lock(&ctl.lock);
+	for (struct sc_group *g = ctl.groups; g; g = g->next) {
+		pthread_mutex_lock(&g->lock);
+		for (uint32_t s = 0; s < g->nslots; s++) {
+			struct sc_conn *c = g->conns[s];
+			uint32_t why;
+			if (c && atomic_load_explicit(&c->me->sw_req, memory_order_relaxed) &&
+			    (why = atomic_exchange(&c->me->sw_req, 0))) {
+				if (why & SC_SWREQ_EPOLL)
+					atomic_store(&c->sw_child_set, true);
+				switch_ask(c);
+			}
+		}
+		pthread_mutex_unlock(&g->lock);
+	}
+	pthread_mutex_unlock(&ctl.lock);
+}
+
 void sc__link_atfork_child(void)
 {
 	pthread_mutex_init(&ctl.lock, NULL);
+	/* the parent's control thread can still be asked to switch the
+	 * connections we inherit (its eventfd stays open here) */
+	if (ctl.wakefd >= 0 && ctl.nkick < 8) {
+		ctl.kick_pid[ctl.nkick] = getppid();
+		ctl.kick_fd[ctl.nkick++] = ctl.wakefd;
+		ctl.wakefd = -1;
+	}
 	for (struct sc_group *g = ctl.groups; g; g = g->next) {
 		if (g->sock >= 0)
 			close(g->sock);

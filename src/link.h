@@ -111,6 +111,11 @@ void sc__group_kill(struct sc_group *g, int err);
  * are closed so that the parent's death is still seen by its peers. */
 void sc__link_atfork_child(void);
 
+/* In a process that inherited connections across fork: wake the control
+ * thread of the ancestor owner that owns them (it then looks at the slots'
+ * sw_req).  0, -ESRCH if owner is no ancestor of ours, or -errno. */
+int sc__kick_owner(pid_t owner);
+
 /* Called by the control thread, holding no lock, after it handled a group's
  * messages (the interposer settles clients whose OPEN just arrived). */
 extern void (*sc__ctl_after_hook)(void);

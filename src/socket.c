@@ -43,6 +43,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -77,13 +78,29 @@ static void sw_ask(struct sc_conn *c);
 static void sw_hook(struct sc_conn *c);
 static void sw_rights(const struct msghdr *m);
 static void sw_start(void);
+static bool kid_may_hold(uint32_t gen);
+static int sw_request_owner_(struct sc_sock *s, uint32_t why);
+static int sw_request_owner(struct sc_sock *s)
+{
+	return sw_request_owner_(s, SC_SWREQ_USE);
+}
 static void sw_kick(void);
 static bool off_file(void);
+static void ep_switched(struct sc_sock *s, bool child_set);
+static void ep_inherited_use(int epfd);
+static struct ep_inh {
+	int epfd, fd;
+	struct ep_inh *_Atomic next;
+} *_Atomic ep_inh;
+static pthread_mutex_t ep_inh_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static _Atomic uint32_t nforks;        /* fork()s this process made */
 
 static uint8_t epfl_get(int fd);
 #define EPFL_EPOLL	1       /* an epoll fd the program created */
 #define EPFL_EXPOSED	2       /* ... watched from outside (see ep_expose) */
 #define EPFL_SHARED	4       /* ... inherited across fork: shared with another process */
+#define EPFL_CHILD_USED	8       /* ... and a child of ours waits in it (ep_switched) */
 #define EPFL_MAX	65536
 static _Atomic uint8_t epfl[EPFL_MAX];
 
@@ -144,6 +161,7 @@ struct sc_sock {
 	int rcvlowat;                   /* SO_RCVLOWAT as the kernel keeps it; 0/1: none */
 	int tos;                /* the program's own IP_TOS / IPV6_TCLASS (-1: none) */
 	int declined;           /* board entry we declined for this connection, or -1 */
+	uint32_t fork_gen;      /* forks we had made when it went to shared memory */
 	struct sc_addr16 local; /* its local address (as the entry names it) */
 	pid_t owner;            /* the process whose shared-memory state it is */
 	struct sc_conn *c;      /* M_SHM */
@@ -360,6 +378,16 @@ static void sock_release(struct sc_sock *s, int fd_of_release)
 		if (s->owner == my_pid)
 			sc__switch_release(s->c);
 		s->c = NULL;
+	} else if (mode == M_SHM && s->c && s->owner == my_pid && fd_of_release >= 0 &&
+		   kid_may_hold(s->fork_gen)) {
+		/* a child forked since holds the socket too (the kernel's
+		 * close sends no FIN then): the connection goes on, on TCP */
+		pthread_mutex_unlock(&s->lock);
+		sock_switch(fd_of_release, s);
+		pthread_mutex_lock(&s->lock);
+		if (atomic_load(&s->mode) == M_TCP && s->c)
+			sc__switch_release(s->c);
+		s->c = NULL;
 	} else if (mode == M_SHM && s->c) {
 		if (s->owner == my_pid) {
 			if (s->linger0)
@@ -389,8 +417,15 @@ static void sock_release(struct sc_sock *s, int fd_of_release)
 	free(s);
 }
 
-/* fd is being closed or replaced: drop its reference. */
+/* fd is being closed (still open: same) or was replaced: drop its
+ * reference. */
+static void fd_forget_(int fd, bool same);
 static void fd_forget(int fd)
+{
+	fd_forget_(fd, false);
+}
+
+static void fd_forget_(int fd, bool same)
 {
 	struct sc_sock *s = sock_get(fd);
 	if (!s)
@@ -404,7 +439,7 @@ static void fd_forget(int fd)
 	}
 	pthread_mutex_unlock(&table_lock);
 	if (last)
-		sock_release(s, fd);
+		sock_release(s, same ? fd : -1);
 }
 
 static void fd_alias(int oldfd, int newfd)
@@ -579,6 +614,7 @@ static int pending_to_shm(struct sc_sock *s)
 		s->rec->peer_pid = ci.peer_pid;
 		atomic_store_explicit(&s->rec->mode, SC_REC_SHM, memory_order_release);
 	}
+	s->fork_gen = atomic_load(&nforks);
 	sw_start();
 	LOG(1, "connection on shared memory (client)");
 	return 0;
@@ -965,6 +1001,7 @@ static void server_claim(int nfd, struct sc_sock *s)
 	atomic_store_explicit(&s->mode, M_SHM, memory_order_release);
 	SC_STAT_ADD(conns_accelerated, 1);
 	rec_fill(s, nfd, SC_REC_SHM, -1, pid);
+	s->fork_gen = atomic_load(&nforks);
 	sw_start();
 	LOG(1, "connection on shared memory (server, peer pid %d)", (int)pid);
 }
@@ -1284,8 +1321,8 @@ static ssize_t do_sendv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 		}
 		return shm_result(rc, flags, true);
 	}
-	if (mode == M_SHM) {
-		errno = ENOTCONN;       /* inherited across fork: see README Limits */
+	if (mode == M_SHM && sw_request_owner(s) < 0) {
+		errno = ENOTCONN;       /* inherited, and its owner did not switch it */
 		return -1;
 	}
 tcp:;
@@ -1381,7 +1418,7 @@ static ssize_t do_recvv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 		}
 		return shm_result(rc, flags, false);
 	}
-	if (mode == M_SHM) {
+	if (mode == M_SHM && sw_request_owner(s) < 0) {
 		errno = ENOTCONN;
 		return -1;
 	}
@@ -1782,9 +1819,12 @@ static int sock_switch(int fd, struct sc_sock *s)
 		    (unsigned long long)lost, !ready ? "the peer did not answer" :
 		    s->shut_wr ? "shut down for writing before" : "not sent");
 	atomic_store_explicit(&s->mode, M_TCP, memory_order_release);
-	sc__switch_done(c);     /* wakes our waiters: they go on over TCP */
 	sc__unlock(&c->rxlock);
 	sc__unlock(&c->txlock);
+	/* the kernel's epoll sets watch it from now on (at once: a process
+	 * sharing a set with us may be waiting in it) */
+	ep_switched(s, atomic_load(&c->sw_child_set));
+	sc__switch_done(c);     /* wakes our waiters: they go on over TCP */
 	SC_STAT_ADD(fallback[SC_FB_SWITCHED], 1);
 	if (s->rec) {
 		s->rec->reason = SC_FB_SWITCHED + 1;
@@ -1941,6 +1981,110 @@ static void sw_ask(struct sc_conn *c)
 		sw_kick();
 }
 
+/* ---- fork: sharing a connection with a child -----------------------------
+ *
+ * A connection on shared memory is its owner's (the process that set it
+ * up: its cursors live there).  A process that inherited it across fork
+ * and uses it (or execs with it) asks the owner to switch it back to TCP,
+ * through the owner's control thread, and waits for the switch; from then
+ * on both share the kernel socket as they would any.  The owner closing
+ * its fd while a child forked since is alive switches it too: the child
+ * may go on with it, and the kernel sends no FIN while it does.
+ */
+
+/* Children we forked (the last few), for kid_may_hold. */
+static struct {
+	pthread_mutex_t lock;
+	int n;
+	pid_t pid[64];
+	uint32_t gen[64];
+} KIDS = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static bool kid_alive(pid_t pid)
+{
+	siginfo_t si = { 0 };
+	/* not reaped, not exited (WNOWAIT leaves it for the program) */
+	return waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == 0;
+}
+
+static void kid_add(pid_t pid)
+{
+	uint32_t gen = atomic_fetch_add(&nforks, 1) + 1;
+	pthread_mutex_lock(&KIDS.lock);
+	int k = 0;
+	for (int i = 0; i < KIDS.n; i++)        /* forget those gone */
+		if (kid_alive(KIDS.pid[i])) {
+			KIDS.pid[k] = KIDS.pid[i];
+			KIDS.gen[k++] = KIDS.gen[i];
+		}
+	KIDS.n = k;
+	if (KIDS.n == 64) {                     /* the oldest goes */
+		memmove(KIDS.pid, KIDS.pid + 1, 63 * sizeof(KIDS.pid[0]));
+		memmove(KIDS.gen, KIDS.gen + 1, 63 * sizeof(KIDS.gen[0]));
+		KIDS.n--;
+	}
+	KIDS.pid[KIDS.n] = pid;
+	KIDS.gen[KIDS.n++] = gen;
+	pthread_mutex_unlock(&KIDS.lock);
+}
+
+/* May a child forked after fork number gen still hold our fds? */
+static bool kid_may_hold(uint32_t gen)
+{
+	if (atomic_load(&nforks) == gen)
+		return false;
+	bool any = false;
+	pthread_mutex_lock(&KIDS.lock);
+	for (int i = 0; i < KIDS.n && !any; i++)
+		any = KIDS.gen[i] > gen && kid_alive(KIDS.pid[i]);
+	pthread_mutex_unlock(&KIDS.lock);
+	return any;
+}
+
+/* s is an inherited connection on shared memory (another process owns
+ * it): have the owner switch it to TCP, then use the kernel socket. */
+static int sw_request_owner_(struct sc_sock *s, uint32_t why)
+{
+	int saved = errno;
+	pthread_mutex_lock(&s->lock);
+	struct sc_conn *c = s->c;
+	int rc = 0;
+	if (atomic_load(&s->mode) != M_SHM || s->owner == getpid() || !c) {
+		pthread_mutex_unlock(&s->lock);
+		errno = saved;
+		return 0;
+	}
+	uint32_t f = atomic_load_explicit(&c->me->flags, memory_order_acquire);
+	if (!(f & SC_SF_ONTCP)) {
+		atomic_fetch_or(&c->me->sw_req, why);
+		rc = sc__kick_owner(s->owner);
+		uint64_t dl = now_ns() + SW_WAIT_NS + 2000000000ull;
+		unsigned us = 20;
+		while (rc == 0) {
+			f = atomic_load_explicit(&c->me->flags, memory_order_acquire);
+			if (f & SC_SF_ONTCP)
+				break;
+			if ((f & SC_SF_RELEASED) || now_ns() > dl ||
+			    (kill(s->owner, 0) < 0 && errno == ESRCH))
+				rc = -ENOTCONN;
+			else
+				usleep(us);
+			if (us < 2000)
+				us *= 2;
+		}
+	}
+	if (rc == 0) {
+		atomic_store_explicit(&s->mode, M_TCP, memory_order_release);
+		s->counted = true;
+	} else {
+		LOG(1, "an inherited connection: its owner (pid %d) did not switch it to TCP",
+		    (int)s->owner);
+	}
+	pthread_mutex_unlock(&s->lock);
+	errno = saved;
+	return rc;
+}
+
 /* Control thread, group lock held: a SWITCH arrived for c. */
 static void sw_hook(struct sc_conn *c)
 {
@@ -1984,8 +2128,21 @@ static void sw_rights(const struct msghdr *m)
 static void exec_prepare(void)
 {
 	int saved = errno;
-	if (my_pid == getpid())
-		sw_scan(true, false);
+	bool vforked = my_pid != getpid();
+	if (!vforked)
+		sw_scan(true, false);           /* ours */
+	/* inherited across fork (or, in a child of vfork, all of them: they
+	 * are our parent's): their owner switches them when asked */
+	for (int p = 0; p < NPAGES; p++) {
+		struct sc_sock *_Atomic *pg = atomic_load(&pages[p]);
+		for (int i = 0; pg && i < (1 << PAGE_BITS); i++) {
+			struct sc_sock *s = atomic_load(&pg[i]);
+			int fd = (p << PAGE_BITS) | i;
+			if (s && atomic_load(&s->mode) == M_SHM && (vforked || s->owner != my_pid) &&
+			    !(R(fcntl)(fd, F_GETFD) & FD_CLOEXEC))
+				sw_request_owner(s);
+		}
+	}
 	errno = saved;
 }
 
@@ -2122,7 +2279,7 @@ EXPORT int shutdown(int fd, int how)
 EXPORT int close(int fd)
 {
 	if (sock_get(fd))
-		fd_forget(fd);
+		fd_forget_(fd, true);
 	ep_close(fd);
 	return R(close)(fd);
 }
@@ -2331,6 +2488,8 @@ static short sock_revents(int fd, struct sc_sock *s, short want, int *waitfd, bo
 			return r;
 		}
 	}
+	if (atomic_load(&s->mode) == M_SHM && s->owner != my_pid)
+		sw_request_owner(s);    /* inherited: on TCP it is ours too */
 	if (atomic_load(&s->mode) != M_SHM || s->owner != my_pid)
 		return -1;
 	/* arm first, then look: a change after the look wakes the fd
@@ -2628,6 +2787,7 @@ EXPORT pid_t fork(void)
 	if (child <= 0)
 		return child;
 	int saved = errno;
+	kid_add(child);
 	socks_each(listener_inherit, my_pid, child);
 	epfl_mark_shared();
 	errno = saved;
@@ -2656,6 +2816,8 @@ static void atfork_child(void)
 	G.pending = NULL;
 	sc__link_atfork_child();
 	ep_atfork_child();
+	KIDS.n = 0;             /* those were our siblings */
+	pthread_mutex_init(&KIDS.lock, NULL);
 	/* the switch thread did not come along either */
 	pthread_mutex_init(&SW.lock, NULL);
 	if (SW.efd >= 0)
@@ -3059,6 +3221,8 @@ EXPORT int epoll_create1(int flags)
 
 EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
+	if (atomic_load_explicit(&ep_inh, memory_order_relaxed))
+		ep_inherited_use(epfd);
 	if (epfl_get(fd) & EPFL_EPOLL) {
 		/* an epoll set of the program's going into another one: the
 		 * outer set gets a shadow that checks it before reporting */
@@ -3096,6 +3260,16 @@ EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		if (s && op == EPOLL_CTL_ADD && atomic_load(&s->mode) == M_SPENDING)
 			server_settle(fd, s);
 		int mode = s ? atomic_load(&s->mode) : M_TCP;
+		if (mode == M_SHM && op == EPOLL_CTL_ADD && (epfl_get(epfd) & EPFL_CHILD_USED)) {
+			/* a child waits in this set too: it can only see a
+			 * kernel socket (so long as it lives) */
+			if (kid_may_hold(0)) {
+				sock_switch(fd, s);
+				mode = atomic_load(&s->mode);
+			} else {
+				atomic_fetch_and(&epfl[epfd], (uint8_t)~EPFL_CHILD_USED);
+			}
+		}
 		if (op != EPOLL_CTL_ADD || (mode != M_PENDING && mode != M_SHM) || !ev)
 			return R(epoll_ctl)(epfd, op, fd, ev);
 		if (fd == epfd) {
@@ -3536,6 +3710,8 @@ static int shared_wait(int epfd, struct epoll_event *out, int max, int timeout,
 static int do_epoll_wait(int epfd, struct epoll_event *out, int max, int timeout,
 			 const sigset_t *mask)
 {
+	if (atomic_load_explicit(&ep_inh, memory_order_relaxed))
+		ep_inherited_use(epfd);
 	struct sc_ep *e = ep_get(epfd, false);
 	if (!e || max <= 0) {
 		if (max > 0 && (epfl_get(epfd) & EPFL_SHARED))
@@ -3736,9 +3912,74 @@ static bool ep_elsewhere(struct sc_ep *e, struct sc_sock *s)
 /* In the child after fork: the shadows are the parent's (their inner sets,
  * channels and entries).  Drop our copies without touching what they name;
  * a set the child uses gets a shadow of its own, under its own cookie. */
+/* s went back to TCP: every set of ours that watches it hands it to the
+ * kernel's set now, as its next epoll_wait would. */
+static void ep_switched(struct sc_sock *s, bool child_set)
+{
+	if (!atomic_load_explicit(&neps, memory_order_acquire))
+		return;
+	pthread_rwlock_rdlock(&ep_life);
+	struct sc_ep *sets[64];
+	int n = 0;
+	pthread_mutex_lock(&eps_lock);
+	for (struct sc_ep *e = eps; e && n < 64; e = e->next)
+		sets[n++] = e;
+	pthread_mutex_unlock(&eps_lock);
+	for (int i = 0; i < n; i++) {
+		struct sc_ep *e = sets[i];
+		pthread_mutex_lock(&e->lock);
+		struct sc_epreg *r = e->regs;
+		while (r) {
+			struct sc_epreg *next = r->next;
+			if (r->s == s) {
+				struct epoll_event ev = { .events = r->events, .data = r->data };
+				if (child_set)
+					epfl_set(e->fd, EPFL_CHILD_USED);
+				if (!r->deleted && !r->disabled)
+					R(epoll_ctl)(e->fd, EPOLL_CTL_ADD, r->fd, &ev);
+				reg_free(e, r);
+			}
+			r = next;
+		}
+		pthread_mutex_unlock(&e->lock);
+	}
+	pthread_rwlock_unlock(&ep_life);
+}
+
+/* In a fork child: the accelerated fds of the sets we inherited (our
+ * parent's, registered before the fork; the list is only ever touched by
+ * the child's first calls on those sets).  Our first call on such a set
+ * has the owner switch them back to TCP, which puts them in the kernel's
+ * set that parent and child share. */
+static void ep_inherited_use(int epfd)
+{
+	struct ep_inh *mine = NULL;
+	pthread_mutex_lock(&ep_inh_lock);
+	for (struct ep_inh *_Atomic *pp = &ep_inh; *pp;) {
+		struct ep_inh *x = *pp;
+		if (x->epfd == epfd) {
+			*pp = x->next;
+			x->next = mine;
+			mine = x;
+		} else {
+			pp = &x->next;
+		}
+	}
+	pthread_mutex_unlock(&ep_inh_lock);
+	while (mine) {
+		struct ep_inh *x = mine;
+		mine = x->next;
+		struct sc_sock *s = sock_get(x->fd);
+		if (s && atomic_load(&s->mode) == M_SHM)
+			sw_request_owner_(s, SC_SWREQ_USE | SC_SWREQ_EPOLL);
+		free(x);
+	}
+}
+
 static void ep_atfork_child(void)
 {
 	pthread_mutex_init(&eps_lock, NULL);
+	pthread_mutex_init(&ep_inh_lock, NULL);
 	pthread_rwlock_init(&ep_life, NULL);
 	struct sc_ep *e = eps;
 	eps = NULL;
@@ -3751,6 +3992,13 @@ static void ep_atfork_child(void)
 		while (e->regs) {
 			struct sc_epreg *r = e->regs;
 			e->regs = r->next;
+			struct ep_inh *x;
+			if (r->kind == M_SHM && !r->deleted && (x = malloc(sizeof(*x)))) {
+				x->epfd = e->fd;
+				x->fd = r->fd;
+				x->next = atomic_load(&ep_inh);
+				atomic_store(&ep_inh, x);
+			}
 			free(r);
 		}
 		while (e->kids) {
