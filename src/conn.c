@@ -630,11 +630,14 @@ int sc__switch_range(struct sc_conn *c, uint64_t *from, uint64_t *to)
 	bool dead = __atomic_load_n(&c->g->dead, __ATOMIC_RELAXED);
 
 	*from = *to = c->tx.prod;
-	if ((pf & (SC_SF_CLOSED | SC_SF_ABORT | SC_SF_RELEASED | SC_SF_REFUSED)) ||
-	    (dead && !(pf & SC_SF_FROZEN)) || atomic_load(&c->err))
-		return 1;       /* nobody reads it any more: nothing to re-send */
-	if (!(pf & SC_SF_FROZEN))
+	/* frozen first: its kernel socket lives on (in an exec'd image, in
+	 * the process it was sent to), whatever it did with the slot since */
+	if (!(pf & SC_SF_FROZEN)) {
+		if ((pf & (SC_SF_CLOSED | SC_SF_ABORT | SC_SF_RELEASED | SC_SF_REFUSED)) ||
+		    dead || atomic_load(&c->err))
+			return 1;       /* nobody reads it any more: nothing to re-send */
 		return 0;
+	}
 	/* the peer's exact cursor, final since it froze (acquire above) */
 	uint64_t pc = atomic_load_explicit(&c->s->consumed[!c->side].rx_consumed,
 					   memory_order_relaxed);

@@ -29,6 +29,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,7 +115,7 @@ static _Atomic uint8_t epfl[EPFL_MAX];
 	X(epoll_create1) X(epoll_ctl) X(epoll_wait) X(epoll_pwait) X(epoll_pwait2) X(getsockopt) \
 	X(setsockopt) X(sendfile) X(__read_chk) X(__recv_chk) X(__recvfrom_chk) \
 	X(__poll_chk) X(__ppoll_chk) X(fork) X(execve) X(execv) X(execvp) X(execvpe) \
-	X(fexecve)
+	X(fexecve) X(posix_spawn) X(posix_spawnp)
 
 extern ssize_t __read_chk(int, void *, size_t, size_t);
 extern ssize_t __recv_chk(int, void *, size_t, size_t, int);
@@ -2185,6 +2186,23 @@ EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const
 		return -1;
 	}
 	return real_execveat(dirfd, path, argv, envp, flags);
+}
+
+/* posix_spawn: glibc's child execs without our execve, so the fds it
+ * inherits switch here, as for an exec (file actions may close some: they
+ * switch all the same) */
+EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+		       const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	exec_prepare();
+	return R(posix_spawn)(pid, path, fa, attr, argv, envp);
+}
+
+EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
+			const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	exec_prepare();
+	return R(posix_spawnp)(pid, file, fa, attr, argv, envp);
 }
 
 /* execl, execlp, execle: their arguments as an array */
