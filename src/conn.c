@@ -701,6 +701,11 @@ API int sc_conn_events(struct sc_conn *c)
 
 int sc__conn_poll_arm(struct sc_conn *c, bool want_out)
 {
+	return sc__conn_poll_arm_(c, want_out, false);
+}
+
+int sc__conn_poll_arm_(struct sc_conn *c, bool want_out, bool sleeper)
+{
 	int saved = errno;
 	int rc = sc__conn_channel(c);
 
@@ -713,7 +718,7 @@ int sc__conn_poll_arm(struct sc_conn *c, bool want_out)
 		 * its own to arm (sc_chan_wait drains its fd when it re-arms a
 		 * token a waker took; arming it here would skip that drain) */
 		struct sc_chan *ch = atomic_load(&c->chan);
-		if (ch->private_)
+		if (ch->private_ || sleeper)
 			atomic_store_explicit(&c->g->my_cells[c->cell].armed, SC_ARM_POLL,
 					      memory_order_relaxed);
 		c->polled = true;

@@ -91,6 +91,12 @@ void sc__switch_release(struct sc_conn *c);
 /* sc_conn_fd for a poller: arm the fd for input changes, and for room
  * only if want_out; returns the fd or -errno. */
 int sc__conn_poll_arm(struct sc_conn *c, bool want_out);
+/* The same for a caller about to sleep on that fd itself (poll, select):
+ * a shared channel's token is armed too, as a blocked call arms it, so
+ * that the next change signals the fd even while the channel's own
+ * waiter (an epoll set) is awake.  A wake-up datagram it leaves behind
+ * is the channel owner's to drain (the interposer resets it). */
+int sc__conn_poll_arm_(struct sc_conn *c, bool want_out, bool sleeper);
 /* sc_connect with a claim tag carried in the OPEN message. */
 int sc__connect_tagged(const char *path, uint64_t tag, int flags, struct sc_conn **out);
 /* Create the local half of slot s in g (group locked). */

@@ -2516,7 +2516,7 @@ static short sock_revents(int fd, struct sc_sock *s, short want, int *waitfd, bo
 	 * peer's sends make no wake-up calls. */
 	if (arm) {
 		sc__chan_rearm_poll(s->c);
-		*waitfd = sc__conn_poll_arm(s->c, want & POLLOUT);
+		*waitfd = sc__conn_poll_arm_(s->c, want & POLLOUT, true);
 	}
 	if (atomic_load(&s->c->sw) != SC_SW_NONE ||
 	    (atomic_load_explicit(&s->c->peer->flags, memory_order_acquire) & SC_SF_FROZEN)) {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A connection in an epoll set, then poll()ed after an epoll_wait returned:
  * data sent while poll sleeps must wake it. */
 #include "common.c"

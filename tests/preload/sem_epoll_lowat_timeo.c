@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* SO_RCVLOWAT + SO_RCVTIMEO on a connection in an epoll set: the mark
  * reached 100 ms in must end the wait, not the 2 s timeout. */
 #include "common.c"
