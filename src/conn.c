@@ -44,8 +44,10 @@ int sc__conn_new(struct sc_group *g, uint32_t slot, struct sc_conn **out)
 		 * it), so its memory is ours to reset */
 		memset(c->s, 0, sizeof(*c->s));
 		atomic_store_explicit(&c->peer->cell, SC_CELL_NONE, memory_order_relaxed);
+		atomic_store_explicit(&c->peer->cell2, SC_CELL_NONE, memory_order_relaxed);
 	}
 	atomic_store_explicit(&c->me->cell, SC_CELL_NONE, memory_order_relaxed);
+	atomic_store_explicit(&c->me->cell2, SC_CELL_NONE, memory_order_relaxed);
 	atomic_store_explicit(&c->me->pid, sc__pid(), memory_order_relaxed);
 	sc__ring_init(&c->tx, &c->s->ring[c->side], sc__ring_data(g, slot, c->side),
 		      g->ring_size[c->side]);
@@ -53,6 +55,7 @@ int sc__conn_new(struct sc_group *g, uint32_t slot, struct sc_conn **out)
 		      g->ring_size[!c->side]);
 	pthread_mutex_init(&c->bindlock, NULL);
 	c->cell = SC_CELL_NONE;
+	c->cell2 = SC_CELL_NONE;
 	c->spin_ns[0] = c->spin_ns[1] = sc__cfg.spin_ns;
 	g->conns[slot] = c;
 	g->nconns++;
@@ -112,6 +115,8 @@ static void conn_free(struct sc_conn *c, uint32_t last_flags)
 	pthread_mutex_lock(&c->bindlock);
 	if (atomic_load(&c->chan))
 		sc__chan_detach(atomic_load(&c->chan), c);
+	if (atomic_load(&c->chan2))
+		sc__chan_detach2(atomic_load(&c->chan2), c);
 	pthread_mutex_unlock(&c->bindlock);
 	if (c->own)
 		sc__chan_free(c->own);
@@ -120,6 +125,7 @@ static void conn_free(struct sc_conn *c, uint32_t last_flags)
 	/* our cell may go to another channel: the peer must not wake it for
 	 * this slot any more */
 	atomic_store_explicit(&c->me->cell, SC_CELL_NONE, memory_order_relaxed);
+	atomic_store_explicit(&c->me->cell2, SC_CELL_NONE, memory_order_relaxed);
 	sc__conn_set_flags(c, last_flags | SC_SF_RELEASED);
 	sc__group_release_slot(g, c->slot);
 	pthread_mutex_unlock(&g->lock);

@@ -35,6 +35,11 @@ struct sc_conn {
 	 * it in g; written under bindlock, read by wakers under the group lock */
 	struct sc_chan *_Atomic chan;
 	_Atomic uint32_t cell;
+	/* a second channel watching it (sc__chan_attach2), its cell, and its
+	 * user pointer; under bindlock like chan */
+	struct sc_chan *_Atomic chan2;
+	_Atomic uint32_t cell2;
+	void *user2;
 	pthread_mutex_t bindlock;
 
 	_Atomic int err;        /* sticky -ECONNRESET / -EPROTO / -ECONNREFUSED */

@@ -131,7 +131,11 @@ struct sc_slot_side {
 	 * fork asks the side to switch it back to TCP (the side's control
 	 * thread takes it; anybody may set it, which costs only a switch) */
 	_Atomic uint32_t sw_req;        /* SC_SWREQ_* */
-	uint32_t _pad[12];
+	/* a second cell of the side's for this slot (a second waiting context
+	 * watching the connection, e.g. another epoll set), or SC_CELL_NONE:
+	 * wakers treat it as they treat cell */
+	_Atomic uint32_t cell2;
+	uint32_t _pad[11];
 } SC_ALIGNED;
 _Static_assert(sizeof(struct sc_slot_side) == 64, "slot side size");
 #define SC_SWREQ_USE    1u      /* it uses the connection */

@@ -86,7 +86,19 @@ void sc__chan_abandon(struct sc_chan *ch)
 	free(ch);
 }
 
+static int chan_attach(struct sc_chan *ch, struct sc_conn *c, bool second);
+
 int sc__chan_attach(struct sc_chan *ch, struct sc_conn *c)
+{
+	return chan_attach(ch, c, false);
+}
+
+int sc__chan_attach2(struct sc_chan *ch, struct sc_conn *c)
+{
+	return chan_attach(ch, c, true);
+}
+
+static int chan_attach(struct sc_chan *ch, struct sc_conn *c, bool second)
 {
 	struct sc_group *g = c->g;
 	struct sc_chan_cell *cc = NULL;
@@ -127,18 +139,38 @@ int sc__chan_attach(struct sc_chan *ch, struct sc_conn *c)
 		}
 	}
 	cc->nconns++;
-	c->chan = ch;
-	c->cell = cc->idx;
 	/* release: the CELL message carrying our wake socket was sent before
 	 * the peer can see this index, so a peer that finds the index unknown
 	 * can drain the group socket and find it */
-	atomic_store_explicit(&c->me->cell, cc->idx, memory_order_release);
+	if (second) {
+		c->chan2 = ch;
+		c->cell2 = cc->idx;
+		atomic_store_explicit(&c->me->cell2, cc->idx, memory_order_release);
+	} else {
+		c->chan = ch;
+		c->cell = cc->idx;
+		atomic_store_explicit(&c->me->cell, cc->idx, memory_order_release);
+	}
 out:
 	pthread_mutex_unlock(&ch->lock);
 	return rc;
 }
 
+static void chan_detach(struct sc_chan *ch, struct sc_conn *c, bool second);
+
 void sc__chan_detach(struct sc_chan *ch, struct sc_conn *c)
+{
+	chan_detach(ch, c, false);
+}
+
+void sc__chan_detach2(struct sc_chan *ch, struct sc_conn *c)
+{
+	/* the peer stops waking it before the cell can be reused */
+	atomic_store_explicit(&c->me->cell2, SC_CELL_NONE, memory_order_release);
+	chan_detach(ch, c, true);
+}
+
+static void chan_detach(struct sc_chan *ch, struct sc_conn *c, bool second)
 {
 	struct sc_group *g = c->g;
 
@@ -161,8 +193,13 @@ void sc__chan_detach(struct sc_chan *ch, struct sc_conn *c)
 		break;
 	}
 	pthread_mutex_unlock(&ch->lock);
-	c->chan = NULL;
-	c->cell = SC_CELL_NONE;
+	if (second) {
+		c->chan2 = NULL;
+		c->cell2 = SC_CELL_NONE;
+	} else {
+		c->chan = NULL;
+		c->cell = SC_CELL_NONE;
+	}
 }
 
 /* A wake socket for cell cc: keep one end in our epoll set, hand the other
@@ -324,11 +361,10 @@ void sc__chan_unsignal(struct sc_chan *ch)
 	errno = saved;
 }
 
-int sc__notify_peer(struct sc_conn *c)
+/* Wake the peer's cell idx for c (see sc__notify_peer). */
+static int wake_peer_cell(struct sc_conn *c, uint32_t idx)
 {
 	struct sc_group *g = c->g;
-	/* acquire: pairs with the peer's release store in sc__chan_attach */
-	uint32_t idx = atomic_load_explicit(&c->peer->cell, memory_order_acquire);
 
 	if (idx == SC_CELL_NONE)
 		return 0;       /* the peer has no waiting context yet */
@@ -365,10 +401,30 @@ int sc__notify_peer(struct sc_conn *c)
 	return 0;
 }
 
+int sc__notify_peer(struct sc_conn *c)
+{
+	/* acquire: pairs with the peer's release store in chan_attach */
+	uint32_t idx = atomic_load_explicit(&c->peer->cell, memory_order_acquire);
+	int rc = wake_peer_cell(c, idx);
+	uint32_t idx2 = atomic_load_explicit(&c->peer->cell2, memory_order_acquire);
+	if (idx2 != SC_CELL_NONE && idx2 != idx && rc == 0)
+		rc = wake_peer_cell(c, idx2);
+	return rc;
+}
+
+static void notify_self_cell(struct sc_conn *c, uint32_t idx);
+
 void sc__notify_self(struct sc_conn *c)
 {
+	notify_self_cell(c, c->cell);
+	uint32_t idx2 = atomic_load_explicit(&c->cell2, memory_order_relaxed);
+	if (idx2 != SC_CELL_NONE && idx2 != c->cell)
+		notify_self_cell(c, idx2);
+}
+
+static void notify_self_cell(struct sc_conn *c, uint32_t idx)
+{
 	struct sc_group *g = c->g;
-	uint32_t idx = c->cell;
 
 	if (idx == SC_CELL_NONE)
 		return;
@@ -537,6 +593,26 @@ API void sc_chan_close(struct sc_chan *ch)
 			pthread_mutex_unlock(&found->bindlock);
 		}
 	}
+	/* and every connection it watches as their second channel */
+	for (;;) {
+		struct sc_conn *found = NULL;
+		pthread_mutex_lock(&ch->lock);
+		for (int i = 0; i < ch->ncells && !found; i++) {
+			struct sc_group *g = ch->cells[i].g;
+			pthread_mutex_lock(&g->lock);
+			for (uint32_t s = 0; s < g->nslots && !found; s++)
+				if (g->conns[s] && atomic_load(&g->conns[s]->chan2) == ch)
+					found = g->conns[s];
+			pthread_mutex_unlock(&g->lock);
+		}
+		pthread_mutex_unlock(&ch->lock);
+		if (!found)
+			break;
+		pthread_mutex_lock(&found->bindlock);
+		if (atomic_load(&found->chan2) == ch)
+			sc__chan_detach2(ch, found);
+		pthread_mutex_unlock(&found->bindlock);
+	}
 	sc__chan_free(ch);
 	errno = saved;
 }
@@ -565,7 +641,8 @@ static int take_cell(struct sc_chan *ch, struct sc_chan_cell *cc, struct sc_conn
 			bits &= bits - 1;
 			/* a hostile peer may set any bit: keep only ours */
 			if (slot < g->nslots && g->conns[slot] &&
-			    atomic_load(&g->conns[slot]->chan) == ch)
+			    (atomic_load(&g->conns[slot]->chan) == ch ||
+			     atomic_load(&g->conns[slot]->chan2) == ch))
 				out[k++] = g->conns[slot];
 		}
 		pthread_mutex_unlock(&g->lock);

@@ -2885,6 +2885,7 @@ struct sc_epreg {
 	bool disabled;          /* EPOLLONESHOT fired; re-armed by MOD */
 	bool deleted;           /* EPOLL_CTL_DEL'd: dormant until added again */
 	bool shared;            /* its connection is bound to the set's channel */
+	bool second;            /* ... as the connection's second channel (chan2) */
 	bool exclusive;         /* added with EPOLLEXCLUSIVE: no MOD (kernel rule) */
 	bool foreign;           /* watched through another set's channel (nforeign) */
 	bool force_edge;        /* EPOLLET: ADD or MOD polls it afresh, as the kernel's */
@@ -3050,7 +3051,23 @@ static void check_add(struct sc_ep *e, struct sc_epreg *r)
 static void reg_free(struct sc_ep *e, struct sc_epreg *r)
 {
 	reg_unwatch(e, r);
-	if (r->shared && r->s->c) {
+	if (r->shared && r->second && r->s->c) {
+		struct sc_conn *c = r->s->c;
+		pthread_mutex_lock(&c->bindlock);
+		struct sc_epreg *head = c->user2;
+		if (head == r)
+			c->user2 = r->sib;
+		else
+			for (struct sc_epreg *q = head; q; q = q->sib)
+				if (q->sib == r) {
+					q->sib = r->sib;
+					break;
+				}
+		/* the last entry: the set stops watching it */
+		if (!c->user2 && atomic_load(&c->chan2) == e->ch)
+			sc__chan_detach2(e->ch, c);
+		pthread_mutex_unlock(&c->bindlock);
+	} else if (r->shared && r->s->c) {
 		struct sc_epreg *head = sc_conn_user(r->s->c);
 		if (head == r)
 			sc_conn_set_user(r->s->c, r->sib);     /* NULL: collected, ignored */
@@ -3120,8 +3137,36 @@ static int ep_bind(struct sc_ep *e, struct sc_epreg *r, struct sc_conn *c)
 	if (ep_chan_ensure(e) < 0)
 		return -ENOMEM;
 	struct sc_chan *cur = atomic_load(&c->chan);
-	if (cur && cur != c->own && cur != e->ch)
-		return -EBUSY;          /* in another epoll set's channel */
+	if (cur && cur != c->own && cur != e->ch) {
+		/* in another epoll set's channel: ours watches it as the
+		 * connection's second channel (the peer wakes both), if that
+		 * is free */
+		pthread_mutex_lock(&c->bindlock);
+		struct sc_chan *cur2 = atomic_load(&c->chan2);
+		int rc = 0;
+		if (!cur2 && (rc = sc__chan_attach2(e->ch, c)) == 0) {
+			r->sib = NULL;
+			c->user2 = r;
+		} else if (cur2 == e->ch) {
+			struct sc_epreg *q = c->user2;
+			while (q && q != r)
+				q = q->sib;
+			if (!q) {
+				r->sib = ((struct sc_epreg *)c->user2)->sib;
+				((struct sc_epreg *)c->user2)->sib = r;
+			}
+		} else {
+			rc = -EBUSY;    /* a third set: it polls the first's fd */
+		}
+		pthread_mutex_unlock(&c->bindlock);
+		if (rc == 0) {
+			r->second = true;
+			/* what happened before the watch began is seen by
+			 * the caller's look; the next change wakes us */
+			atomic_fetch_or(&c->rx.h->rx_armed, SC_ARM_EDGE);
+		}
+		return rc;
+	}
 	struct sc_epreg *head = cur == e->ch ? sc_conn_user(c) : NULL;
 	if (head) {
 		/* another entry of ours has it (a dup'd fd): chain r to it */
@@ -3158,7 +3203,9 @@ static int ep_collect(struct sc_ep *e, bool arm)
 		if (k < 0)
 			k = 0;
 		for (int i = 0; i < k; i++) {
-			for (struct sc_epreg *r = sc_conn_user(cs[i]); r; r = r->sib) {
+			struct sc_epreg *head = atomic_load(&cs[i]->chan2) == e->ch ?
+						cs[i]->user2 : sc_conn_user(cs[i]);
+			for (struct sc_epreg *r = head; r; r = r->sib) {
 				check_add(e, r);
 				fired_add(e, r);
 			}
@@ -3196,7 +3243,8 @@ static uint32_t reg_eval(struct sc_ep *e, struct sc_epreg *r, bool *gone)
 		} else if (mode == M_SHM && s->owner == my_pid) {
 			if (ep_bind(e, r, s->c) == 0) {
 				r->shared = true;
-				sc__conn_poll_arm(s->c, r->events & EPOLLOUT);
+				sc__conn_poll_arm(s->c, (r->events & EPOLLOUT) ||
+						  (r->second && s->c->polled_out));
 			} else {
 				/* its own pollable fd, watched by the inner set */
 				int pfd = sc__conn_poll_arm(s->c, r->events & EPOLLOUT);
@@ -3354,7 +3402,7 @@ EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 			break;
 		}
 		r->deleted = true;
-		unbind = r->shared;
+		unbind = r->shared && !r->second;     /* (a second channel stays) */
 		break;
 	case EPOLL_CTL_MOD:
 		if (r->deleted) {
@@ -3513,7 +3561,8 @@ static bool ep_arm(struct sc_ep *e, bool sleep)
 		if (atomic_load(&s->mode) == M_SHM && s->owner == my_pid) {
 			if (!r->shared)
 				sc__chan_rearm_poll(s->c);
-			sc__conn_poll_arm(s->c, r->events & EPOLLOUT);
+			sc__conn_poll_arm(s->c, (r->events & EPOLLOUT) ||
+					  (r->second && s->c->polled_out));
 		}
 		check_add(e, r);
 		any = true;

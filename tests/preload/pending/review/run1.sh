@@ -4,14 +4,14 @@
 # prints what it saw on kernel TCP, then under `shortcut run`; compare by eye
 # (they print timings, so they are not transcript-exact oracles).
 #   tests/preload/pending/review/run1.sh NAME      (from the repository root)
-#   t_first_set_idle    a second set is not woken if the first set never waits
 #   t_two_sets_spin     the second set of a connection busy-loops while the first is awake
+#                       (met: the second set has a channel of its own; prints CPU time)
 #   t_kid_data          a nested set and a pipe registered with the same epoll_data
 #   t_fork_spin         a set shared across fork spins while the other process has not drained
 #                       (met since the child's wait switches the connections to TCP; kept
 #                       as a check: it prints CPU time)
-# (t_poll_after_epoll and t_lowat_timeo_ep are met: tests/preload/sem_epoll_then_poll.c
-# and sem_epoll_lowat_timeo.c)
+# (t_poll_after_epoll, t_lowat_timeo_ep and t_first_set_idle are met:
+# tests/preload/sem_epoll_then_poll.c, sem_epoll_lowat_timeo.c, sem_epoll_second_set.c)
 set -u
 n=$1
 B=${B:-build}

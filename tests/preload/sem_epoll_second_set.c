@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A connection added to set e1 (never waited on), then to e2: a thread
  * sleeping in e2 must be woken by data. */
 #include "common.c"
