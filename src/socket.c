@@ -1281,6 +1281,12 @@ static ssize_t do_sendv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 			return n;
 	}
 	int mode = atomic_load_explicit(&s->mode, memory_order_acquire);
+	if (mode == M_SHM && s->owner == my_pid && (flags & MSG_OOB)) {
+		/* urgent data is TCP's: the connection goes back to it (after
+		 * every byte sent before), and the kernel marks the byte */
+		sock_switch(fd, s);
+		mode = atomic_load_explicit(&s->mode, memory_order_acquire);
+	}
 	if (mode == M_SHM && s->owner == my_pid) {
 		int f = sc_flags(s, flags, false);
 		if (f < 0) {
@@ -1347,6 +1353,17 @@ static ssize_t do_recvv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 		}
 	}
 	int mode = atomic_load_explicit(&s->mode, memory_order_acquire);
+	if (mode == M_SHM && s->owner == my_pid && (flags & MSG_OOB)) {
+		/* a connection on shared memory has no urgent byte (a sender
+		 * of one switches to TCP first): the kernel's answer is
+		 * EINVAL, unless the peer's switch is under way */
+		if (!switching(s->c)) {
+			errno = EINVAL;
+			return -1;
+		}
+		sock_switch(fd, s);
+		mode = atomic_load_explicit(&s->mode, memory_order_acquire);
+	}
 	if (mode == M_SHM && s->owner == my_pid) {
 		int f = sc_flags(s, flags, true);
 		if (f < 0) {
@@ -2412,6 +2429,9 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 			return 0;
 		}
 	}
+	if (req == SIOCATMARK && atomic_load(&s->mode) == M_SHM && s->owner == my_pid &&
+	    switching(s->c))
+		sock_switch(fd, s);     /* urgent data on its way: the kernel's */
 	if (atomic_load(&s->mode) == M_SHM && s->owner == my_pid &&
 	    (req == FIONREAD || req == SIOCOUTQ)) {
 		struct sc_conn *c = s->c;
