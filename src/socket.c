@@ -247,6 +247,7 @@ static struct {
 	int log;
 	uint32_t claim_ms;
 	bool ok;                /* configuration valid and run directory usable */
+	bool uring;             /* the program set up an io_uring: nothing new */
 	struct sc_listener *rdv;        /* our rendezvous (clients), lazily */
 	pthread_mutex_t rdv_lock;       /* pending (taken under a group lock) */
 	pthread_mutex_t create_lock;    /* rdv creation (takes link locks) */
@@ -845,6 +846,8 @@ EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t alen)
 	pthread_mutex_lock(&s->lock);
 	if (G.disabled || off_file())
 		why = SC_FB_DISABLED;
+	else if (G.uring)
+		why = SC_FB_UNSUPPORTED;
 	else
 		marked = offer_prepare(fd, s, addr, &dst, &why) == 0;
 	int rc = R(connect)(fd, addr, alen);
@@ -979,10 +982,11 @@ static void server_claim(int nfd, struct sc_sock *s)
 			nanosleep(&ts, NULL);
 		}
 	}
-	if (!room || off_file()) {
+	if (!room || off_file() || G.uring) {
 		/* the client learns it from the board and stays on TCP */
 		sc__offer_decline(b, idx, tag);
-		fallback_stat(s, nfd, room ? SC_FB_DISABLED : SC_FB_LIMITS);
+		fallback_stat(s, nfd, !room ? SC_FB_LIMITS : G.uring ? SC_FB_UNSUPPORTED :
+				      SC_FB_DISABLED);
 		return;
 	}
 	char path[128];
@@ -1275,6 +1279,17 @@ static ssize_t do_sendv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 					pending_settle(fd, s, true, -1);
 				}
 			}
+		}
+		bool block = !(s->nonblock || (flags & MSG_DONTWAIT));
+		if (n > 0 && (size_t)n < total && block) {
+			/* a blocking send is not cut short by the buffer's
+			 * size: wait for the claim, then send the rest */
+			pending_settle(fd, s, true, -1);
+			pthread_mutex_unlock(&s->lock);
+			struct iovec rest[IOV_MAX];
+			int k = iov_rest(iov, iovcnt, (size_t)n, rest);
+			ssize_t more = do_sendv(fd, s, rest, k, flags, tcp);
+			return more > 0 ? n + more : n;
 		}
 		pthread_mutex_unlock(&s->lock);
 		if (n > 0 || total == 0)
@@ -2220,6 +2235,59 @@ EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_act
 {
 	exec_prepare();
 	return R(posix_spawnp)(pid, file, fa, attr, argv, envp);
+}
+
+/* ---- io_uring ----------------------------------------------------------------
+ *
+ * A ring reads and writes sockets in the kernel, past our table: once the
+ * program sets one up (through liburing, whose entry points we wrap), every
+ * accelerated connection switches back to TCP and no new one is made
+ * (fallback unsupported_option).  A program making the io_uring_setup
+ * system call itself is not seen (README Limits).
+ */
+
+struct io_uring;
+struct io_uring_params;
+
+static void uring_seen(void)
+{
+	int saved = errno;
+	if (!G.uring) {
+		G.uring = true;
+		LOG(1, "io_uring in use: connections go back to TCP, new ones stay there");
+	}
+	sw_scan(true, true);
+	errno = saved;
+}
+
+EXPORT int io_uring_queue_init(unsigned entries, struct io_uring *ring, unsigned flags)
+{
+	static int (*real)(unsigned, struct io_uring *, unsigned);
+	uring_seen();
+	if (!real)
+		real = (int (*)(unsigned, struct io_uring *, unsigned))
+			dlsym(RTLD_NEXT, "io_uring_queue_init");
+	return real ? real(entries, ring, flags) : -ENOSYS;
+}
+
+EXPORT int io_uring_queue_init_params(unsigned entries, struct io_uring *ring,
+				      struct io_uring_params *p)
+{
+	static int (*real)(unsigned, struct io_uring *, struct io_uring_params *);
+	uring_seen();
+	if (!real)
+		real = (int (*)(unsigned, struct io_uring *, struct io_uring_params *))
+			dlsym(RTLD_NEXT, "io_uring_queue_init_params");
+	return real ? real(entries, ring, p) : -ENOSYS;
+}
+
+EXPORT int io_uring_setup(unsigned entries, struct io_uring_params *p)
+{
+	static int (*real)(unsigned, struct io_uring_params *);
+	uring_seen();
+	if (!real)
+		real = (int (*)(unsigned, struct io_uring_params *))dlsym(RTLD_NEXT, "io_uring_setup");
+	return real ? real(entries, p) : -ENOSYS;
 }
 
 /* execl, execlp, execle: their arguments as an array */

@@ -19,6 +19,7 @@ command -v sockperf >/dev/null || need_apt+=(sockperf)
 command -v iperf3 >/dev/null || need_apt+=(iperf3)
 command -v memcached >/dev/null || need_apt+=(memcached)
 command -v memcslap >/dev/null || need_apt+=(libmemcached-tools)
+[ -f /usr/include/liburing.h ] || need_apt+=(liburing-dev)     # test_switch.py's io_uring client
 if [ ${#need_apt[@]} -gt 0 ]; then
 	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
 		echo "installing: ${need_apt[*]}"

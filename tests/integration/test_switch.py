@@ -156,3 +156,41 @@ def test_off_bad_wait_names_the_option(tmp_path):
     assert r.returncode == 2
     assert "--wait" in r.stderr and "seconds" in r.stderr
     assert not os.path.exists(os.path.join(tmp_path, "off"))
+
+
+URING_SRC = os.path.join(ROOT, "tests", "integration", "programs", "uring_echo.c")
+
+
+def test_io_uring_switches_to_tcp(tmp_path):
+    """A program that sets up an io_uring (liburing) and goes on with the same
+    socket through the ring: the connection goes back to TCP first (the ring
+    reads the kernel socket), every byte arrives, and a later connection
+    stays on TCP (unsupported_option)."""
+    if not os.path.exists("/usr/include/liburing.h"):
+        import pytest
+        pytest.skip("liburing-dev not installed")
+    exe = tmp_path / "uring_echo"
+    r = subprocess.run(["cc", "-O2", "-o", str(exe), URING_SRC, "-luring"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    env = env_for(tmp_path)
+    srv, port = start_server(env)
+    try:
+        r = subprocess.run([SHORTCUT, "run", str(exe), str(port)], capture_output=True,
+                           text=True, env=env, timeout=60)
+        if r.returncode == 2 and "unavailable" in r.stdout:
+            import pytest
+            pytest.skip("io_uring not available here")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert r.stdout.splitlines() == [
+            "plain echo exact: yes",
+            "ring echo of 200000 bytes exact: yes",
+            "second connection echoes: yes"], r.stdout
+        st = stats(env)
+        assert st["conns_accelerated"] == 2, st          # the first connection
+        assert st["conns_switched_to_tcp"] == 2, st
+        assert st["fallback"]["unsupported_option"] == 1, st
+        assert st["bytes_shm_sent"] >= 100000, st        # the plain echo
+    finally:
+        srv.kill()
+        srv.wait()
