@@ -44,10 +44,12 @@ int sc__conn_new(struct sc_group *g, uint32_t slot, struct sc_conn **out)
 		 * it), so its memory is ours to reset */
 		memset(c->s, 0, sizeof(*c->s));
 		atomic_store_explicit(&c->peer->cell, SC_CELL_NONE, memory_order_relaxed);
-		atomic_store_explicit(&c->peer->cell2, SC_CELL_NONE, memory_order_relaxed);
+		for (int i = 0; i < SC_XCELLS; i++)
+			atomic_store_explicit(&c->peer->cellx[i], SC_CELL_NONE, memory_order_relaxed);
 	}
 	atomic_store_explicit(&c->me->cell, SC_CELL_NONE, memory_order_relaxed);
-	atomic_store_explicit(&c->me->cell2, SC_CELL_NONE, memory_order_relaxed);
+	for (int i = 0; i < SC_XCELLS; i++)
+		atomic_store_explicit(&c->me->cellx[i], SC_CELL_NONE, memory_order_relaxed);
 	atomic_store_explicit(&c->me->pid, sc__pid(), memory_order_relaxed);
 	sc__ring_init(&c->tx, &c->s->ring[c->side], sc__ring_data(g, slot, c->side),
 		      g->ring_size[c->side]);
@@ -55,7 +57,8 @@ int sc__conn_new(struct sc_group *g, uint32_t slot, struct sc_conn **out)
 		      g->ring_size[!c->side]);
 	pthread_mutex_init(&c->bindlock, NULL);
 	c->cell = SC_CELL_NONE;
-	c->cell2 = SC_CELL_NONE;
+	for (int i = 0; i < SC_XCELLS; i++)
+		c->cellx[i] = SC_CELL_NONE;
 	c->spin_ns[0] = c->spin_ns[1] = sc__cfg.spin_ns;
 	g->conns[slot] = c;
 	g->nconns++;
@@ -115,8 +118,9 @@ static void conn_free(struct sc_conn *c, uint32_t last_flags)
 	pthread_mutex_lock(&c->bindlock);
 	if (atomic_load(&c->chan))
 		sc__chan_detach(atomic_load(&c->chan), c);
-	if (atomic_load(&c->chan2))
-		sc__chan_detach2(atomic_load(&c->chan2), c);
+	for (int i = 0; i < SC_XCELLS; i++)
+		if (atomic_load(&c->chanx[i]))
+			sc__chan_detachx(atomic_load(&c->chanx[i]), c, i);
 	pthread_mutex_unlock(&c->bindlock);
 	if (c->own)
 		sc__chan_free(c->own);
@@ -125,7 +129,8 @@ static void conn_free(struct sc_conn *c, uint32_t last_flags)
 	/* our cell may go to another channel: the peer must not wake it for
 	 * this slot any more */
 	atomic_store_explicit(&c->me->cell, SC_CELL_NONE, memory_order_relaxed);
-	atomic_store_explicit(&c->me->cell2, SC_CELL_NONE, memory_order_relaxed);
+	for (int i = 0; i < SC_XCELLS; i++)
+		atomic_store_explicit(&c->me->cellx[i], SC_CELL_NONE, memory_order_relaxed);
 	sc__conn_set_flags(c, last_flags | SC_SF_RELEASED);
 	sc__group_release_slot(g, c->slot);
 	pthread_mutex_unlock(&g->lock);
@@ -637,8 +642,10 @@ int sc__switch_range(struct sc_conn *c, uint64_t *from, uint64_t *to)
 
 	*from = *to = c->tx.prod;
 	/* frozen first: its kernel socket lives on (in an exec'd image, in
-	 * the process it was sent to), whatever it did with the slot since */
-	if (!(pf & SC_SF_FROZEN)) {
+	 * the process it was sent to), whatever it did with the slot since;
+	 * so does a dead peer's that had forked (its cursor is final) */
+	if (!(pf & SC_SF_FROZEN) &&
+	    !(dead && (atomic_load(&c->lflags) & SC_LF_DEATH_SWITCH))) {
 		if ((pf & (SC_SF_CLOSED | SC_SF_ABORT | SC_SF_RELEASED | SC_SF_REFUSED)) ||
 		    dead || atomic_load(&c->err))
 			return 1;       /* nobody reads it any more: nothing to re-send */

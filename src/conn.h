@@ -20,6 +20,8 @@
 #define SC_LF_SHUT_WR   0x1u
 #define SC_LF_SHUT_RD   0x2u
 #define SC_LF_PEER_GONE 0x4u    /* peer process died after a clean close: EOF */
+#define SC_LF_DEATH_SWITCH 0x8u /* peer died having forked (SC_SF_FORKED): read
+				 * what it left, then go on over TCP */
 
 struct sc_conn {
 	struct sc_group *g;
@@ -35,11 +37,11 @@ struct sc_conn {
 	 * it in g; written under bindlock, read by wakers under the group lock */
 	struct sc_chan *_Atomic chan;
 	_Atomic uint32_t cell;
-	/* a second channel watching it (sc__chan_attach2), its cell, and its
-	 * user pointer; under bindlock like chan */
-	struct sc_chan *_Atomic chan2;
-	_Atomic uint32_t cell2;
-	void *user2;
+	/* more channels watching it (sc__chan_attachx), their cells, and
+	 * their user pointers; under bindlock like chan */
+	struct sc_chan *_Atomic chanx[SC_XCELLS];
+	_Atomic uint32_t cellx[SC_XCELLS];
+	void *userx[SC_XCELLS];
 	pthread_mutex_t bindlock;
 
 	_Atomic int err;        /* sticky -ECONNRESET / -EPROTO / -ECONNREFUSED */

@@ -34,6 +34,7 @@
 #define SC_MAX_SLOTS        255                     /* SMC's per-link-group cap */
 #define SC_MAX_CELLS        256
 #define SC_CELL_NONE        0xffffffffu
+#define SC_XCELLS           4       /* extra cells per slot side (cellx) */
 #define SC_RING_MIN         (16u << 10)
 #define SC_RING_MAX         (8u << 20)
 
@@ -121,7 +122,10 @@ _Static_assert(offsetof(struct sc_ring_hdr, tx_blocked) == 192, "tx_blocked line
 				 * or writes the rings; its consumed cursor is final */
 #define SC_SF_ONTCP     0x100u  /* ... and has re-sent on TCP what the peer had not
 				 * read: the connection is plain TCP from here */
-#define SC_SF_ALL       0x1ffu
+#define SC_SF_FORKED    0x200u  /* the side forked since it set the connection up:
+				 * a child may hold its kernel socket, so its
+				 * death is a switch to TCP, not the end */
+#define SC_SF_ALL       0x3ffu
 
 struct sc_slot_side {
 	_Atomic uint32_t flags;     /* SC_SF_*, release after the data they order */
@@ -131,11 +135,11 @@ struct sc_slot_side {
 	 * fork asks the side to switch it back to TCP (the side's control
 	 * thread takes it; anybody may set it, which costs only a switch) */
 	_Atomic uint32_t sw_req;        /* SC_SWREQ_* */
-	/* a second cell of the side's for this slot (a second waiting context
-	 * watching the connection, e.g. another epoll set), or SC_CELL_NONE:
-	 * wakers treat it as they treat cell */
-	_Atomic uint32_t cell2;
-	uint32_t _pad[11];
+	/* more cells of the side's for this slot (other waiting contexts
+	 * watching the connection, e.g. more epoll sets), or SC_CELL_NONE:
+	 * wakers treat each as they treat cell */
+	_Atomic uint32_t cellx[SC_XCELLS];
+	uint32_t _pad[12 - SC_XCELLS];
 } SC_ALIGNED;
 _Static_assert(sizeof(struct sc_slot_side) == 64, "slot side size");
 #define SC_SWREQ_USE    1u      /* it uses the connection */

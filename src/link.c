@@ -495,6 +495,17 @@ void sc__group_kill(struct sc_group *g, int err)
 			switch_ask(c);
 			continue;
 		}
+		if (err == -ECONNRESET && sc__switch_hook && c->tag &&
+		    (atomic_load_explicit(&c->peer->flags, memory_order_acquire) &
+		     (SC_SF_FORKED | SC_SF_CLOSED | SC_SF_ABORT)) == SC_SF_FORKED) {
+			/* it had forked: a child may hold its kernel socket and
+			 * go on with the connection.  What it left in our ring
+			 * is read first, then the kernel says (EOF, a reset, or
+			 * the child's bytes) */
+			atomic_fetch_or(&c->lflags, SC_LF_DEATH_SWITCH);
+			sc__notify_self(c);
+			continue;
+		}
 		if (err == -ECONNRESET) {
 			/* peer death, as TCP shows it: a FIN if the peer had
 			 * closed or read everything we sent, else a reset */

@@ -86,19 +86,27 @@ void sc__chan_abandon(struct sc_chan *ch)
 	free(ch);
 }
 
-static int chan_attach(struct sc_chan *ch, struct sc_conn *c, bool second);
+static int chan_attach(struct sc_chan *ch, struct sc_conn *c, int x);
 
 int sc__chan_attach(struct sc_chan *ch, struct sc_conn *c)
 {
-	return chan_attach(ch, c, false);
+	return chan_attach(ch, c, -1);
 }
 
-int sc__chan_attach2(struct sc_chan *ch, struct sc_conn *c)
+int sc__chan_attachx(struct sc_chan *ch, struct sc_conn *c, int i)
 {
-	return chan_attach(ch, c, true);
+	return chan_attach(ch, c, i);
 }
 
-static int chan_attach(struct sc_chan *ch, struct sc_conn *c, bool second)
+int sc__chan_xindex(struct sc_conn *c, struct sc_chan *ch)
+{
+	for (int i = 0; i < SC_XCELLS; i++)
+		if (atomic_load_explicit(&c->chanx[i], memory_order_relaxed) == ch)
+			return i;
+	return -1;
+}
+
+static int chan_attach(struct sc_chan *ch, struct sc_conn *c, int x)
 {
 	struct sc_group *g = c->g;
 	struct sc_chan_cell *cc = NULL;
@@ -142,10 +150,10 @@ static int chan_attach(struct sc_chan *ch, struct sc_conn *c, bool second)
 	/* release: the CELL message carrying our wake socket was sent before
 	 * the peer can see this index, so a peer that finds the index unknown
 	 * can drain the group socket and find it */
-	if (second) {
-		c->chan2 = ch;
-		c->cell2 = cc->idx;
-		atomic_store_explicit(&c->me->cell2, cc->idx, memory_order_release);
+	if (x >= 0) {
+		c->chanx[x] = ch;
+		c->cellx[x] = cc->idx;
+		atomic_store_explicit(&c->me->cellx[x], cc->idx, memory_order_release);
 	} else {
 		c->chan = ch;
 		c->cell = cc->idx;
@@ -156,21 +164,21 @@ out:
 	return rc;
 }
 
-static void chan_detach(struct sc_chan *ch, struct sc_conn *c, bool second);
+static void chan_detach(struct sc_chan *ch, struct sc_conn *c, int x);
 
 void sc__chan_detach(struct sc_chan *ch, struct sc_conn *c)
 {
-	chan_detach(ch, c, false);
+	chan_detach(ch, c, -1);
 }
 
-void sc__chan_detach2(struct sc_chan *ch, struct sc_conn *c)
+void sc__chan_detachx(struct sc_chan *ch, struct sc_conn *c, int i)
 {
 	/* the peer stops waking it before the cell can be reused */
-	atomic_store_explicit(&c->me->cell2, SC_CELL_NONE, memory_order_release);
-	chan_detach(ch, c, true);
+	atomic_store_explicit(&c->me->cellx[i], SC_CELL_NONE, memory_order_release);
+	chan_detach(ch, c, i);
 }
 
-static void chan_detach(struct sc_chan *ch, struct sc_conn *c, bool second)
+static void chan_detach(struct sc_chan *ch, struct sc_conn *c, int x)
 {
 	struct sc_group *g = c->g;
 
@@ -193,9 +201,9 @@ static void chan_detach(struct sc_chan *ch, struct sc_conn *c, bool second)
 		break;
 	}
 	pthread_mutex_unlock(&ch->lock);
-	if (second) {
-		c->chan2 = NULL;
-		c->cell2 = SC_CELL_NONE;
+	if (x >= 0) {
+		c->chanx[x] = NULL;
+		c->cellx[x] = SC_CELL_NONE;
 	} else {
 		c->chan = NULL;
 		c->cell = SC_CELL_NONE;
@@ -406,9 +414,11 @@ int sc__notify_peer(struct sc_conn *c)
 	/* acquire: pairs with the peer's release store in chan_attach */
 	uint32_t idx = atomic_load_explicit(&c->peer->cell, memory_order_acquire);
 	int rc = wake_peer_cell(c, idx);
-	uint32_t idx2 = atomic_load_explicit(&c->peer->cell2, memory_order_acquire);
-	if (idx2 != SC_CELL_NONE && idx2 != idx && rc == 0)
-		rc = wake_peer_cell(c, idx2);
+	for (int i = 0; i < SC_XCELLS && rc == 0; i++) {
+		uint32_t x = atomic_load_explicit(&c->peer->cellx[i], memory_order_acquire);
+		if (x != SC_CELL_NONE && x != idx)
+			rc = wake_peer_cell(c, x);
+	}
 	return rc;
 }
 
@@ -417,9 +427,11 @@ static void notify_self_cell(struct sc_conn *c, uint32_t idx);
 void sc__notify_self(struct sc_conn *c)
 {
 	notify_self_cell(c, c->cell);
-	uint32_t idx2 = atomic_load_explicit(&c->cell2, memory_order_relaxed);
-	if (idx2 != SC_CELL_NONE && idx2 != c->cell)
-		notify_self_cell(c, idx2);
+	for (int i = 0; i < SC_XCELLS; i++) {
+		uint32_t x = atomic_load_explicit(&c->cellx[i], memory_order_relaxed);
+		if (x != SC_CELL_NONE && x != c->cell)
+			notify_self_cell(c, x);
+	}
 }
 
 static void notify_self_cell(struct sc_conn *c, uint32_t idx)
@@ -601,7 +613,7 @@ API void sc_chan_close(struct sc_chan *ch)
 			struct sc_group *g = ch->cells[i].g;
 			pthread_mutex_lock(&g->lock);
 			for (uint32_t s = 0; s < g->nslots && !found; s++)
-				if (g->conns[s] && atomic_load(&g->conns[s]->chan2) == ch)
+				if (g->conns[s] && sc__chan_xindex(g->conns[s], ch) >= 0)
 					found = g->conns[s];
 			pthread_mutex_unlock(&g->lock);
 		}
@@ -609,8 +621,9 @@ API void sc_chan_close(struct sc_chan *ch)
 		if (!found)
 			break;
 		pthread_mutex_lock(&found->bindlock);
-		if (atomic_load(&found->chan2) == ch)
-			sc__chan_detach2(ch, found);
+		int x = sc__chan_xindex(found, ch);
+		if (x >= 0)
+			sc__chan_detachx(ch, found, x);
 		pthread_mutex_unlock(&found->bindlock);
 	}
 	sc__chan_free(ch);
@@ -642,7 +655,7 @@ static int take_cell(struct sc_chan *ch, struct sc_chan_cell *cc, struct sc_conn
 			/* a hostile peer may set any bit: keep only ours */
 			if (slot < g->nslots && g->conns[slot] &&
 			    (atomic_load(&g->conns[slot]->chan) == ch ||
-			     atomic_load(&g->conns[slot]->chan2) == ch))
+			     sc__chan_xindex(g->conns[slot], ch) >= 0))
 				out[k++] = g->conns[slot];
 		}
 		pthread_mutex_unlock(&g->lock);

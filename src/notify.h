@@ -50,10 +50,13 @@ void sc__chan_abandon(struct sc_chan *ch);
 int sc__chan_attach(struct sc_chan *ch, struct sc_conn *c);
 /* Undo sc__chan_attach; the caller holds no group lock. */
 void sc__chan_detach(struct sc_chan *ch, struct sc_conn *c);
-/* The same for c's second channel (a second waiting context watching c:
- * the peer wakes both; c's blocked calls use the first).  bindlock held. */
-int sc__chan_attach2(struct sc_chan *ch, struct sc_conn *c);
-void sc__chan_detach2(struct sc_chan *ch, struct sc_conn *c);
+/* The same for c's extra channel number i (< SC_XCELLS: another waiting
+ * context watching c; the peer wakes every one; c's blocked calls use the
+ * first).  bindlock held. */
+int sc__chan_attachx(struct sc_chan *ch, struct sc_conn *c, int i);
+void sc__chan_detachx(struct sc_chan *ch, struct sc_conn *c, int i);
+/* Which extra channel of c ch is, or -1. */
+int sc__chan_xindex(struct sc_conn *c, struct sc_chan *ch);
 /* A group is going away: forget its cells (caller holds the group lock). */
 void sc__chan_forget_group(struct sc_chan *ch, struct sc_group *g);
 

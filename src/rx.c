@@ -20,7 +20,7 @@ bool sc__rx_ready(struct sc_conn *c)
 	return sc__ring_avail(&c->rx) != 0 || atomic_load(&c->err) ||
 	       atomic_load_explicit(&c->sw, memory_order_relaxed) >= SC_SW_FROZEN ||
 	       (sc__peer_flags(c) & (SC_SF_WR_DONE | SC_SF_CLOSED | SC_SF_ABORT | SC_SF_FROZEN)) ||
-	       (atomic_load(&c->lflags) & (SC_LF_PEER_GONE | SC_LF_SHUT_RD));
+	       (atomic_load(&c->lflags) & (SC_LF_PEER_GONE | SC_LF_SHUT_RD | SC_LF_DEATH_SWITCH));
 }
 
 /* SO_RCVLOWAT: enough bytes, or anything that ends the wait */
@@ -30,7 +30,7 @@ static bool rx_lowat_ready(struct sc_conn *c)
 	return av >= c->lowat_want || av < 0 || atomic_load(&c->err) ||
 	       atomic_load_explicit(&c->sw, memory_order_relaxed) >= SC_SW_FROZEN ||
 	       (sc__peer_flags(c) & (SC_SF_WR_DONE | SC_SF_CLOSED | SC_SF_ABORT | SC_SF_FROZEN)) ||
-	       (atomic_load(&c->lflags) & (SC_LF_PEER_GONE | SC_LF_SHUT_RD));
+	       (atomic_load(&c->lflags) & (SC_LF_PEER_GONE | SC_LF_SHUT_RD | SC_LF_DEATH_SWITCH));
 }
 
 /* Ring empty: 0 for end of stream, -errno for an error, 1 to keep going. */
@@ -45,7 +45,7 @@ static int rx_empty_state(struct sc_conn *c)
 		return -ECONNREFUSED;
 	if (pf & SC_SF_ABORT)
 		return sc__conn_reset(c);
-	if (pf & SC_SF_FROZEN)
+	if ((pf & SC_SF_FROZEN) || (atomic_load(&c->lflags) & SC_LF_DEATH_SWITCH))
 		return -SC_ESWITCHED;   /* the peer went back to TCP: so do we */
 	if ((pf & (SC_SF_WR_DONE | SC_SF_CLOSED)) || (atomic_load(&c->lflags) & SC_LF_PEER_GONE)) {
 		/* the flag was stored after the last cursor: look again */

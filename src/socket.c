@@ -80,10 +80,10 @@ static void sw_hook(struct sc_conn *c);
 static void sw_rights(const struct msghdr *m);
 static void sw_start(void);
 static bool kid_may_hold(uint32_t gen);
-static int sw_request_owner_(struct sc_sock *s, uint32_t why);
-static int sw_request_owner(struct sc_sock *s)
+static int sw_request_owner_(int fd, struct sc_sock *s, uint32_t why);
+static int sw_request_owner(int fd, struct sc_sock *s)
 {
-	return sw_request_owner_(s, SC_SWREQ_USE);
+	return sw_request_owner_(fd, s, SC_SWREQ_USE);
 }
 static void sw_kick(void);
 static bool off_file(void);
@@ -163,6 +163,7 @@ struct sc_sock {
 	int tos;                /* the program's own IP_TOS / IPV6_TCLASS (-1: none) */
 	int declined;           /* board entry we declined for this connection, or -1 */
 	uint32_t fork_gen;      /* forks we had made when it went to shared memory */
+	pid_t parent;           /* in a fork child: the parent (owner_gone) */
 	struct sc_addr16 local; /* its local address (as the entry names it) */
 	pid_t owner;            /* the process whose shared-memory state it is */
 	struct sc_conn *c;      /* M_SHM */
@@ -1233,7 +1234,8 @@ static int iov_rest(const struct iovec *iov, int iovcnt, size_t skip, struct iov
 static bool switching(struct sc_conn *c)
 {
 	return atomic_load(&c->sw) != SC_SW_NONE ||
-	       (atomic_load_explicit(&c->peer->flags, memory_order_acquire) & SC_SF_FROZEN);
+	       (atomic_load_explicit(&c->peer->flags, memory_order_acquire) & SC_SF_FROZEN) ||
+	       (atomic_load(&c->lflags) & SC_LF_DEATH_SWITCH);
 }
 
 /* Bytes a connection of ours moved over TCP. */
@@ -1343,7 +1345,7 @@ static ssize_t do_sendv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 		}
 		return shm_result(rc, flags, true);
 	}
-	if (mode == M_SHM && sw_request_owner(s) < 0) {
+	if (mode == M_SHM && sw_request_owner(fd, s) < 0) {
 		errno = ENOTCONN;       /* inherited, and its owner did not switch it */
 		return -1;
 	}
@@ -1451,7 +1453,7 @@ static ssize_t do_recvv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 		}
 		return shm_result(rc, flags, false);
 	}
-	if (mode == M_SHM && sw_request_owner(s) < 0) {
+	if (mode == M_SHM && sw_request_owner(fd, s) < 0) {
 		errno = ENOTCONN;
 		return -1;
 	}
@@ -2076,7 +2078,55 @@ static bool kid_may_hold(uint32_t gen)
 
 /* s is an inherited connection on shared memory (another process owns
  * it): have the owner switch it to TCP, then use the kernel socket. */
-static int sw_request_owner_(struct sc_sock *s, uint32_t why)
+/* Is the owner of an inherited connection gone?  (A parent that exited may
+ * linger as a zombie: then we were re-parented.) */
+static bool owner_gone(pid_t owner, pid_t parent_at_fork)
+{
+	return (kill(owner, 0) < 0 && errno == ESRCH) ||
+	       (owner == parent_at_fork && getppid() != owner);
+}
+
+/* The owner died (having forked: the peer takes that as a switch): its
+ * half is final in shared memory, so we, holding its kernel socket, do
+ * what it would have: once the peer froze, re-send what the peer never
+ * read of the owner's bytes.  One inheritor does it (FROZEN taken as the
+ * claim); the others wait for its ONTCP. */
+static int owner_takeover(int fd, struct sc_conn *c)
+{
+	uint32_t old = atomic_fetch_or(&c->me->flags, SC_SF_FROZEN);
+	uint64_t dl = now_ns() + SW_WAIT_NS;
+	unsigned us = 20;
+	if (old & SC_SF_FROZEN) {
+		while (!(atomic_load_explicit(&c->me->flags, memory_order_acquire) & SC_SF_ONTCP)) {
+			if (now_ns() > dl)
+				return -ENOTCONN;
+			usleep(us);
+			if (us < 2000)
+				us *= 2;
+		}
+		return 0;
+	}
+	uint32_t pf;
+	while (!((pf = atomic_load_explicit(&c->peer->flags, memory_order_acquire)) &
+		 (SC_SF_FROZEN | SC_SF_CLOSED | SC_SF_ABORT | SC_SF_RELEASED)) && now_ns() < dl) {
+		usleep(us);
+		if (us < 2000)
+			us *= 2;
+	}
+	if (pf & SC_SF_FROZEN) {
+		uint64_t pc = atomic_load_explicit(&c->s->consumed[!c->side].rx_consumed,
+						   memory_order_relaxed);
+		uint64_t prod = atomic_load_explicit(&c->tx.h->prod, memory_order_acquire);
+		if (prod - pc <= c->tx.size)
+			sw_resend(fd, c, pc, prod);
+	}
+	sc__conn_set_flags(c, SC_SF_ONTCP);
+	SC_STAT_ADD(fallback[SC_FB_SWITCHED], 1);       /* the owner's half, done here */
+	LOG(1, "an inherited connection: its owner died; switched back to TCP for it");
+	return 0;
+}
+
+static int sw_request_owner_(int fd, struct sc_sock *s, uint32_t why)
 {
 	int saved = errno;
 	pthread_mutex_lock(&s->lock);
@@ -2091,14 +2141,20 @@ static int sw_request_owner_(struct sc_sock *s, uint32_t why)
 	if (!(f & SC_SF_ONTCP)) {
 		atomic_fetch_or(&c->me->sw_req, why);
 		rc = sc__kick_owner(s->owner);
+		if (rc < 0 && owner_gone(s->owner, s->parent))
+			rc = 0;         /* gone: taken over below */
 		uint64_t dl = now_ns() + SW_WAIT_NS + 2000000000ull;
 		unsigned us = 20;
 		while (rc == 0) {
 			f = atomic_load_explicit(&c->me->flags, memory_order_acquire);
 			if (f & SC_SF_ONTCP)
 				break;
-			if ((f & SC_SF_RELEASED) || now_ns() > dl ||
-			    (kill(s->owner, 0) < 0 && errno == ESRCH))
+			if (owner_gone(s->owner, s->parent)) {
+				rc = (f & SC_SF_FORKED) && !(f & (SC_SF_RELEASED | SC_SF_CLOSED)) ?
+				     owner_takeover(fd, c) : -ENOTCONN;
+				break;
+			}
+			if ((f & SC_SF_RELEASED) || now_ns() > dl)
 				rc = -ENOTCONN;
 			else
 				usleep(us);
@@ -2173,7 +2229,7 @@ static void exec_prepare(void)
 			int fd = (p << PAGE_BITS) | i;
 			if (s && atomic_load(&s->mode) == M_SHM && (vforked || s->owner != my_pid) &&
 			    !(R(fcntl)(fd, F_GETFD) & FD_CLOEXEC))
-				sw_request_owner(s);
+				sw_request_owner(fd, s);
 		}
 	}
 	errno = saved;
@@ -2595,7 +2651,7 @@ static short sock_revents(int fd, struct sc_sock *s, short want, int *waitfd, bo
 		}
 	}
 	if (atomic_load(&s->mode) == M_SHM && s->owner != my_pid)
-		sw_request_owner(s);    /* inherited: on TCP it is ours too */
+		sw_request_owner(fd, s);        /* inherited: on TCP it is ours too */
 	if (atomic_load(&s->mode) != M_SHM || s->owner != my_pid)
 		return -1;
 	/* arm first, then look: a change after the look wakes the fd
@@ -2607,7 +2663,8 @@ static short sock_revents(int fd, struct sc_sock *s, short want, int *waitfd, bo
 		*waitfd = sc__conn_poll_arm_(s->c, want & POLLOUT, true);
 	}
 	if (atomic_load(&s->c->sw) != SC_SW_NONE ||
-	    (atomic_load_explicit(&s->c->peer->flags, memory_order_acquire) & SC_SF_FROZEN)) {
+	    (atomic_load_explicit(&s->c->peer->flags, memory_order_acquire) & SC_SF_FROZEN) ||
+	    ((atomic_load(&s->c->lflags) & SC_LF_DEATH_SWITCH) && !rx_avail(s->c))) {
 		/* going back to TCP: the switch's end wakes the waiter, who
 		 * then asks the kernel */
 		sw_ask(s->c);
@@ -2877,11 +2934,23 @@ static void socks_each(void (*fn)(struct sc_sock *s, pid_t a, pid_t b), pid_t a,
 /* A listening socket owned by parent is child's too: name it on its board. */
 static void listener_inherit(struct sc_sock *s, pid_t parent, pid_t child)
 {
+	if (child == my_pid)
+		s->parent = parent;
 	if (atomic_load(&s->mode) == M_LISTEN && s->board && s->owner == parent &&
 	    sc__board_listen_inherit(s->board, s->ino, parent, child) == 0 && child == my_pid)
 		s->owner = child;
 	if (child == my_pid)
 		s->rec = NULL;          /* in the child: records stay the parent's */
+}
+
+/* A connection of ours on shared memory is the child's too now: if we die
+ * first, the peer takes it as a switch to TCP (the child may go on). */
+static void mark_forked(struct sc_sock *s, pid_t parent, pid_t child)
+{
+	(void)child;
+	if (atomic_load(&s->mode) == M_SHM && s->owner == parent && s->c &&
+	    !(atomic_load_explicit(&s->c->me->flags, memory_order_relaxed) & SC_SF_FORKED))
+		sc__conn_set_flags(s->c, SC_SF_FORKED);
 }
 
 /* fork: the child holds our listening sockets too.  Name it on their
@@ -2894,6 +2963,9 @@ EXPORT pid_t fork(void)
 		return child;
 	int saved = errno;
 	kid_add(child);
+	pthread_mutex_lock(&table_lock);        /* other threads run here */
+	socks_each(mark_forked, my_pid, child);
+	pthread_mutex_unlock(&table_lock);
 	socks_each(listener_inherit, my_pid, child);
 	epfl_mark_shared();
 	errno = saved;
@@ -2973,7 +3045,7 @@ struct sc_epreg {
 	bool disabled;          /* EPOLLONESHOT fired; re-armed by MOD */
 	bool deleted;           /* EPOLL_CTL_DEL'd: dormant until added again */
 	bool shared;            /* its connection is bound to the set's channel */
-	bool second;            /* ... as the connection's second channel (chan2) */
+	bool second;            /* ... as one of the connection's extra channels (chanx) */
 	bool exclusive;         /* added with EPOLLEXCLUSIVE: no MOD (kernel rule) */
 	bool foreign;           /* watched through another set's channel (nforeign) */
 	bool force_edge;        /* EPOLLET: ADD or MOD polls it afresh, as the kernel's */
@@ -3142,18 +3214,21 @@ static void reg_free(struct sc_ep *e, struct sc_epreg *r)
 	if (r->shared && r->second && r->s->c) {
 		struct sc_conn *c = r->s->c;
 		pthread_mutex_lock(&c->bindlock);
-		struct sc_epreg *head = c->user2;
-		if (head == r)
-			c->user2 = r->sib;
-		else
-			for (struct sc_epreg *q = head; q; q = q->sib)
-				if (q->sib == r) {
-					q->sib = r->sib;
-					break;
-				}
-		/* the last entry: the set stops watching it */
-		if (!c->user2 && atomic_load(&c->chan2) == e->ch)
-			sc__chan_detach2(e->ch, c);
+		int x = sc__chan_xindex(c, e->ch);
+		if (x >= 0) {
+			struct sc_epreg *head = c->userx[x];
+			if (head == r)
+				c->userx[x] = r->sib;
+			else
+				for (struct sc_epreg *q = head; q; q = q->sib)
+					if (q->sib == r) {
+						q->sib = r->sib;
+						break;
+					}
+			/* the last entry: the set stops watching it */
+			if (!c->userx[x])
+				sc__chan_detachx(e->ch, c, x);
+		}
 		pthread_mutex_unlock(&c->bindlock);
 	} else if (r->shared && r->s->c) {
 		struct sc_epreg *head = sc_conn_user(r->s->c);
@@ -3226,25 +3301,27 @@ static int ep_bind(struct sc_ep *e, struct sc_epreg *r, struct sc_conn *c)
 		return -ENOMEM;
 	struct sc_chan *cur = atomic_load(&c->chan);
 	if (cur && cur != c->own && cur != e->ch) {
-		/* in another epoll set's channel: ours watches it as the
-		 * connection's second channel (the peer wakes both), if that
-		 * is free */
+		/* in another epoll set's channel: ours watches it as one of
+		 * the connection's extra channels (the peer wakes every one),
+		 * if one is free */
 		pthread_mutex_lock(&c->bindlock);
-		struct sc_chan *cur2 = atomic_load(&c->chan2);
-		int rc = 0;
-		if (!cur2 && (rc = sc__chan_attach2(e->ch, c)) == 0) {
-			r->sib = NULL;
-			c->user2 = r;
-		} else if (cur2 == e->ch) {
-			struct sc_epreg *q = c->user2;
+		int x = sc__chan_xindex(c, e->ch), rc = 0;
+		if (x >= 0) {
+			struct sc_epreg *q = c->userx[x];
 			while (q && q != r)
 				q = q->sib;
 			if (!q) {
-				r->sib = ((struct sc_epreg *)c->user2)->sib;
-				((struct sc_epreg *)c->user2)->sib = r;
+				r->sib = ((struct sc_epreg *)c->userx[x])->sib;
+				((struct sc_epreg *)c->userx[x])->sib = r;
 			}
 		} else {
-			rc = -EBUSY;    /* a third set: it polls the first's fd */
+			x = sc__chan_xindex(c, NULL);   /* a free one */
+			if (x < 0)
+				rc = -EBUSY;    /* too many sets: it polls the first's fd */
+			else if ((rc = sc__chan_attachx(e->ch, c, x)) == 0) {
+				r->sib = NULL;
+				c->userx[x] = r;
+			}
 		}
 		pthread_mutex_unlock(&c->bindlock);
 		if (rc == 0) {
@@ -3291,8 +3368,8 @@ static int ep_collect(struct sc_ep *e, bool arm)
 		if (k < 0)
 			k = 0;
 		for (int i = 0; i < k; i++) {
-			struct sc_epreg *head = atomic_load(&cs[i]->chan2) == e->ch ?
-						cs[i]->user2 : sc_conn_user(cs[i]);
+			int x = atomic_load(&cs[i]->chan) == e->ch ? -1 : sc__chan_xindex(cs[i], e->ch);
+			struct sc_epreg *head = x >= 0 ? cs[i]->userx[x] : sc_conn_user(cs[i]);
 			for (struct sc_epreg *r = head; r; r = r->sib) {
 				check_add(e, r);
 				fired_add(e, r);
@@ -4126,7 +4203,7 @@ static void ep_inherited_use(int epfd)
 		mine = x->next;
 		struct sc_sock *s = sock_get(x->fd);
 		if (s && atomic_load(&s->mode) == M_SHM)
-			sw_request_owner_(s, SC_SWREQ_USE | SC_SWREQ_EPOLL);
+			sw_request_owner_(x->fd, s, SC_SWREQ_USE | SC_SWREQ_EPOLL);
 		free(x);
 	}
 }

@@ -53,6 +53,12 @@ static int tx_error(struct sc_conn *c)
 	if (atomic_load_explicit(&c->sw, memory_order_relaxed) >= SC_SW_FROZEN ||
 	    (pf & SC_SF_FROZEN))
 		return -SC_ESWITCHED;   /* the rest goes over TCP */
+	/* the peer died having forked: switch once what it left is read
+	 * (until then bytes go to the ring, and the switch re-sends them) */
+	if ((atomic_load(&c->lflags) & SC_LF_DEATH_SWITCH) &&
+	    atomic_load_explicit(&c->rx.h->prod, memory_order_acquire) ==
+	    atomic_load_explicit(&c->s->consumed[c->side].rx_consumed, memory_order_relaxed))
+		return -SC_ESWITCHED;
 	if (pf & SC_SF_REFUSED)
 		return -ECONNREFUSED;
 	if (pf & SC_SF_ABORT)
