@@ -637,8 +637,11 @@ void (*sc__switch_hook)(struct sc_conn *c);
 static void switch_ask(struct sc_conn *c)
 {
 	int expected = SC_SW_NONE;
-	if (sc__switch_hook &&
-	    atomic_compare_exchange_strong(&c->sw, &expected, SC_SW_ASKED))
+	if (!sc__switch_hook)
+		return;
+	/* asked now, or frozen by us and waiting for this peer's half */
+	if (atomic_compare_exchange_strong(&c->sw, &expected, SC_SW_ASKED) ||
+	    expected == SC_SW_ASKED || expected == SC_SW_FROZEN)
 		sc__switch_hook(c);
 }
 

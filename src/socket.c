@@ -80,10 +80,11 @@ static void sw_hook(struct sc_conn *c);
 static void sw_rights(const struct msghdr *m);
 static void sw_start(void);
 static bool kid_may_hold(uint32_t gen);
-static int sw_request_owner_(int fd, struct sc_sock *s, uint32_t why);
+static bool sw_orphan(int fd, struct sc_sock *s);
+static int sw_request_owner_(int fd, struct sc_sock *s, uint32_t why, uint64_t wait_ns);
 static int sw_request_owner(int fd, struct sc_sock *s)
 {
-	return sw_request_owner_(fd, s, SC_SWREQ_USE);
+	return sw_request_owner_(fd, s, SC_SWREQ_USE, 30000000000ull);
 }
 static void sw_kick(void);
 static bool off_file(void);
@@ -149,6 +150,8 @@ enum { M_TCP, M_LISTEN, M_SPENDING, M_PENDING, M_SHM };
 
 struct sc_sock {
 	pthread_mutex_t lock;   /* mode changes, the pending state */
+	pthread_mutex_t wlock;  /* switched back to TCP: held while the bytes
+				 * the peer never read are re-sent (sends wait) */
 	_Atomic int mode;
 	int refs;               /* fds naming it (dup), under table_lock */
 	bool nonblock;          /* O_NONBLOCK of the open file description */
@@ -335,6 +338,7 @@ static struct sc_sock *sock_new(int fd, int mode, bool nonblock)
 	if (!s)
 		return NULL;
 	pthread_mutex_init(&s->lock, NULL);
+	pthread_mutex_init(&s->wlock, NULL);
 	s->mode = mode;
 	s->refs = 1;
 	s->nonblock = nonblock;
@@ -382,15 +386,12 @@ static void sock_release(struct sc_sock *s, int fd_of_release)
 			sc__switch_release(s->c);
 		s->c = NULL;
 	} else if (mode == M_SHM && s->c && s->owner == my_pid && fd_of_release >= 0 &&
-		   kid_may_hold(s->fork_gen)) {
-		/* a child forked since holds the socket too (the kernel's
-		 * close sends no FIN then): the connection goes on, on TCP */
+		   kid_may_hold(s->fork_gen) && sw_orphan(fd_of_release, s)) {
+		/* a child forked since may hold the socket too (the kernel's
+		 * close sends no FIN then): the connection goes on, on TCP;
+		 * the switch thread switches it and frees s */
 		pthread_mutex_unlock(&s->lock);
-		sock_switch(fd_of_release, s);
-		pthread_mutex_lock(&s->lock);
-		if (atomic_load(&s->mode) == M_TCP && s->c)
-			sc__switch_release(s->c);
-		s->c = NULL;
+		return;
 	} else if (mode == M_SHM && s->c) {
 		if (s->owner == my_pid) {
 			if (s->linger0)
@@ -417,6 +418,7 @@ static void sock_release(struct sc_sock *s, int fd_of_release)
 	s->rec = NULL;
 	pthread_mutex_unlock(&s->lock);
 	pthread_mutex_destroy(&s->lock);
+	pthread_mutex_destroy(&s->wlock);
 	free(s);
 }
 
@@ -602,12 +604,22 @@ static int pending_to_shm(struct sc_sock *s)
 	if (s->plen) {
 		/* an empty ring of at least PBUF_CAP bytes: never waits */
 		ssize_t n = sc_send(c, s->pbuf, s->plen, SC_NONBLOCK);
-		if (n != (ssize_t)s->plen)
+		if (n == -SC_ESWITCHED) {
+			/* the peer is switching to TCP already: the bytes go
+			 * there, after the switch (sock_switch_) */
+			n = 0;
+		} else if (n != (ssize_t)s->plen) {
 			LOG(1, "pending bytes did not fit (%zd)", n);
+			n = (ssize_t)s->plen;
+		}
+		if (n > 0)
+			memmove(s->pbuf, s->pbuf + n, s->plen - (size_t)n);
+		s->plen -= (size_t)n;
 	}
-	free(s->pbuf);
-	s->pbuf = NULL;
-	s->plen = 0;
+	if (!s->plen) {
+		free(s->pbuf);
+		s->pbuf = NULL;
+	}
 	s->counted = true;
 	SC_STAT_ADD(conns_accelerated, 1);
 	atomic_store_explicit(&s->mode, M_SHM, memory_order_release);
@@ -1121,6 +1133,19 @@ static int64_t lowat_target(struct sc_sock *s, size_t len)
 	return t;
 }
 
+/* A connection bound to an epoll set's channel: a poller sleeping on that
+ * channel's fd can lose its wake-up to the set's own waiter, which resets
+ * the fd when it wakes (the datagram is gone before the poller looks).  So
+ * such a poller looks again every SHARED_SLICE_MS. */
+#define SHARED_SLICE_MS 5
+static bool on_shared_chan(struct sc_sock *s)
+{
+	if (atomic_load(&s->mode) != M_SHM || !s->c)
+		return false;
+	struct sc_chan *ch = atomic_load(&s->c->chan);
+	return ch && !ch->private_;
+}
+
 /* A blocking call with SO_RCVTIMEO / SO_SNDTIMEO: wait on the connection's
  * fd until it is ready or the deadline passes (-EAGAIN, the kernel's answer
  * to a timed-out socket call). */
@@ -1136,8 +1161,10 @@ static int shm_wait_until(int fd, struct sc_sock *s, bool tx, uint64_t deadline)
 			return -EAGAIN;
 		struct pollfd p = { .fd = wfd, .events = POLLIN };
 		uint64_t ms = deadline == UINT64_MAX ? 0 : (deadline - now + 999999) / 1000000;
-		if (R(poll)(&p, 1, deadline == UINT64_MAX ? -1 : ms > INT_MAX ? INT_MAX : (int)ms) < 0 &&
-		    errno == EINTR)
+		int t = deadline == UINT64_MAX ? -1 : ms > INT_MAX ? INT_MAX : (int)ms;
+		if (on_shared_chan(s) && (t < 0 || t > SHARED_SLICE_MS))
+			t = SHARED_SLICE_MS;    /* see do_poll */
+		if (R(poll)(&p, 1, t) < 0 && errno == EINTR)
 			return -EINTR;
 	}
 }
@@ -1350,7 +1377,12 @@ static ssize_t do_sendv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 		return -1;
 	}
 tcp:;
+	bool sw = s->c != NULL;         /* switched: after the re-send */
+	if (sw)
+		pthread_mutex_lock(&s->wlock);
 	ssize_t n = tcp(fd, iov, iovcnt, flags);
+	if (sw)
+		pthread_mutex_unlock(&s->wlock);
 	tcp_count(s, true, n);
 	return n;
 }
@@ -1407,7 +1439,7 @@ static ssize_t do_recvv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 			int64_t want = lowat_target(s, total);
 			if (rx_avail(s->c) < want)
 				want = lowat_target(s, SIZE_MAX);
-			while (rx_avail(s->c) < want &&
+			while (rx_avail(s->c) < want && !switching(s->c) &&
 			       !(sc_conn_events(s->c) & (SC_EV_RDHUP | SC_EV_HUP | SC_EV_ERR))) {
 				int w = shm_wait_until(fd, s, false, dl);
 				if (w == -EINTR) {
@@ -1795,9 +1827,9 @@ static struct {
 /* Re-send [from, to) of c's send ring on fd (the kernel socket).  Blocks,
  * within SW_SEND_MS, while the kernel's buffers are full.  Returns the
  * bytes that could not be sent. */
-static uint64_t sw_resend(int fd, struct sc_conn *c, uint64_t from, uint64_t to)
+static uint64_t sw_resend(int fd, struct sc_conn *c, uint64_t from, uint64_t to, int max_ms)
 {
-	uint64_t end = now_ns() + (uint64_t)SW_SEND_MS * 1000000u;
+	uint64_t end = max_ms < 0 ? UINT64_MAX : now_ns() + (uint64_t)max_ms * 1000000u;
 	while (from < to) {
 		uint32_t pos = (uint32_t)(from & (c->tx.size - 1));
 		size_t n = c->tx.size - pos;
@@ -1814,27 +1846,38 @@ static uint64_t sw_resend(int fd, struct sc_conn *c, uint64_t from, uint64_t to)
 		if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK) || now >= end)
 			break;  /* the connection is gone: nothing reads it */
 		struct pollfd p = { .fd = fd, .events = POLLOUT };
-		R(poll)(&p, 1, (int)((end - now) / 1000000u) + 1);
+		R(poll)(&p, 1, end == UINT64_MAX ? 1000 : (int)((end - now) / 1000000u) + 1);
 	}
 	return to - from;
 }
 
-/* Switch s (an accelerated connection of ours named by fd) back to TCP;
- * waits for the peer's half.  0, or -errno if it was not ours to switch. */
-static int sock_switch(int fd, struct sc_sock *s)
+/* Switch s (an accelerated connection of ours named by fd) back to TCP.
+ * Freezes our half, then waits up to wait_ns for the peer's; once both
+ * are frozen the socket is TCP for readers at once (what the peer never
+ * read of ours is re-sent by it), while writers wait on s->wlock until
+ * we re-sent what the peer never read (for up to resend_ms; -1: as long
+ * as it takes, as a kernel send would).  Returns 1 when switched (or not
+ * ours to switch any more), 0 if the peer has not frozen yet (our half
+ * stays frozen: the peer's SWITCH brings the switch thread back), or
+ * -ENOTCONN for a connection another process owns. */
+static int sock_switch_(int fd, struct sc_sock *s, uint64_t wait_ns, int resend_ms)
 {
 	int saved = errno;
 	pthread_mutex_lock(&s->lock);
 	struct sc_conn *c = s->c;
 	if (atomic_load(&s->mode) != M_SHM || s->owner != my_pid || !c) {
+		int mode = atomic_load(&s->mode);
 		pthread_mutex_unlock(&s->lock);
 		errno = saved;
-		return atomic_load(&s->mode) == M_SHM ? -ENOTCONN : 0;
+		return mode == M_SHM ? -ENOTCONN : 1;
 	}
 	sc__lock(&c->txlock);
 	sc__lock(&c->rxlock);
 	sc__switch_freeze(c);
-	uint64_t from, to, dl = now_ns() + SW_WAIT_NS;
+	sc__unlock(&c->rxlock);
+	sc__unlock(&c->txlock);
+	/* (our calls on it meanwhile find it frozen and wait for s->lock) */
+	uint64_t from, to, dl = now_ns() + wait_ns;
 	unsigned us = 20;
 	bool ready;
 	while (!(ready = sc__switch_range(c, &from, &to)) && now_ns() < dl) {
@@ -1842,20 +1885,22 @@ static int sock_switch(int fd, struct sc_sock *s)
 		if (us < 2000)
 			us *= 2;
 	}
-	uint64_t lost = 0;
-	if (!ready)
-		lost = to - from;       /* the peer never froze its half */
-	else if (from != to && s->shut_wr)
-		lost = to - from;       /* our FIN went on TCP already */
-	else
-		lost = sw_resend(fd, c, from, to);
-	if (lost)
-		LOG(1, "switch to TCP: %llu bytes the peer had not read are lost (%s)",
-		    (unsigned long long)lost, !ready ? "the peer did not answer" :
-		    s->shut_wr ? "shut down for writing before" : "not sent");
+	if (!ready) {
+		pthread_mutex_unlock(&s->lock);
+		errno = saved;
+		return 0;
+	}
+	/* our own fd for the re-send: the program may close its fd once we
+	 * let go of s->lock (its close then waits for nothing of ours) */
+	int kfd = (from != to && !s->shut_wr) || s->plen ? R(fcntl)(fd, F_DUPFD_CLOEXEC, 0) : -1;
+	/* bytes written while the connection was being set up that never
+	 * reached the ring (the peer froze first): sent after the ring's */
+	char *pbuf = s->pbuf;
+	size_t plen = s->plen;
+	s->pbuf = NULL;
+	s->plen = 0;
+	pthread_mutex_lock(&s->wlock);          /* new sends wait for the re-send */
 	atomic_store_explicit(&s->mode, M_TCP, memory_order_release);
-	sc__unlock(&c->rxlock);
-	sc__unlock(&c->txlock);
 	/* the kernel's epoll sets watch it from now on (at once: a process
 	 * sharing a set with us may be waiting in it) */
 	ep_switched(s, atomic_load(&c->sw_child_set));
@@ -1865,62 +1910,156 @@ static int sock_switch(int fd, struct sc_sock *s)
 		s->rec->reason = SC_FB_SWITCHED + 1;
 		atomic_store_explicit(&s->rec->mode, SC_REC_TCP, memory_order_release);
 	}
+	bool shut = s->shut_wr;
+	pthread_mutex_unlock(&s->lock);
+	/* readers go on over TCP while we re-send: the peer's program may
+	 * need to read before the kernel takes all of it */
+	uint64_t lost = shut ? to - from : 0;
+	if (kfd >= 0) {
+		if (!shut)
+			lost = sw_resend(kfd, c, from, to, resend_ms);
+		if (plen && !lost && tcp_write_all(kfd, pbuf, plen) < 0)
+			lost += plen;
+		R(close)(kfd);
+	}
+	free(pbuf);
+	pthread_mutex_unlock(&s->wlock);
+	if (lost)
+		LOG(1, "switch to TCP: %llu bytes the peer had not read are lost (%s)",
+		    (unsigned long long)lost, shut ? "shut down for writing before" : "not sent");
 	LOG(1, "connection switched back to TCP (%llu bytes re-sent)",
 	    (unsigned long long)(to - from - lost));
-	pthread_mutex_unlock(&s->lock);
 	errno = saved;
-	return 0;
+	return 1;
+}
+
+/* A program's call that needs the switch done: wait for the peer as long
+ * as it takes (as a call on a socket whose peer is stopped would). */
+static int sock_switch(int fd, struct sc_sock *s)
+{
+	int rc;
+	while ((rc = sock_switch_(fd, s, SW_WAIT_NS, -1)) == 0)
+		;
+	return rc < 0 ? rc : 0;
+}
+
+/* Connections closed by the program while a child may hold them (see
+ * sock_release): the switch thread finishes their switch, then frees
+ * them.  Each holds its own fd for the kernel socket. */
+static struct sw_orphan {
+	struct sc_sock *s;
+	int fd;
+	struct sw_orphan *next;
+} *sw_orphans;
+
+static void sw_orphans_run(void)
+{
+	pthread_mutex_lock(&SW.lock);
+	struct sw_orphan *list = sw_orphans;
+	sw_orphans = NULL;
+	pthread_mutex_unlock(&SW.lock);
+	while (list) {
+		struct sw_orphan *o = list;
+		list = o->next;
+		if (sock_switch_(o->fd, o->s, 0, -1) == 0) {
+			pthread_mutex_lock(&SW.lock);   /* the peer's SWITCH brings us back */
+			o->next = sw_orphans;
+			sw_orphans = o;
+			pthread_mutex_unlock(&SW.lock);
+			continue;
+		}
+		R(close)(o->fd);
+		sock_release(o->s, -1);
+		free(o);
+	}
+}
+
+/* Hand s (its last fd being closed) to the switch thread; false if it
+ * cannot take it (then it closes as usual). */
+static bool sw_orphan(int fd, struct sc_sock *s)
+{
+	struct sw_orphan *o = malloc(sizeof(*o));
+	int kfd = o ? R(fcntl)(fd, F_DUPFD_CLOEXEC, 0) : -1;
+	if (kfd < 0) {
+		free(o);
+		return false;
+	}
+	o->s = s;
+	o->fd = kfd;
+	sw_ask(s->c);
+	pthread_mutex_lock(&SW.lock);
+	o->next = sw_orphans;
+	sw_orphans = o;
+	pthread_mutex_unlock(&SW.lock);
+	sw_kick();
+	return true;
 }
 
 /* Switch every accelerated connection of ours that wants it: asked by the
- * peer (sc__switch_hook), or all of them (all).  No lock held. */
-static void sw_scan(bool all, bool cloexec_too)
+ * peer or frozen and waiting for the peer (the switch thread: block
+ * false, it does not wait), or all of them (all: before an exec, which
+ * waits).  No lock held. */
+static void sw_scan(bool all, bool cloexec_too, bool block)
 {
-	for (;;) {
-		struct { struct sc_sock *s; int fd; } batch[32];
-		int n = 0;
-		pthread_mutex_lock(&table_lock);
-		for (int p = 0; p < NPAGES && n < 32; p++) {
-			struct sc_sock *_Atomic *pg = atomic_load(&pages[p]);
-			if (!pg)
+	size_t n = 0, cap = 0;
+	struct sw_item { struct sc_sock *s; int fd; } *batch = NULL;
+	pthread_mutex_lock(&table_lock);
+	for (int p = 0; p < NPAGES; p++) {
+		struct sc_sock *_Atomic *pg = atomic_load(&pages[p]);
+		if (!pg)
+			continue;
+		for (int i = 0; i < (1 << PAGE_BITS); i++) {
+			struct sc_sock *s = atomic_load(&pg[i]);
+			int fd = (p << PAGE_BITS) | i;
+			if (!s || atomic_load(&s->mode) != M_SHM || s->owner != my_pid || !s->c)
 				continue;
-			for (int i = 0; i < (1 << PAGE_BITS) && n < 32; i++) {
-				struct sc_sock *s = atomic_load(&pg[i]);
-				int fd = (p << PAGE_BITS) | i;
-				if (!s || atomic_load(&s->mode) != M_SHM || s->owner != my_pid || !s->c)
-					continue;
-				if (!all && atomic_load(&s->c->sw) != SC_SW_ASKED)
-					continue;
-				if (!cloexec_too && (R(fcntl)(fd, F_GETFD) & FD_CLOEXEC))
-					continue;
-				bool dup = false;
-				for (int j = 0; j < n; j++)
-					dup |= batch[j].s == s;
-				if (dup)
-					continue;
-				/* our own fd for the kernel socket: the program
-				 * may close its fd meanwhile */
-				int kfd = R(fcntl)(fd, F_DUPFD_CLOEXEC, 0);
-				if (kfd < 0)
-					continue;
-				s->refs++;
-				batch[n].s = s;
-				batch[n++].fd = kfd;
+			int sw = atomic_load(&s->c->sw);
+			if (!all && sw != SC_SW_ASKED && sw != SC_SW_FROZEN)
+				continue;
+			if (!cloexec_too && (R(fcntl)(fd, F_GETFD) & FD_CLOEXEC))
+				continue;
+			bool dup = false;
+			for (size_t j = 0; j < n && !dup; j++)
+				dup = batch[j].s == s;
+			if (dup)
+				continue;
+			if (n == cap) {
+				size_t nc = cap ? cap * 2 : 32;
+				void *q = realloc(batch, nc * sizeof(*batch));
+				if (!q)
+					break;
+				batch = q;
+				cap = nc;
 			}
-		}
-		pthread_mutex_unlock(&table_lock);
-		if (!n)
-			return;
-		for (int j = 0; j < n; j++) {
-			sock_switch(batch[j].fd, batch[j].s);
-			R(close)(batch[j].fd);
-			pthread_mutex_lock(&table_lock);
-			bool last = --batch[j].s->refs == 0;
-			pthread_mutex_unlock(&table_lock);
-			if (last)
-				sock_release(batch[j].s, -1);
+			/* our own fd for the kernel socket: the program may
+			 * close its fd meanwhile */
+			int kfd = R(fcntl)(fd, F_DUPFD_CLOEXEC, 0);
+			if (kfd < 0)
+				continue;
+			s->refs++;
+			batch[n].s = s;
+			batch[n++].fd = kfd;
 		}
 	}
+	pthread_mutex_unlock(&table_lock);
+	for (size_t j = 0; j < n; j++) {
+		if (block) {
+			/* an exec: waits, but not for ever for a peer that
+			 * does not answer or read */
+			if (sock_switch_(batch[j].fd, batch[j].s, SW_WAIT_NS, SW_SEND_MS) == 0)
+				LOG(1, "exec: the peer of a connection did not answer; it stays on "
+				    "shared memory, which the new image cannot read");
+		} else {
+			sock_switch_(batch[j].fd, batch[j].s, 0, -1);
+		}
+		R(close)(batch[j].fd);
+		pthread_mutex_lock(&table_lock);
+		bool last = --batch[j].s->refs == 0;
+		pthread_mutex_unlock(&table_lock);
+		if (last)
+			sock_release(batch[j].s, -1);
+	}
+	free(batch);
 }
 
 static void *sw_main(void *arg)
@@ -1939,7 +2078,7 @@ static void *sw_main(void *arg)
 	bool look = true;
 	for (;;) {
 		if (look && off_file())
-			sw_scan(true, true);
+			sw_scan(true, true, false);
 		look = false;
 		struct pollfd p[2] = { { .fd = SW.efd, .events = POLLIN },
 				       { .fd = ino, .events = POLLIN } };
@@ -1952,8 +2091,10 @@ static void *sw_main(void *arg)
 			look = true;
 		}
 		uint64_t v;
-		if (p[0].revents && R(read)(SW.efd, &v, sizeof(v)) > 0)
-			sw_scan(off_file(), true);
+		if (p[0].revents && R(read)(SW.efd, &v, sizeof(v)) > 0) {
+			sw_scan(off_file(), true, false);
+			sw_orphans_run();
+		}
 	}
 	return NULL;
 }
@@ -1994,12 +2135,17 @@ static void sw_kick(void)
 			SW.efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 		pthread_t t;
 		pthread_attr_t a;
+		sigset_t all, old;
 		pthread_attr_init(&a);
 		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+		/* born with every signal blocked: none is delivered to it */
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
 		if (SW.efd >= 0 && pthread_create(&t, &a, sw_main, NULL) == 0) {
 			SW.running = true;
 			atomic_store(&SW.started, true);
 		}
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		pthread_attr_destroy(&a);
 	}
 	uint64_t one = 1;
@@ -2118,7 +2264,7 @@ static int owner_takeover(int fd, struct sc_conn *c)
 						   memory_order_relaxed);
 		uint64_t prod = atomic_load_explicit(&c->tx.h->prod, memory_order_acquire);
 		if (prod - pc <= c->tx.size)
-			sw_resend(fd, c, pc, prod);
+			sw_resend(fd, c, pc, prod, -1);
 	}
 	sc__conn_set_flags(c, SC_SF_ONTCP);
 	SC_STAT_ADD(fallback[SC_FB_SWITCHED], 1);       /* the owner's half, done here */
@@ -2126,24 +2272,24 @@ static int owner_takeover(int fd, struct sc_conn *c)
 	return 0;
 }
 
-static int sw_request_owner_(int fd, struct sc_sock *s, uint32_t why)
+static int sw_request_owner_(int fd, struct sc_sock *s, uint32_t why, uint64_t wait_ns)
 {
 	int saved = errno;
-	pthread_mutex_lock(&s->lock);
 	struct sc_conn *c = s->c;
 	int rc = 0;
 	if (atomic_load(&s->mode) != M_SHM || s->owner == getpid() || !c) {
-		pthread_mutex_unlock(&s->lock);
 		errno = saved;
 		return 0;
 	}
+	/* no lock held while waiting: in a child of vfork, s is the parent's
+	 * own, and its switch thread takes s->lock to do what we ask */
 	uint32_t f = atomic_load_explicit(&c->me->flags, memory_order_acquire);
 	if (!(f & SC_SF_ONTCP)) {
 		atomic_fetch_or(&c->me->sw_req, why);
 		rc = sc__kick_owner(s->owner);
 		if (rc < 0 && owner_gone(s->owner, s->parent))
 			rc = 0;         /* gone: taken over below */
-		uint64_t dl = now_ns() + SW_WAIT_NS + 2000000000ull;
+		uint64_t dl = now_ns() + wait_ns;
 		unsigned us = 20;
 		while (rc == 0) {
 			f = atomic_load_explicit(&c->me->flags, memory_order_acquire);
@@ -2163,13 +2309,14 @@ static int sw_request_owner_(int fd, struct sc_sock *s, uint32_t why)
 		}
 	}
 	if (rc == 0) {
+		pthread_mutex_lock(&s->lock);
 		atomic_store_explicit(&s->mode, M_TCP, memory_order_release);
 		s->counted = true;
+		pthread_mutex_unlock(&s->lock);
 	} else {
 		LOG(1, "an inherited connection: its owner (pid %d) did not switch it to TCP",
 		    (int)s->owner);
 	}
-	pthread_mutex_unlock(&s->lock);
 	errno = saved;
 	return rc;
 }
@@ -2181,12 +2328,32 @@ static void sw_hook(struct sc_conn *c)
 	sw_kick();
 }
 
+/* A socket still being set up when its fd goes to code without the
+ * library: decide now (an accepted one is claimed or declined; a client's
+ * offer is withdrawn unless already claimed, its buffered bytes sent), so
+ * that the peer neither waits for a claim nor loses bytes. */
+static void settle_now(int fd, struct sc_sock *s)
+{
+	if (atomic_load(&s->mode) == M_SPENDING)
+		server_settle(fd, s);
+	if (atomic_load(&s->mode) == M_PENDING && s->owner == my_pid) {
+		pthread_mutex_lock(&s->lock);
+		if (atomic_load(&s->mode) == M_PENDING) {
+			s->deadline_ns = 0;     /* withdraw now, unless claimed */
+			pending_settle(fd, s, true, -1);
+		}
+		pthread_mutex_unlock(&s->lock);
+	}
+}
+
 /* An fd going to code without the library: switch it first. */
 static void sw_fd(int fd)
 {
 	struct sc_sock *s = sock_get(fd);
-	if (s && atomic_load(&s->mode) == M_SHM && s->owner == my_pid)
-		sock_switch(fd, s);
+	if (s && (atomic_load(&s->mode) == M_SPENDING || atomic_load(&s->mode) == M_PENDING))
+		settle_now(fd, s);
+	if (s && atomic_load(&s->mode) == M_SHM)
+		s->owner == my_pid ? (void)sock_switch(fd, s) : (void)sw_request_owner(fd, s);
 }
 
 /* The accelerated fds in an SCM_RIGHTS message. */
@@ -2194,7 +2361,11 @@ static void sw_rights(const struct msghdr *m)
 {
 	if (!m || !m->msg_controllen || !m->msg_control)
 		return;
-	for (struct cmsghdr *cm = CMSG_FIRSTHDR(m); cm; cm = CMSG_NXTHDR((struct msghdr *)m, cm))
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(m); cm; cm = CMSG_NXTHDR((struct msghdr *)m, cm)) {
+		/* a malformed header is the kernel's to refuse (EINVAL) */
+		size_t room = m->msg_controllen - (size_t)((char *)cm - (char *)m->msg_control);
+		if (cm->cmsg_len < CMSG_LEN(0) || cm->cmsg_len > room)
+			break;
 		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
 			size_t nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
 			for (size_t i = 0; i < nfd; i++) {
@@ -2203,6 +2374,7 @@ static void sw_rights(const struct msghdr *m)
 				sw_fd(pfd);
 			}
 		}
+	}
 }
 
 /* ---- exec ------------------------------------------------------------------
@@ -2218,8 +2390,33 @@ static void exec_prepare(void)
 {
 	int saved = errno;
 	bool vforked = my_pid != getpid();
+	/* sockets still being set up that survive the exec: decided now */
+	for (int p = 0; !vforked && p < NPAGES; p++) {
+		struct sc_sock *_Atomic *pg = atomic_load(&pages[p]);
+		for (int i = 0; pg && i < (1 << PAGE_BITS); i++) {
+			struct sc_sock *s = atomic_load(&pg[i]);
+			int fd = (p << PAGE_BITS) | i;
+			if (s && (atomic_load(&s->mode) == M_SPENDING ||
+				  atomic_load(&s->mode) == M_PENDING) &&
+			    !(R(fcntl)(fd, F_GETFD) & FD_CLOEXEC))
+				settle_now(fd, s);
+		}
+	}
 	if (!vforked)
-		sw_scan(true, false);           /* ours */
+		sw_scan(true, false, true);     /* ours */
+	/* the exec closes our FD_CLOEXEC connections without our close():
+	 * their records go now (the stats file outlives the image) */
+	for (int p = 0; !vforked && p < NPAGES; p++) {
+		struct sc_sock *_Atomic *pg = atomic_load(&pages[p]);
+		for (int i = 0; pg && i < (1 << PAGE_BITS); i++) {
+			struct sc_sock *s = atomic_load(&pg[i]);
+			int fd = (p << PAGE_BITS) | i;
+			if (s && s->rec && (R(fcntl)(fd, F_GETFD) & FD_CLOEXEC)) {
+				sc__rec_put(s->rec);
+				s->rec = NULL;
+			}
+		}
+	}
 	/* inherited across fork (or, in a child of vfork, all of them: they
 	 * are our parent's): their owner switches them when asked */
 	for (int p = 0; p < NPAGES; p++) {
@@ -2229,7 +2426,9 @@ static void exec_prepare(void)
 			int fd = (p << PAGE_BITS) | i;
 			if (s && atomic_load(&s->mode) == M_SHM && (vforked || s->owner != my_pid) &&
 			    !(R(fcntl)(fd, F_GETFD) & FD_CLOEXEC))
-				sw_request_owner(fd, s);
+				/* not for ever: the new image may never use it
+				 * (and a stopped peer cannot answer) */
+				sw_request_owner_(fd, s, SC_SWREQ_USE, 2000000000ull);
 		}
 	}
 	errno = saved;
@@ -2312,7 +2511,7 @@ static void uring_seen(void)
 		G.uring = true;
 		LOG(1, "io_uring in use: connections go back to TCP, new ones stay there");
 	}
-	sw_scan(true, true);
+	sw_scan(true, true, true);
 	errno = saved;
 }
 
@@ -2394,7 +2593,8 @@ EXPORT int execle(const char *path, const char *arg, ...)
 	va_start(ap, arg);
 	for (size_t i = 1; i <= n; i++)
 		argv[i] = i < n ? va_arg(ap, char *) : NULL;
-	char **envp = va_arg(ap, char **);      /* after the NULL */
+	(void)va_arg(ap, char *);               /* the NULL */
+	char **envp = va_arg(ap, char **);
 	va_end(ap);
 	return execve(path, argv, envp);
 }
@@ -2411,6 +2611,10 @@ EXPORT int shutdown(int fd, int how)
 		pending_settle(fd, s, true, -1);
 		pthread_mutex_unlock(&s->lock);
 	}
+	if (s && atomic_load(&s->mode) == M_SHM && s->owner != my_pid)
+		sw_request_owner(fd, s);        /* inherited: the FIN goes on TCP */
+	if (s && atomic_load(&s->mode) == M_SHM && s->owner == my_pid && switching(s->c))
+		sock_switch(fd, s);             /* the re-send goes before our FIN */
 	if (s && atomic_load(&s->mode) == M_SHM && s->owner == my_pid) {
 		/* (under the lock: a switch to TCP re-sends before our FIN) */
 		pthread_mutex_lock(&s->lock);
@@ -2553,6 +2757,9 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 			return 0;
 		}
 	}
+	if (atomic_load(&s->mode) == M_SHM && s->owner != my_pid &&
+	    (req == FIONREAD || req == SIOCOUTQ || req == SIOCATMARK))
+		sw_request_owner(fd, s);        /* inherited: then the kernel's */
 	if (req == SIOCATMARK && atomic_load(&s->mode) == M_SHM && s->owner == my_pid &&
 	    switching(s->c))
 		sock_switch(fd, s);     /* urgent data on its way: the kernel's */
@@ -2724,12 +2931,14 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t 
 	uint64_t end = timeout_ms < 0 ? UINT64_MAX : now_ns() + (uint64_t)timeout_ms * 1000000u;
 	int ready;
 	for (;;) {
-		bool again = false;
+		bool again = false, slice = false;
 		ready = 0;
 		for (nfds_t i = 0; i < n; i++) {
 			struct sc_sock *s = fds[i].fd >= 0 ? sock_get(fds[i].fd) : NULL;
 			int wfd;
 			short r = s ? sock_revents(fds[i].fd, s, fds[i].events, &wfd, true) : -1;
+			if (r >= 0 && on_shared_chan(s))
+				slice = true;
 			k[i] = fds[i];
 			fds[i].revents = 0;
 			if (r < 0)
@@ -2743,6 +2952,8 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t 
 		uint64_t now = now_ns();
 		int t = ready ? 0 : end == UINT64_MAX ? -1 :
 			now >= end ? 0 : (int)((end - now + 999999) / 1000000);
+		if (slice && (t < 0 || t > SHARED_SLICE_MS))
+			t = SHARED_SLICE_MS;
 		int rc;
 		if (mask) {
 			struct timespec ts = { t / 1000, (t % 1000) * 1000000L };
@@ -2934,8 +3145,13 @@ static void socks_each(void (*fn)(struct sc_sock *s, pid_t a, pid_t b), pid_t a,
 /* A listening socket owned by parent is child's too: name it on its board. */
 static void listener_inherit(struct sc_sock *s, pid_t parent, pid_t child)
 {
-	if (child == my_pid)
+	if (child == my_pid) {
 		s->parent = parent;
+		/* a thread of the parent's (its switch thread) may have held
+		 * them at the fork: here nobody does */
+		pthread_mutex_init(&s->lock, NULL);
+		pthread_mutex_init(&s->wlock, NULL);
+	}
 	if (atomic_load(&s->mode) == M_LISTEN && s->board && s->owner == parent &&
 	    sc__board_listen_inherit(s->board, s->ino, parent, child) == 0 && child == my_pid)
 		s->owner = child;
@@ -4167,7 +4383,13 @@ static void ep_switched(struct sc_sock *s, bool child_set)
 				struct epoll_event ev = { .events = r->events, .data = r->data };
 				if (child_set)
 					epfl_set(e->fd, EPFL_CHILD_USED);
-				if (!r->deleted && !r->disabled)
+				/* a fired EPOLLONESHOT entry stays in the set,
+				 * silent but for a hang-up, until MOD re-arms it */
+				if (r->disabled)
+					ev.events = EPOLLONESHOT | EPOLLET;
+				/* (the fd may have been closed meanwhile, and
+				 * its number reused: then it is gone) */
+				if (!r->deleted && sock_get(r->fd) == s)
 					R(epoll_ctl)(e->fd, EPOLL_CTL_ADD, r->fd, &ev);
 				reg_free(e, r);
 			}
@@ -4203,7 +4425,7 @@ static void ep_inherited_use(int epfd)
 		mine = x->next;
 		struct sc_sock *s = sock_get(x->fd);
 		if (s && atomic_load(&s->mode) == M_SHM)
-			sw_request_owner_(x->fd, s, SC_SWREQ_USE | SC_SWREQ_EPOLL);
+			sw_request_owner_(x->fd, s, SC_SWREQ_USE | SC_SWREQ_EPOLL, 30000000000ull);
 		free(x);
 	}
 }
