@@ -520,6 +520,7 @@ int sc__connect_tagged(const char *path, uint64_t tag, int flags, struct sc_conn
 	SC_STAT_ADD(conns_opened, 1);
 	c->nonblock = flags & SC_NONBLOCK;
 	c->tag = tag;
+	atomic_store_explicit(&c->me->tag, tag, memory_order_relaxed);
 	*out = c;
 	errno = saved;
 	return 0;

@@ -139,9 +139,13 @@ struct sc_slot_side {
 	 * watching the connection, e.g. more epoll sets), or SC_CELL_NONE:
 	 * wakers treat each as they treat cell */
 	_Atomic uint32_t cellx[SC_XCELLS];
-	uint32_t _pad[12 - SC_XCELLS];
+	/* the connection's claim tag (interposer; 0: none): a process that
+	 * inherited it across fork checks the slot still holds it */
+	_Atomic uint64_t tag;
+	uint32_t _pad[10 - SC_XCELLS];
 } SC_ALIGNED;
 _Static_assert(sizeof(struct sc_slot_side) == 64, "slot side size");
+_Static_assert(offsetof(struct sc_slot_side, tag) == 32, "slot side tag offset");
 #define SC_SWREQ_USE    1u      /* it uses the connection */
 #define SC_SWREQ_EPOLL  2u      /* ... in an epoll set it shares with the side */
 

@@ -578,6 +578,7 @@ static int group_open(struct sc_group *g, const struct sc_msg *m, struct sc_conn
 		return rc;
 	sc__conn_set_flags(c, SC_SF_OPEN);
 	c->tag = m->tag;
+	atomic_store_explicit(&c->me->tag, m->tag, memory_order_relaxed);
 	SC_STAT_ADD(conns_opened, 1);
 	if (!g->listener || sc__listener_push(g->listener, c)) {
 		c->next = *refused;
@@ -928,6 +929,19 @@ static void *ctl_main(void *arg)
 	}
 }
 
+/* fd still names an eventfd (a child may have closed the one it inherited
+ * and got the number back for a file of its own) */
+static bool is_eventfd(int fd)
+{
+	char path[40], link[40];
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(path, link, sizeof(link) - 1);
+	if (n < 0)
+		return false;
+	link[n] = 0;
+	return strcmp(link, "anon_inode:[eventfd]") == 0;
+}
+
 int sc__kick_owner(pid_t owner)
 {
 	uint64_t one = 1;
@@ -935,7 +949,8 @@ int sc__kick_owner(pid_t owner)
 		return write(ctl.wakefd, &one, sizeof(one)) == sizeof(one) ? 0 : -errno;
 	for (int i = 0; i < ctl.nkick; i++)
 		if (ctl.kick_pid[i] == owner)
-			return write(ctl.kick_fd[i], &one, sizeof(one)) == sizeof(one) ||
+			return !is_eventfd(ctl.kick_fd[i]) ? -ESRCH :
+			       write(ctl.kick_fd[i], &one, sizeof(one)) == sizeof(one) ||
 			       errno == EAGAIN ? 0 : -errno;
 	return -ESRCH;
 }

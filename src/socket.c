@@ -2284,6 +2284,10 @@ static int sw_request_owner_(int fd, struct sc_sock *s, uint32_t why, uint64_t w
 	/* no lock held while waiting: in a child of vfork, s is the parent's
 	 * own, and its switch thread takes s->lock to do what we ask */
 	uint32_t f = atomic_load_explicit(&c->me->flags, memory_order_acquire);
+	/* the slot holds another connection now: ours was let go of, which
+	 * its owner does while a child may hold it only once switched */
+	if (c->tag && atomic_load_explicit(&c->me->tag, memory_order_relaxed) != c->tag)
+		f = SC_SF_ONTCP;
 	if (!(f & SC_SF_ONTCP)) {
 		atomic_fetch_or(&c->me->sw_req, why);
 		rc = sc__kick_owner(s->owner);
