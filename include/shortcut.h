@@ -89,7 +89,9 @@ int sc_connect(const char *path, struct sc_conn **out, int flags);
  * Nonblocking: returns what fit, or -EAGAIN if nothing did.
  * -EPIPE after shutdown(SHUT_WR) or once the peer closed its receive side,
  * -ECONNRESET after an abort, -EPROTO after a peer protocol violation.
- * No signal is ever raised.
+ * No signal is ever raised.  A blocking call interrupted by a signal handler
+ * installed without SA_RESTART returns -EINTR (or the partial count), as
+ * send(2) does; with SA_RESTART it goes on waiting.
  */
 ssize_t sc_send(struct sc_conn *c, const void *buf, size_t len, int flags);
 ssize_t sc_sendv(struct sc_conn *c, const struct iovec *iov, int iovcnt, int flags);
@@ -97,7 +99,7 @@ ssize_t sc_sendv(struct sc_conn *c, const struct iovec *iov, int iovcnt, int fla
 /*
  * Receive up to len bytes.  Returns 0 at end of stream, -EAGAIN when
  * nonblocking and nothing is there, -ECONNRESET if the peer aborted (or
- * died), -EPROTO after a peer protocol violation.
+ * died), -EPROTO after a peer protocol violation, -EINTR as sc_send.
  */
 ssize_t sc_recv(struct sc_conn *c, void *buf, size_t len, int flags);
 ssize_t sc_recvv(struct sc_conn *c, const struct iovec *iov, int iovcnt, int flags);

@@ -194,9 +194,11 @@ static int conn_wait(struct sc_conn *c, bool tx, bool (*cond)(struct sc_conn *),
 
 int sc__conn_wait(struct sc_conn *c, bool tx, bool (*cond)(struct sc_conn *))
 {
-	int rc = conn_wait(c, tx, cond, UINT64_MAX);
-
-	return rc == -EINTR ? 0 : rc;   /* the caller re-checks: restarted */
+	/* -EINTR as recv(2) gives it: the untimed futex wait is restarted by
+	 * the kernel after a handler with SA_RESTART (-ERESTARTSYS, as a
+	 * socket wait without a timeout), so -EINTR means a handler without
+	 * it interrupted us */
+	return conn_wait(c, tx, cond, UINT64_MAX);
 }
 
 int sc__conn_wait_ready(struct sc_conn *c, bool tx, uint64_t deadline_ns)

@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+/* A signal caught while a blocking recv() waits: with a handler installed
+ * without SA_RESTART the call fails with EINTR; with SA_RESTART it goes on
+ * waiting and returns the data that comes later, as the kernel has it for a
+ * socket without a timeout.  The same with MSG_WAITALL after part of the
+ * data came: the bytes received so far are returned. */
+#include "common.c"
+
+static volatile sig_atomic_t caught;
+static void on_usr1(int sig)
+{
+	(void)sig;
+	caught++;
+}
+
+static void handler(int flags)
+{
+	struct sigaction sa = { .sa_handler = on_usr1, .sa_flags = flags };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR1, &sa, NULL);
+}
+
+static void server(int lfd)
+{
+	int fd = server_conn(lfd);
+	char buf[64];
+	handler(0);
+	tell();                                 /* client: signal us in 200 ms */
+	res("recv, no SA_RESTART, signal", recv(fd, buf, sizeof(buf), 0));
+	say("handler ran: %s", yesno(caught == 1));
+	handler(SA_RESTART);
+	tell();                                 /* client: signal, then send 5 */
+	res("recv, SA_RESTART, signal then data", recv(fd, buf, sizeof(buf), 0));
+	say("handler ran: %s", yesno(caught == 2));
+	handler(0);
+	tell();                                 /* client: 3 bytes, then signal */
+	res("recv(10, MSG_WAITALL), 3 came, no SA_RESTART, signal",
+	    recv(fd, buf, 10, MSG_WAITALL));
+	say("handler ran: %s", yesno(caught == 3));
+	tell();
+	res("recv at EOF", recv(fd, buf, sizeof(buf), 0));
+	res("close", close(fd));
+}
+
+static void client(void)
+{
+	int fd = client_conn();
+	await_peer();
+	msleep(200);
+	kill(getppid(), SIGUSR1);
+	await_peer();
+	msleep(200);
+	kill(getppid(), SIGUSR1);
+	msleep(200);
+	res("send 5", send(fd, "hello", 5, 0));
+	await_peer();
+	msleep(100);
+	res("send 3", send(fd, "abc", 3, 0));
+	msleep(200);
+	kill(getppid(), SIGUSR1);
+	await_peer();
+	res("close", close(fd));
+}
+
+int main(void)
+{
+	return run(server, client);
+}
