@@ -67,6 +67,7 @@ static void ep_refresh_exposed(void);
 struct sc_ep;
 static void ep_expose(struct sc_ep *e);
 static void ep_kid_set(struct sc_ep *e, int fd, int op, uint64_t data);
+static uint64_t ep_kid_cookie(struct sc_ep *e, int fd);
 static void epfl_mark_shared(void);
 struct sc_sock;
 static void ep_rewatch(struct sc_ep *except, struct sc_sock **socks, size_t n);
@@ -3251,6 +3252,20 @@ static uint64_t ep_cookie(void)
 	return (uint64_t)EP_COOKIE_TOP << 32 | (uint32_t)my_pid;
 }
 
+/* A nested set's registration in the kernel's outer set: its own data, so
+ * that an event of it is told from any other fd's with the same
+ * epoll_data; the program's data is put back when it is reported. */
+#define EP_KID_TOP	0x5c0de5c1u
+static uint64_t kid_cookie(uint32_t id)
+{
+	return (uint64_t)EP_KID_TOP << 32 | id;
+}
+
+static bool is_kid_cookie(uint64_t v)
+{
+	return (uint32_t)(v >> 32) == EP_KID_TOP;
+}
+
 static bool is_cookie(uint64_t v)
 {
 	return (uint32_t)(v >> 32) == EP_COOKIE_TOP;
@@ -3299,7 +3314,8 @@ struct sc_ep {
 	 * events are checked before they are reported (see ep_wait) */
 	struct sc_epkid {
 		int fd;
-		uint64_t data;
+		uint32_t id;            /* the kernel set knows it by kid_cookie(id) */
+		uint64_t data;          /* the program's epoll_data */
 		struct sc_epkid *next;
 	} *kids;
 	struct sc_ep *next;
@@ -3676,17 +3692,35 @@ EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		ep_inherited_use(epfd);
 	if (epfl_get(fd) & EPFL_EPOLL) {
 		/* an epoll set of the program's going into another one: the
-		 * outer set gets a shadow that checks it before reporting */
-		int rc = R(epoll_ctl)(epfd, op, fd, ev);
-		if (rc == 0) {
-			struct sc_ep *o = ep_get(epfd, op == EPOLL_CTL_ADD);
-			if (o) {
-				pthread_mutex_lock(&o->lock);
-				ep_kid_set(o, fd, op, ev ? ev->data.u64 : 0);
-				pthread_mutex_unlock(&o->lock);
+		 * outer set gets a shadow that checks it before reporting, and
+		 * the kernel's set knows it by a cookie of ours (the program's
+		 * data may be another fd's too) */
+		struct sc_ep *o = op == EPOLL_CTL_DEL || !ev ? NULL :
+				  ep_get(epfd, op == EPOLL_CTL_ADD);
+		struct epoll_event kev;
+		if (o) {
+			pthread_mutex_lock(&o->lock);
+			uint64_t had = ep_kid_cookie(o, fd);
+			ep_kid_set(o, fd, EPOLL_CTL_ADD, ev->data.u64);
+			kev = *ev;
+			kev.data.u64 = ep_kid_cookie(o, fd);
+			int rc = kev.data.u64 ? R(epoll_ctl)(epfd, op, fd, &kev)
+					      : R(epoll_ctl)(epfd, op, fd, ev);
+			if (rc < 0 && !had) {
+				int e = errno;
+				ep_kid_set(o, fd, EPOLL_CTL_DEL, 0);
+				errno = e;
 			}
-			if (op != EPOLL_CTL_DEL)
+			pthread_mutex_unlock(&o->lock);
+			if (rc == 0)
 				ep_expose_fd(fd);
+			return rc;
+		}
+		int rc = R(epoll_ctl)(epfd, op, fd, ev);
+		if (rc == 0 && op == EPOLL_CTL_DEL && (o = ep_get(epfd, false))) {
+			pthread_mutex_lock(&o->lock);
+			ep_kid_set(o, fd, EPOLL_CTL_DEL, 0);
+			pthread_mutex_unlock(&o->lock);
 		}
 		return rc;
 	}
@@ -4056,14 +4090,18 @@ static void ep_expose(struct sc_ep *e)
 /* An event the kernel reported for a set nested in e (data as registered):
  * is that set really ready?  Its channel may hold a wake-up for a
  * connection since deleted or drained. */
-static bool ep_kid_ready(struct sc_ep *e, uint64_t data)
+static bool ep_kid_ready(struct sc_ep *e, uint64_t *data)
 {
 	int fd = -1;
 	pthread_mutex_lock(&e->lock);
 	for (struct sc_epkid *k = e->kids; k; k = k->next)
-		if (k->data == data)
+		if (kid_cookie(k->id) == *data) {
 			fd = k->fd;
+			*data = k->data;        /* the program's */
+		}
 	pthread_mutex_unlock(&e->lock);
+	if (fd < 0)
+		return false;           /* deleted meanwhile */
 	pthread_rwlock_rdlock(&ep_life);
 	struct sc_ep *k = fd >= 0 ? ep_get(fd, false) : NULL;
 	if (k && k != e)
@@ -4078,6 +4116,7 @@ static bool ep_kid_ready(struct sc_ep *e, uint64_t data)
 /* e->lock held: remember (or forget) a set nested in e. */
 static void ep_kid_set(struct sc_ep *e, int fd, int op, uint64_t data)
 {
+	static _Atomic uint32_t next_id;
 	struct sc_epkid **pp = &e->kids, *k;
 	while ((k = *pp) && k->fd != fd)
 		pp = &k->next;
@@ -4090,11 +4129,21 @@ static void ep_kid_set(struct sc_ep *e, int fd, int op, uint64_t data)
 	}
 	if (!k && (k = calloc(1, sizeof(*k)))) {
 		k->fd = fd;
+		k->id = atomic_fetch_add(&next_id, 1);
 		k->next = e->kids;
 		e->kids = k;
 	}
 	if (k)
 		k->data = data;
+}
+
+/* e->lock held: the kernel set's data for the nested set fd (0: none). */
+static uint64_t ep_kid_cookie(struct sc_ep *e, int fd)
+{
+	for (struct sc_epkid *k = e->kids; k; k = k->next)
+		if (k->fd == fd)
+			return kid_cookie(k->id);
+	return 0;
 }
 
 /* Bytes were read from an accelerated fd while an exposed set is held
@@ -4140,6 +4189,12 @@ static int ep_wait(struct sc_ep *e, int epfd, struct epoll_event *out, int max, 
 
 /* A set shared across fork that has no shadow here: the kernel's events,
  * less the other process's cookie. */
+/* In a fork child: the nested sets of the sets we inherited, by cookie. */
+static struct inh_kid {
+	uint64_t cookie, data;
+} inh_kids[64];
+static int n_inh_kids;
+
 static int shared_wait(int epfd, struct epoll_event *out, int max, int timeout,
 		       const sigset_t *mask)
 {
@@ -4151,9 +4206,19 @@ static int shared_wait(int epfd, struct epoll_event *out, int max, int timeout,
 		if (k <= 0)
 			return k;
 		int m = 0;
-		for (int i = 0; i < k; i++)
-			if (!is_cookie(out[i].data.u64))
-				out[m++] = out[i];
+		for (int i = 0; i < k; i++) {
+			if (is_cookie(out[i].data.u64))
+				continue;
+			if (is_kid_cookie(out[i].data.u64)) {
+				int j = 0;
+				while (j < n_inh_kids && inh_kids[j].cookie != out[i].data.u64)
+					j++;
+				if (j == n_inh_kids)
+					continue;
+				out[i].data.u64 = inh_kids[j].data;
+			}
+			out[m++] = out[i];
+		}
 		if (m || t == 0)
 			return m;
 	}
@@ -4240,10 +4305,15 @@ static int ep_wait(struct sc_ep *e, int epfd, struct epoll_event *out, int max, 
 				inner = true;
 			else if (is_cookie(kbuf[i].data.u64))
 				continue;       /* another process's (a set shared by fork) */
-			else if (e->kids && !ep_kid_ready(e, kbuf[i].data.u64))
-				continue;       /* a nested set with nothing ready */
-			else
+			else if (is_kid_cookie(kbuf[i].data.u64)) {
+				uint64_t d = kbuf[i].data.u64;
+				if (!ep_kid_ready(e, &d))
+					continue;       /* a nested set with nothing ready */
+				out[n + kept] = kbuf[i];
+				out[n + kept++].data.u64 = d;
+			} else {
 				out[n + kept++] = kbuf[i];      /* k <= room */
+			}
 		}
 		n += kept;
 		if (inner) {
@@ -4462,6 +4532,8 @@ static void ep_atfork_child(void)
 		while (e->kids) {
 			struct sc_epkid *k = e->kids;
 			e->kids = k->next;
+			if (n_inh_kids < 64)    /* shared_wait puts their data back */
+				inh_kids[n_inh_kids++] = (struct inh_kid){ kid_cookie(k->id), k->data };
 			free(k);
 		}
 		if (e->ch)

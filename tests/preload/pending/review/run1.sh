@@ -6,12 +6,12 @@
 #   tests/preload/pending/review/run1.sh NAME      (from the repository root)
 #   t_two_sets_spin     the second set of a connection busy-loops while the first is awake
 #                       (met: the second set has a channel of its own; prints CPU time)
-#   t_kid_data          a nested set and a pipe registered with the same epoll_data
 #   t_fork_spin         a set shared across fork spins while the other process has not drained
 #                       (met since the child's wait switches the connections to TCP; kept
 #                       as a check: it prints CPU time)
 # (t_poll_after_epoll, t_lowat_timeo_ep and t_first_set_idle are met:
-# tests/preload/sem_epoll_then_poll.c, sem_epoll_lowat_timeo.c, sem_epoll_second_set.c)
+# tests/preload/sem_epoll_then_poll.c, sem_epoll_lowat_timeo.c, sem_epoll_second_set.c;
+# t_kid_data: sem_epoll_kid_data.c)
 set -u
 n=$1
 B=${B:-build}

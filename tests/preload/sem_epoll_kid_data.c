@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A nested epoll set and a pipe registered in the outer set with the same
  * epoll_data: the pipe's event must be reported. */
 #include "common.c"
