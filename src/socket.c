@@ -90,6 +90,7 @@ static int sw_request_owner(int fd, struct sc_sock *s)
 static void sw_kick(void);
 static bool off_file(void);
 static void ep_switched(struct sc_sock *s, bool child_set);
+static void tcp_gate(struct sc_sock *s);
 static void ep_inherited_use(int epfd);
 static struct ep_inh {
 	int epfd, fd;
@@ -151,8 +152,10 @@ enum { M_TCP, M_LISTEN, M_SPENDING, M_PENDING, M_SHM };
 
 struct sc_sock {
 	pthread_mutex_t lock;   /* mode changes, the pending state */
-	pthread_mutex_t wlock;  /* switched back to TCP: held while the bytes
-				 * the peer never read are re-sent (sends wait) */
+	pthread_mutex_t wlock;  /* with wcond: sends wait while resending */
+	pthread_cond_t wcond;
+	_Atomic bool resending; /* switched back to TCP, and the bytes the peer
+				 * never read are being re-sent (tcp_gate) */
 	_Atomic int mode;
 	int refs;               /* fds naming it (dup), under table_lock */
 	bool nonblock;          /* O_NONBLOCK of the open file description */
@@ -340,6 +343,7 @@ static struct sc_sock *sock_new(int fd, int mode, bool nonblock)
 		return NULL;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->wlock, NULL);
+	pthread_cond_init(&s->wcond, NULL);
 	s->mode = mode;
 	s->refs = 1;
 	s->nonblock = nonblock;
@@ -420,6 +424,7 @@ static void sock_release(struct sc_sock *s, int fd_of_release)
 	pthread_mutex_unlock(&s->lock);
 	pthread_mutex_destroy(&s->lock);
 	pthread_mutex_destroy(&s->wlock);
+	pthread_cond_destroy(&s->wcond);
 	free(s);
 }
 
@@ -1352,6 +1357,7 @@ static ssize_t do_sendv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 			if (rc > 0) {
 				struct iovec rest[IOV_MAX];
 				int k = iov_rest(iov, iovcnt, (size_t)rc, rest);
+				tcp_gate(s);
 				ssize_t more = tcp(fd, rest, k, flags);
 				if (more > 0)
 					tcp_count(s, true, more);
@@ -1378,12 +1384,8 @@ static ssize_t do_sendv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 		return -1;
 	}
 tcp:;
-	bool sw = s->c != NULL;         /* switched: after the re-send */
-	if (sw)
-		pthread_mutex_lock(&s->wlock);
+	tcp_gate(s);                    /* switched: after the re-send */
 	ssize_t n = tcp(fd, iov, iovcnt, flags);
-	if (sw)
-		pthread_mutex_unlock(&s->wlock);
 	tcp_count(s, true, n);
 	return n;
 }
@@ -1571,8 +1573,10 @@ EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 	 * the receiver reads the kernel socket */
 	sw_rights(m);
 	struct sc_sock *s = sock_get(fd);
-	if (!s || atomic_load(&s->mode) == M_TCP || m->msg_controllen)
+	if (!s || atomic_load(&s->mode) == M_TCP || m->msg_controllen) {
+		tcp_gate(s);
 		return R(sendmsg)(fd, m, flags);
+	}
 	if (m->msg_iovlen > IOV_MAX) {
 		errno = EMSGSIZE;
 		return -1;
@@ -1585,8 +1589,10 @@ EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 	for (unsigned int i = 0; v && i < n; i++)
 		sw_rights(&v[i].msg_hdr);
 	struct sc_sock *s = sock_get(fd);
-	if (!s || atomic_load(&s->mode) == M_TCP)
+	if (!s || atomic_load(&s->mode) == M_TCP) {
+		tcp_gate(s);
 		return R(sendmmsg)(fd, v, n, flags);
+	}
 	unsigned int i;
 	for (i = 0; i < n; i++) {
 		ssize_t r = sendmsg(fd, &v[i].msg_hdr, flags);
@@ -1703,6 +1709,7 @@ EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
 {
 	struct sc_sock *s = sock_get(out);
 	if (!s || atomic_load(&s->mode) == M_TCP) {
+		tcp_gate(s);
 		ssize_t n = R(sendfile)(out, in, off, count);
 		if (s && n > 0 && s->counted)
 			SC_STAT_ADD(bytes_tcp_sent, (uint64_t)n);
@@ -1770,8 +1777,10 @@ EXPORT ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t l
 	struct sc_sock *so = sock_get(out), *si = sock_get(in);
 	bool to_shm = so && atomic_load(&so->mode) >= M_SPENDING;
 	bool from_shm = si && atomic_load(&si->mode) >= M_SPENDING;
-	if (!to_shm && !from_shm)
+	if (!to_shm && !from_shm) {
+		tcp_gate(so);
 		return real_splice(in, off_in, out, off_out, len, flags);
+	}
 	if ((to_shm && off_out) || (from_shm && off_in)) {
 		errno = EINVAL;         /* sockets have no offset (no pread/pwrite) */
 		return -1;
@@ -1852,6 +1861,176 @@ static uint64_t sw_resend(int fd, struct sc_conn *c, uint64_t from, uint64_t to,
 	return to - from;
 }
 
+/* fds of ours that name a program's kernel socket (re-sends, the switch
+ * thread's batch): a fork child must not keep them (its peer would wait
+ * for their close to see EOF) */
+static pthread_mutex_t hidden_lock = PTHREAD_MUTEX_INITIALIZER;
+static int hidden[64], nhidden;
+
+static void hidden_add(int fd)
+{
+	pthread_mutex_lock(&hidden_lock);
+	if (nhidden < 64)
+		hidden[nhidden++] = fd;
+	pthread_mutex_unlock(&hidden_lock);
+}
+
+static void hidden_del(int fd)
+{
+	pthread_mutex_lock(&hidden_lock);
+	for (int i = 0; i < nhidden; i++)
+		if (hidden[i] == fd) {
+			hidden[i] = hidden[--nhidden];
+			break;
+		}
+	pthread_mutex_unlock(&hidden_lock);
+}
+
+/* In a fork child: close the parent's hidden fds. */
+static void hidden_atfork_child(void)
+{
+	pthread_mutex_init(&hidden_lock, NULL);
+	for (int i = 0; i < nhidden; i++)
+		R(close)(hidden[i]);
+	nhidden = 0;
+}
+
+/* Drop a reference taken on s (the last frees it). */
+static void sock_unref(struct sc_sock *s)
+{
+	pthread_mutex_lock(&table_lock);
+	bool last = --s->refs == 0;
+	pthread_mutex_unlock(&table_lock);
+	if (last)
+		sock_release(s, -1);
+}
+
+/* The re-send of a switch: what the peer never read of ours, then the
+ * bytes a client buffered before its connection was set up that never
+ * reached the ring (the peer froze first). */
+struct sw_job {
+	struct sc_sock *s;
+	struct sc_conn *c;
+	int kfd;
+	uint64_t from, to;
+	char *pbuf;
+	size_t plen;
+	bool shut;              /* our FIN is on TCP already: nothing can go */
+	uint64_t lost;
+};
+
+/* Send what there is to send, waiting up to max_ms (-1: as long as it
+ * takes, 0: not at all); true when all of it went (or cannot go). */
+static bool sw_job_run(struct sw_job *j, int max_ms)
+{
+	if (j->kfd < 0 || j->shut) {
+		j->lost = j->to - j->from + (j->kfd < 0 ? j->plen : 0);
+		return true;
+	}
+	uint64_t left = sw_resend(j->kfd, j->c, j->from, j->to, max_ms);
+	j->from = j->to - left;
+	if (left && max_ms != 0) {
+		j->lost = left;         /* gone, or the exec could not wait */
+		return true;
+	}
+	if (left)
+		return false;
+	while (j->plen) {
+		ssize_t n = R(send)(j->kfd, j->pbuf, j->plen, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n > 0) {
+			memmove(j->pbuf, j->pbuf + n, j->plen - (size_t)n);
+			j->plen -= (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			if (max_ms == 0)
+				return false;
+			struct pollfd p = { .fd = j->kfd, .events = POLLOUT };
+			R(poll)(&p, 1, 1000);
+			continue;
+		}
+		j->lost += j->plen;
+		break;
+	}
+	return true;
+}
+
+/* The re-send is done: ONTCP (a child waiting to write sees it only now),
+ * our sends go on, the references go. */
+static void sw_job_finish(struct sw_job *j, bool heap)
+{
+	struct sc_sock *s = j->s;
+	if (j->kfd >= 0) {
+		hidden_del(j->kfd);
+		R(close)(j->kfd);
+	}
+	free(j->pbuf);
+	sc__switch_done(j->c);
+	pthread_mutex_lock(&s->wlock);
+	atomic_store(&s->resending, false);
+	pthread_cond_broadcast(&s->wcond);
+	pthread_mutex_unlock(&s->wlock);
+	if (j->lost)
+		LOG(1, "switch to TCP: %llu bytes the peer had not read are lost (%s)",
+		    (unsigned long long)j->lost, j->shut ? "shut down for writing before" : "not sent");
+	else
+		LOG(1, "connection switched back to TCP");
+	sock_unref(s);
+	if (heap)
+		free(j);
+}
+
+static void *sw_job_main(void *arg)
+{
+	struct sw_job *j = arg;
+	sw_job_run(j, -1);
+	sw_job_finish(j, true);
+	return NULL;
+}
+
+/* A re-send the kernel does not take at once gets a thread of its own (it
+ * waits for the peer to read: one slow peer must hold up nothing else). */
+static void sw_job_thread(struct sw_job *j)
+{
+	pthread_t t;
+	pthread_attr_t a;
+	sigset_t all, old;
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int rc = pthread_create(&t, &a, sw_job_main, j);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&a);
+	if (rc) {
+		sw_job_run(j, -1);
+		sw_job_finish(j, true);
+	}
+}
+
+/* Before a send (or a FIN, or the fd leaving) on a socket switched back
+ * to TCP: the re-send goes first.  In a process that inherited it across
+ * fork, the owner's re-send: its ONTCP. */
+static void tcp_gate(struct sc_sock *s)
+{
+	if (!s || !s->c || !atomic_load_explicit(&s->resending, memory_order_acquire))
+		return;
+	if (s->owner != my_pid) {
+		uint64_t dl = now_ns() + 30000000000ull;
+		while (!(atomic_load_explicit(&s->c->me->flags, memory_order_acquire) & SC_SF_ONTCP) &&
+		       now_ns() < dl)
+			usleep(200);
+		atomic_store(&s->resending, false);
+		return;
+	}
+	pthread_mutex_lock(&s->wlock);
+	while (atomic_load(&s->resending))
+		pthread_cond_wait(&s->wcond, &s->wlock);
+	pthread_mutex_unlock(&s->wlock);
+}
+
 /* Switch s (an accelerated connection of ours named by fd) back to TCP.
  * Freezes our half, then waits up to wait_ns for the peer's; once both
  * are frozen the socket is TCP for readers at once (what the peer never
@@ -1891,45 +2070,52 @@ static int sock_switch_(int fd, struct sc_sock *s, uint64_t wait_ns, int resend_
 		errno = saved;
 		return 0;
 	}
-	/* our own fd for the re-send: the program may close its fd once we
-	 * let go of s->lock (its close then waits for nothing of ours) */
+	/* the re-send: our own fd for it (the program may close its fd once
+	 * we let go of s->lock), and a reference on s */
+	struct sw_job *j = calloc(1, sizeof(*j));
 	int kfd = (from != to && !s->shut_wr) || s->plen ? R(fcntl)(fd, F_DUPFD_CLOEXEC, 0) : -1;
-	/* bytes written while the connection was being set up that never
-	 * reached the ring (the peer froze first): sent after the ring's */
-	char *pbuf = s->pbuf;
-	size_t plen = s->plen;
-	s->pbuf = NULL;
-	s->plen = 0;
-	pthread_mutex_lock(&s->wlock);          /* new sends wait for the re-send */
+	if (kfd >= 0)
+		hidden_add(kfd);
+	pthread_mutex_lock(&table_lock);
+	s->refs++;
+	pthread_mutex_unlock(&table_lock);
+	if (j) {
+		*j = (struct sw_job){ .s = s, .c = c, .kfd = kfd, .from = from, .to = to,
+				      .pbuf = s->pbuf, .plen = s->plen, .shut = s->shut_wr };
+		s->pbuf = NULL;
+		s->plen = 0;
+	}
+	atomic_store(&s->resending, true);      /* sends wait (tcp_gate) */
 	atomic_store_explicit(&s->mode, M_TCP, memory_order_release);
 	/* the kernel's epoll sets watch it from now on (at once: a process
 	 * sharing a set with us may be waiting in it) */
 	ep_switched(s, atomic_load(&c->sw_child_set));
-	sc__switch_done(c);     /* wakes our waiters: they go on over TCP */
+	/* pollers and epoll sets look again: readers go on over TCP now,
+	 * while we re-send (the peer may have to read for it to go) */
+	pthread_mutex_lock(&c->g->lock);
+	sc__notify_self(c);
+	pthread_mutex_unlock(&c->g->lock);
 	SC_STAT_ADD(fallback[SC_FB_SWITCHED], 1);
 	if (s->rec) {
 		s->rec->reason = SC_FB_SWITCHED + 1;
 		atomic_store_explicit(&s->rec->mode, SC_REC_TCP, memory_order_release);
 	}
-	bool shut = s->shut_wr;
 	pthread_mutex_unlock(&s->lock);
-	/* readers go on over TCP while we re-send: the peer's program may
-	 * need to read before the kernel takes all of it */
-	uint64_t lost = shut ? to - from : 0;
-	if (kfd >= 0) {
-		if (!shut)
-			lost = sw_resend(kfd, c, from, to, resend_ms);
-		if (plen && !lost && tcp_write_all(kfd, pbuf, plen) < 0)
-			lost += plen;
-		R(close)(kfd);
+	if (!j) {
+		/* no memory for the job: do it here */
+		struct sw_job local = { .s = s, .c = c, .kfd = kfd, .from = from, .to = to,
+					.shut = s->shut_wr };
+		sw_job_run(&local, resend_ms);
+		sw_job_finish(&local, false);
+	} else if (resend_ms >= 0 || sw_job_run(j, 0)) {
+		/* an exec waits (the thread would not survive it); else
+		 * done at once */
+		if (resend_ms >= 0)
+			sw_job_run(j, resend_ms);
+		sw_job_finish(j, true);
+	} else {
+		sw_job_thread(j);
 	}
-	free(pbuf);
-	pthread_mutex_unlock(&s->wlock);
-	if (lost)
-		LOG(1, "switch to TCP: %llu bytes the peer had not read are lost (%s)",
-		    (unsigned long long)lost, shut ? "shut down for writing before" : "not sent");
-	LOG(1, "connection switched back to TCP (%llu bytes re-sent)",
-	    (unsigned long long)(to - from - lost));
 	errno = saved;
 	return 1;
 }
@@ -1969,8 +2155,9 @@ static void sw_orphans_run(void)
 			pthread_mutex_unlock(&SW.lock);
 			continue;
 		}
+		hidden_del(o->fd);
 		R(close)(o->fd);
-		sock_release(o->s, -1);
+		sock_unref(o->s);
 		free(o);
 	}
 }
@@ -1987,6 +2174,10 @@ static bool sw_orphan(int fd, struct sc_sock *s)
 	}
 	o->s = s;
 	o->fd = kfd;
+	hidden_add(kfd);
+	pthread_mutex_lock(&table_lock);
+	s->refs = 1;            /* the orphan's own (sock_unref frees it) */
+	pthread_mutex_unlock(&table_lock);
 	sw_ask(s->c);
 	pthread_mutex_lock(&SW.lock);
 	o->next = sw_orphans;
@@ -2037,6 +2228,7 @@ static void sw_scan(bool all, bool cloexec_too, bool block)
 			int kfd = R(fcntl)(fd, F_DUPFD_CLOEXEC, 0);
 			if (kfd < 0)
 				continue;
+			hidden_add(kfd);
 			s->refs++;
 			batch[n].s = s;
 			batch[n++].fd = kfd;
@@ -2053,12 +2245,9 @@ static void sw_scan(bool all, bool cloexec_too, bool block)
 		} else {
 			sock_switch_(batch[j].fd, batch[j].s, 0, -1);
 		}
+		hidden_del(batch[j].fd);
 		R(close)(batch[j].fd);
-		pthread_mutex_lock(&table_lock);
-		bool last = --batch[j].s->refs == 0;
-		pthread_mutex_unlock(&table_lock);
-		if (last)
-			sock_release(batch[j].s, -1);
+		sock_unref(batch[j].s);
 	}
 	free(batch);
 }
@@ -2083,8 +2272,15 @@ static void *sw_main(void *arg)
 		look = false;
 		struct pollfd p[2] = { { .fd = SW.efd, .events = POLLIN },
 				       { .fd = ino, .events = POLLIN } };
-		if (R(poll)(p, 2, -1) < 0)
+		/* orphans waiting for a peer that may close instead of
+		 * freezing (no SWITCH then): looked at every second */
+		int rc = R(poll)(p, 2, sw_orphans ? 1000 : -1);
+		if (rc < 0)
 			continue;
+		if (rc == 0) {
+			sw_orphans_run();
+			continue;
+		}
 		char buf[4096];
 		if (p[1].revents) {
 			while (R(read)(ino, buf, sizeof(buf)) > 0)
@@ -2359,6 +2555,7 @@ static void sw_fd(int fd)
 		settle_now(fd, s);
 	if (s && atomic_load(&s->mode) == M_SHM)
 		s->owner == my_pid ? (void)sock_switch(fd, s) : (void)sw_request_owner(fd, s);
+	tcp_gate(s);            /* the receiver writes after our re-send */
 }
 
 /* The accelerated fds in an SCM_RIGHTS message. */
@@ -2409,6 +2606,15 @@ static void exec_prepare(void)
 	}
 	if (!vforked)
 		sw_scan(true, false, true);     /* ours */
+	/* re-sends under way in threads that the exec ends: finish first */
+	for (int p = 0; !vforked && p < NPAGES; p++) {
+		struct sc_sock *_Atomic *pg = atomic_load(&pages[p]);
+		for (int i = 0; pg && i < (1 << PAGE_BITS); i++) {
+			struct sc_sock *s = atomic_load(&pg[i]);
+			if (s && s->c && atomic_load(&s->resending))
+				tcp_gate(s);
+		}
+	}
 	/* the exec closes our FD_CLOEXEC connections without our close():
 	 * their records go now (the stats file outlives the image) */
 	for (int p = 0; !vforked && p < NPAGES; p++) {
@@ -2640,6 +2846,8 @@ EXPORT int shutdown(int fd, int how)
 		}
 		pthread_mutex_unlock(&s->lock);
 	}
+	if (how != SHUT_RD)
+		tcp_gate(s);            /* the re-send before our FIN */
 	return R(shutdown)(fd, how);
 }
 
@@ -3156,6 +3364,9 @@ static void listener_inherit(struct sc_sock *s, pid_t parent, pid_t child)
 		 * them at the fork: here nobody does */
 		pthread_mutex_init(&s->lock, NULL);
 		pthread_mutex_init(&s->wlock, NULL);
+		pthread_cond_init(&s->wcond, NULL);
+		/* a re-send under way is the parent's: tcp_gate waits for
+		 * the owner's ONTCP instead */
 	}
 	if (atomic_load(&s->mode) == M_LISTEN && s->board && s->owner == parent &&
 	    sc__board_listen_inherit(s->board, s->ino, parent, child) == 0 && child == my_pid)
@@ -3215,6 +3426,12 @@ static void atfork_child(void)
 	G.pending = NULL;
 	sc__link_atfork_child();
 	ep_atfork_child();
+	hidden_atfork_child();  /* the parent's dups of kernel sockets */
+	for (struct sw_orphan *o = sw_orphans, *next; o; o = next) {
+		next = o->next;         /* (their fds were hidden ones) */
+		free(o);
+	}
+	sw_orphans = NULL;
 	KIDS.n = 0;             /* those were our siblings */
 	pthread_mutex_init(&KIDS.lock, NULL);
 	/* the switch thread did not come along either */
