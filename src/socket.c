@@ -2588,60 +2588,71 @@ static void sw_rights(const struct msghdr *m)
  * parent's connections alone (README Limits).
  */
 
-static void exec_prepare(void)
+/* Every accelerated-or-pending socket of the table with its fd (the exec
+ * path: the calling thread is about to replace the image). */
+static void fds_each(void (*fn)(int fd, struct sc_sock *s, bool vforked), bool vforked)
 {
-	int saved = errno;
-	bool vforked = my_pid != getpid();
-	/* sockets still being set up that survive the exec: decided now */
-	for (int p = 0; !vforked && p < NPAGES; p++) {
-		struct sc_sock *_Atomic *pg = atomic_load(&pages[p]);
-		for (int i = 0; pg && i < (1 << PAGE_BITS); i++) {
-			struct sc_sock *s = atomic_load(&pg[i]);
-			int fd = (p << PAGE_BITS) | i;
-			if (s && (atomic_load(&s->mode) == M_SPENDING ||
-				  atomic_load(&s->mode) == M_PENDING) &&
-			    !(R(fcntl)(fd, F_GETFD) & FD_CLOEXEC))
-				settle_now(fd, s);
-		}
-	}
-	if (!vforked)
-		sw_scan(true, false, true);     /* ours */
-	/* re-sends under way in threads that the exec ends: finish first */
-	for (int p = 0; !vforked && p < NPAGES; p++) {
-		struct sc_sock *_Atomic *pg = atomic_load(&pages[p]);
-		for (int i = 0; pg && i < (1 << PAGE_BITS); i++) {
-			struct sc_sock *s = atomic_load(&pg[i]);
-			if (s && s->c && atomic_load(&s->resending))
-				tcp_gate(s);
-		}
-	}
-	/* the exec closes our FD_CLOEXEC connections without our close():
-	 * their records go now (the stats file outlives the image) */
-	for (int p = 0; !vforked && p < NPAGES; p++) {
-		struct sc_sock *_Atomic *pg = atomic_load(&pages[p]);
-		for (int i = 0; pg && i < (1 << PAGE_BITS); i++) {
-			struct sc_sock *s = atomic_load(&pg[i]);
-			int fd = (p << PAGE_BITS) | i;
-			if (s && s->rec && (R(fcntl)(fd, F_GETFD) & FD_CLOEXEC)) {
-				sc__rec_put(s->rec);
-				s->rec = NULL;
-			}
-		}
-	}
-	/* inherited across fork (or, in a child of vfork, all of them: they
-	 * are our parent's): their owner switches them when asked */
 	for (int p = 0; p < NPAGES; p++) {
 		struct sc_sock *_Atomic *pg = atomic_load(&pages[p]);
 		for (int i = 0; pg && i < (1 << PAGE_BITS); i++) {
 			struct sc_sock *s = atomic_load(&pg[i]);
-			int fd = (p << PAGE_BITS) | i;
-			if (s && atomic_load(&s->mode) == M_SHM && (vforked || s->owner != my_pid) &&
-			    !(R(fcntl)(fd, F_GETFD) & FD_CLOEXEC))
-				/* not for ever: the new image may never use it
-				 * (and a stopped peer cannot answer) */
-				sw_request_owner_(fd, s, SC_SWREQ_USE, 2000000000ull);
+			if (s)
+				fn((p << PAGE_BITS) | i, s, vforked);
 		}
 	}
+}
+
+static bool survives_exec(int fd)
+{
+	return !(R(fcntl)(fd, F_GETFD) & FD_CLOEXEC);
+}
+
+/* sockets still being set up that survive the exec: decided now */
+static void exec_settle(int fd, struct sc_sock *s, bool vforked)
+{
+	int mode = atomic_load(&s->mode);
+	if ((mode == M_SPENDING || mode == M_PENDING) && survives_exec(fd))
+		settle_now(fd, s);
+}
+
+/* re-sends under way in threads that the exec ends: finish first */
+static void exec_gate(int fd, struct sc_sock *s, bool vforked)
+{
+	if (s->c && atomic_load(&s->resending))
+		tcp_gate(s);
+}
+
+/* the exec closes our FD_CLOEXEC connections without our close(): their
+ * records go now (the stats file outlives the image) */
+static void exec_records(int fd, struct sc_sock *s, bool vforked)
+{
+	if (s->rec && !survives_exec(fd)) {
+		sc__rec_put(s->rec);
+		s->rec = NULL;
+	}
+}
+
+/* inherited across fork (or, in a child of vfork, all of them: they are
+ * our parent's): their owner switches them when asked; not for ever, as
+ * the new image may never use them (and a stopped peer cannot answer) */
+static void exec_inherited(int fd, struct sc_sock *s, bool vforked)
+{
+	if (atomic_load(&s->mode) == M_SHM && (vforked || s->owner != my_pid) &&
+	    survives_exec(fd))
+		sw_request_owner_(fd, s, SC_SWREQ_USE, 2000000000ull);
+}
+
+static void exec_prepare(void)
+{
+	int saved = errno;
+	bool vforked = my_pid != getpid();
+	if (!vforked) {
+		fds_each(exec_settle, false);
+		sw_scan(true, false, true);     /* ours */
+		fds_each(exec_gate, false);
+		fds_each(exec_records, false);
+	}
+	fds_each(exec_inherited, vforked);
 	errno = saved;
 }
 
@@ -2756,20 +2767,35 @@ EXPORT int io_uring_setup(unsigned entries, struct io_uring_params *p)
 	return real ? real(entries, p) : -ENOSYS;
 }
 
-/* execl, execlp, execle: their arguments as an array */
+/* execl, execlp, execle: arg and the list after it (up to its NULL, which
+ * *ap is left past) as an argv of n + 1 entries; n from execl_count. */
+static size_t execl_count(va_list ap)
+{
+	va_list c;
+	size_t n = 1;
+	va_copy(c, ap);
+	while (va_arg(c, char *))
+		n++;
+	va_end(c);
+	return n;
+}
+
+static void execl_fill(char **argv, const char *arg, size_t n, va_list *ap)
+{
+	argv[0] = (char *)arg;
+	for (size_t i = 1; i < n; i++)
+		argv[i] = va_arg(*ap, char *);
+	argv[n] = NULL;
+	(void)va_arg(*ap, char *);      /* the NULL */
+}
+
 EXPORT int execl(const char *path, const char *arg, ...)
 {
 	va_list ap;
-	size_t n = 1;
 	va_start(ap, arg);
-	while (va_arg(ap, char *))
-		n++;
-	va_end(ap);
+	size_t n = execl_count(ap);
 	char **argv = alloca((n + 1) * sizeof(char *));
-	argv[0] = (char *)arg;
-	va_start(ap, arg);
-	for (size_t i = 1; i <= n; i++)
-		argv[i] = i < n ? va_arg(ap, char *) : NULL;
+	execl_fill(argv, arg, n, &ap);
 	va_end(ap);
 	return execv(path, argv);
 }
@@ -2777,16 +2803,10 @@ EXPORT int execl(const char *path, const char *arg, ...)
 EXPORT int execlp(const char *file, const char *arg, ...)
 {
 	va_list ap;
-	size_t n = 1;
 	va_start(ap, arg);
-	while (va_arg(ap, char *))
-		n++;
-	va_end(ap);
+	size_t n = execl_count(ap);
 	char **argv = alloca((n + 1) * sizeof(char *));
-	argv[0] = (char *)arg;
-	va_start(ap, arg);
-	for (size_t i = 1; i <= n; i++)
-		argv[i] = i < n ? va_arg(ap, char *) : NULL;
+	execl_fill(argv, arg, n, &ap);
 	va_end(ap);
 	return execvp(file, argv);
 }
@@ -2794,17 +2814,10 @@ EXPORT int execlp(const char *file, const char *arg, ...)
 EXPORT int execle(const char *path, const char *arg, ...)
 {
 	va_list ap;
-	size_t n = 1;
 	va_start(ap, arg);
-	while (va_arg(ap, char *))
-		n++;
-	va_end(ap);
+	size_t n = execl_count(ap);
 	char **argv = alloca((n + 1) * sizeof(char *));
-	argv[0] = (char *)arg;
-	va_start(ap, arg);
-	for (size_t i = 1; i <= n; i++)
-		argv[i] = i < n ? va_arg(ap, char *) : NULL;
-	(void)va_arg(ap, char *);               /* the NULL */
+	execl_fill(argv, arg, n, &ap);
 	char **envp = va_arg(ap, char **);
 	va_end(ap);
 	return execve(path, argv, envp);
