@@ -118,7 +118,7 @@ static _Atomic uint8_t epfl[EPFL_MAX];
 	X(epoll_create1) X(epoll_ctl) X(epoll_wait) X(epoll_pwait) X(epoll_pwait2) X(getsockopt) \
 	X(setsockopt) X(sendfile) X(__read_chk) X(__recv_chk) X(__recvfrom_chk) \
 	X(__poll_chk) X(__ppoll_chk) X(fork) X(execve) X(execv) X(execvp) X(execvpe) \
-	X(fexecve) X(posix_spawn) X(posix_spawnp)
+	X(fexecve) X(posix_spawn) X(posix_spawnp) X(system) X(popen)
 
 extern ssize_t __read_chk(int, void *, size_t, size_t);
 extern ssize_t __recv_chk(int, void *, size_t, size_t, int);
@@ -1175,27 +1175,53 @@ static int shm_wait_until(int fd, struct sc_sock *s, bool tx, uint64_t deadline)
 	}
 }
 
-/* Run one shared-memory call, honouring the socket's timeout. */
+static int iov_rest(const struct iovec *iov, int iovcnt, size_t skip, struct iovec *rest);
+
+/* Run one shared-memory call, honouring the socket's timeout.  As in
+ * tcp_sendmsg / tcp_recvmsg the timeout bounds the call's waiting in all
+ * (it does not restart with progress); a send, or a MSG_WAITALL receive,
+ * that has moved some bytes when it runs out (or meets an error or the
+ * end) returns that much. */
 static ssize_t shm_call(int fd, struct sc_sock *s, bool tx, int f,
 			ssize_t (*op)(struct sc_conn *, const struct iovec *, int, int),
 			const struct iovec *iov, int iovcnt)
 {
 	uint64_t to = tx ? s->sndtimeo_ns : s->rcvtimeo_ns;
-	if (!to || (f & (SC_NONBLOCK | SC_WAITALL)))
+	if (!to || (f & SC_NONBLOCK))
 		return op(s->c, iov, iovcnt, f);
+	/* a peek looks at the same bytes again: it never accumulates */
+	bool all = tx || ((f & SC_WAITALL) && !(f & SC_PEEK));
+	size_t total = 0, done = 0;
+	for (int i = 0; i < iovcnt; i++)
+		total += iov[i].iov_len;
 	uint64_t deadline = now_ns() + to;
+	struct iovec rest[IOV_MAX];
 	for (;;) {
-		ssize_t rc = op(s->c, iov, iovcnt, f | SC_NONBLOCK);
+		const struct iovec *v = iov;
+		int k = iovcnt;
+		if (done) {
+			k = iov_rest(iov, iovcnt, done, rest);
+			v = rest;
+		}
+		ssize_t rc = op(s->c, v, k, f | SC_NONBLOCK);
+		if (rc > 0) {
+			done += (size_t)rc;
+			if (!all || done >= total)
+				return (ssize_t)done;
+			continue;
+		}
+		if (rc == 0 && total)
+			return (ssize_t)done;           /* the end */
 		if (rc != -EAGAIN)
-			return rc;
+			return done ? (ssize_t)done : rc;
 		/* sleep on the connection's own wake-up (as a blocking call
 		 * does, whatever channel it is bound to); a signal ends a
 		 * timed socket call with EINTR, as in the kernel */
 		int w = sc__conn_wait_ready(s->c, tx, deadline);
 		if (w == -ETIMEDOUT)
-			return -EAGAIN;
+			return done ? (ssize_t)done : -EAGAIN;
 		if (w < 0)
-			return w;
+			return done ? (ssize_t)done : w;
 	}
 }
 
@@ -1915,7 +1941,7 @@ struct sw_job {
 	uint64_t from, to;
 	char *pbuf;
 	size_t plen;
-	bool shut;              /* our FIN is on TCP already: nothing can go */
+	bool fin;               /* we shut down writing: our FIN goes after */
 	uint64_t lost;
 };
 
@@ -1923,8 +1949,8 @@ struct sw_job {
  * takes, 0: not at all); true when all of it went (or cannot go). */
 static bool sw_job_run(struct sw_job *j, int max_ms)
 {
-	if (j->kfd < 0 || j->shut) {
-		j->lost = j->to - j->from + (j->kfd < 0 ? j->plen : 0);
+	if (j->kfd < 0) {
+		j->lost = j->to - j->from + j->plen;
 		return true;
 	}
 	uint64_t left = sw_resend(j->kfd, j->c, j->from, j->to, max_ms);
@@ -1962,6 +1988,8 @@ static bool sw_job_run(struct sw_job *j, int max_ms)
 static void sw_job_finish(struct sw_job *j, bool heap)
 {
 	struct sc_sock *s = j->s;
+	if (j->kfd >= 0 && j->fin)
+		R(shutdown)(j->kfd, SHUT_WR);   /* our FIN, held back till now */
 	if (j->kfd >= 0) {
 		hidden_del(j->kfd);
 		R(close)(j->kfd);
@@ -1974,7 +2002,7 @@ static void sw_job_finish(struct sw_job *j, bool heap)
 	pthread_mutex_unlock(&s->wlock);
 	if (j->lost)
 		LOG(1, "switch to TCP: %llu bytes the peer had not read are lost (%s)",
-		    (unsigned long long)j->lost, j->shut ? "shut down for writing before" : "not sent");
+		    (unsigned long long)j->lost, "the connection is gone");
 	else
 		LOG(1, "connection switched back to TCP");
 	sock_unref(s);
@@ -2073,7 +2101,7 @@ static int sock_switch_(int fd, struct sc_sock *s, uint64_t wait_ns, int resend_
 	/* the re-send: our own fd for it (the program may close its fd once
 	 * we let go of s->lock), and a reference on s */
 	struct sw_job *j = calloc(1, sizeof(*j));
-	int kfd = (from != to && !s->shut_wr) || s->plen ? R(fcntl)(fd, F_DUPFD_CLOEXEC, 0) : -1;
+	int kfd = from != to || s->plen || s->shut_wr ? R(fcntl)(fd, F_DUPFD_CLOEXEC, 0) : -1;
 	if (kfd >= 0)
 		hidden_add(kfd);
 	pthread_mutex_lock(&table_lock);
@@ -2081,7 +2109,7 @@ static int sock_switch_(int fd, struct sc_sock *s, uint64_t wait_ns, int resend_
 	pthread_mutex_unlock(&table_lock);
 	if (j) {
 		*j = (struct sw_job){ .s = s, .c = c, .kfd = kfd, .from = from, .to = to,
-				      .pbuf = s->pbuf, .plen = s->plen, .shut = s->shut_wr };
+				      .pbuf = s->pbuf, .plen = s->plen, .fin = s->shut_wr };
 		s->pbuf = NULL;
 		s->plen = 0;
 	}
@@ -2104,7 +2132,7 @@ static int sock_switch_(int fd, struct sc_sock *s, uint64_t wait_ns, int resend_
 	if (!j) {
 		/* no memory for the job: do it here */
 		struct sw_job local = { .s = s, .c = c, .kfd = kfd, .from = from, .to = to,
-					.shut = s->shut_wr };
+					.fin = s->shut_wr };
 		sw_job_run(&local, resend_ms);
 		sw_job_finish(&local, false);
 	} else if (resend_ms >= 0 || sw_job_run(j, 0)) {
@@ -2463,6 +2491,11 @@ static int owner_takeover(int fd, struct sc_conn *c)
 		if (prod - pc <= c->tx.size)
 			sw_resend(fd, c, pc, prod, -1);
 	}
+	/* the owner had shut down writing (not closed: it died): its FIN,
+	 * held back until the switch */
+	uint32_t mf = atomic_load_explicit(&c->me->flags, memory_order_acquire);
+	if ((mf & SC_SF_WR_DONE) && !(mf & SC_SF_CLOSED))
+		R(shutdown)(fd, SHUT_WR);
 	sc__conn_set_flags(c, SC_SF_ONTCP);
 	SC_STAT_ADD(fallback[SC_FB_SWITCHED], 1);       /* the owner's half, done here */
 	LOG(1, "an inherited connection: its owner died; switched back to TCP for it");
@@ -2642,7 +2675,10 @@ static void exec_inherited(int fd, struct sc_sock *s, bool vforked)
 		sw_request_owner_(fd, s, SC_SWREQ_USE, 2000000000ull);
 }
 
-static void exec_prepare(void)
+/* Before an exec (spawn false) or a spawn of a child that execs (spawn
+ * true: posix_spawn, system, popen; we go on, with our FD_CLOEXEC
+ * connections still ours). */
+static void exec_prepare_(bool spawn)
 {
 	int saved = errno;
 	bool vforked = my_pid != getpid();
@@ -2650,10 +2686,16 @@ static void exec_prepare(void)
 		fds_each(exec_settle, false);
 		sw_scan(true, false, true);     /* ours */
 		fds_each(exec_gate, false);
-		fds_each(exec_records, false);
+		if (!spawn)
+			fds_each(exec_records, false);
 	}
 	fds_each(exec_inherited, vforked);
 	errno = saved;
+}
+
+static void exec_prepare(void)
+{
+	exec_prepare_(false);
 }
 
 EXPORT int execve(const char *path, char *const argv[], char *const envp[])
@@ -2703,15 +2745,31 @@ EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const
 EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
 		       const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	exec_prepare();
+	exec_prepare_(true);
 	return R(posix_spawn)(pid, path, fa, attr, argv, envp);
 }
 
 EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
 			const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	exec_prepare();
+	exec_prepare_(true);
 	return R(posix_spawnp)(pid, file, fa, attr, argv, envp);
+}
+
+/* system() and popen(): glibc spawns the shell from inside them (its own
+ * posix_spawn, not the symbol above), and the shell inherits every fd
+ * without FD_CLOEXEC: those switch first, as for posix_spawn. */
+EXPORT int system(const char *cmd)
+{
+	if (cmd)
+		exec_prepare_(true);
+	return R(system)(cmd);
+}
+
+EXPORT FILE *popen(const char *cmd, const char *type)
+{
+	exec_prepare_(true);
+	return R(popen)(cmd, type);
 }
 
 /* ---- io_uring ----------------------------------------------------------------
@@ -2719,8 +2777,9 @@ EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_act
  * A ring reads and writes sockets in the kernel, past our table: once the
  * program sets one up (through liburing, whose entry points we wrap), every
  * accelerated connection switches back to TCP and no new one is made
- * (fallback unsupported_option).  A program making the io_uring_setup
- * system call itself is not seen (README Limits).
+ * (fallback unsupported_option).  So is io_uring_setup through libc's
+ * syscall() (below); a program making the system call with its own
+ * instruction (static liburing builds, Go) is not seen (README Limits).
  */
 
 struct io_uring;
@@ -2765,6 +2824,48 @@ EXPORT int io_uring_setup(unsigned entries, struct io_uring_params *p)
 	if (!real)
 		real = (int (*)(unsigned, struct io_uring_params *))dlsym(RTLD_NEXT, "io_uring_setup");
 	return real ? real(entries, p) : -ENOSYS;
+}
+
+/* syscall(): io_uring_setup made through it (the io-uring crate of Rust,
+ * programs without liburing) is seen as liburing's is.  Every other call
+ * goes straight to the kernel (the library's own futex calls come here
+ * too: no lock, no lookup). */
+static long raw_syscall(long nr, long a, long b, long c, long d, long e, long f)
+{
+#if defined(__x86_64__)
+	register long r10 __asm__("r10") = d;
+	register long r8 __asm__("r8") = e;
+	register long r9 __asm__("r9") = f;
+	long ret;
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+			 : "rcx", "r11", "memory");
+	if ((unsigned long)ret > -4096ul) {
+		errno = (int)-ret;
+		return -1;
+	}
+	return ret;
+#else
+	static long (*real)(long, ...);
+	if (!real)
+		real = (long (*)(long, ...))dlsym(RTLD_NEXT, "syscall");
+	return real(nr, a, b, c, d, e, f);
+#endif
+}
+
+EXPORT long syscall(long nr, ...)
+{
+	va_list ap;
+	va_start(ap, nr);
+	long a = va_arg(ap, long), b = va_arg(ap, long), c = va_arg(ap, long);
+	long d = va_arg(ap, long), e = va_arg(ap, long), f = va_arg(ap, long);
+	va_end(ap);
+#ifdef SYS_io_uring_setup
+	if (nr == SYS_io_uring_setup)
+		uring_seen();
+#endif
+	return raw_syscall(nr, a, b, c, d, e, f);
 }
 
 /* execl, execlp, execle: arg and the list after it (up to its NULL, which
@@ -2825,6 +2926,26 @@ EXPORT int execle(const char *path, const char *arg, ...)
 
 /* ---- shutdown / close / dup --------------------------------------------- */
 
+/* 0, or -1 with ENOTCONN when the kernel socket is closed (a reset came):
+ * shutdown's answer then. */
+static int kernel_sock_closed(int fd)
+{
+	struct tcp_info ti;
+	socklen_t l = sizeof(ti);
+	if (R(getsockopt)(fd, IPPROTO_TCP, TCP_INFO, &ti, &l) == 0 && ti.tcpi_state == TCP_CLOSE) {
+		errno = ENOTCONN;
+		return -1;
+	}
+	return 0;
+}
+
+/* The peer shut down writing or closed (its FIN, on TCP). */
+static bool peer_done_writing(struct sc_conn *c)
+{
+	return atomic_load_explicit(&c->peer->flags, memory_order_acquire) &
+	       (SC_SF_WR_DONE | SC_SF_CLOSED | SC_SF_ABORT);
+}
+
 EXPORT int shutdown(int fd, int how)
 {
 	struct sc_sock *s = sock_get(fd);
@@ -2843,10 +2964,17 @@ EXPORT int shutdown(int fd, int how)
 		/* (under the lock: a switch to TCP re-sends before our FIN) */
 		pthread_mutex_lock(&s->lock);
 		if (atomic_load(&s->mode) == M_SHM) {
-			/* the kernel socket follows (it mirrors the
-			 * connection's state: its answer, e.g. ENOTCONN once
-			 * both sides are done, is the kernel's) */
-			int krc = R(shutdown)(fd, how);
+			/* Our FIN waits on the kernel socket until the
+			 * connection goes back to TCP (or the socket closes):
+			 * what the peer has not read yet is re-sent ahead of
+			 * it then.  The answer is the kernel's: ENOTCONN on a
+			 * closed socket, and once both sides are done (the
+			 * FINs would have been exchanged). */
+			int krc = how == SHUT_WR ? kernel_sock_closed(fd) : R(shutdown)(fd, SHUT_RD);
+			if (krc == 0 && s->shut_wr && peer_done_writing(s->c)) {
+				errno = ENOTCONN;
+				krc = -1;
+			}
 			int rc = krc < 0 ? 0 : sc_shutdown(s->c, how);
 			if (krc == 0 && rc == 0 && how != SHUT_RD)
 				s->shut_wr = true;
