@@ -117,6 +117,16 @@ int sc_shutdown(struct sc_conn *c, int how);
  */
 int sc_close(struct sc_conn *c);
 
+/*
+ * Buffer sizes as a program set them (SO_SNDBUF, SO_RCVBUF: bytes; 0: not
+ * set, -1: leave as is).  When both our send buffer and the peer's receive
+ * buffer are set, the bytes in flight from us to the peer are bounded by
+ * their sum (at least 4096, at most the ring): the back-pressure a kernel
+ * TCP sender feels.  Otherwise the ring bounds them, as the kernel's
+ * autotuned buffers would.
+ */
+void sc_set_bufs(struct sc_conn *c, int sndbuf, int rcvbuf);
+
 /* Make sc_close abort the connection (SO_LINGER {1, 0}). */
 void sc_set_linger0(struct sc_conn *c, int on);
 

@@ -594,6 +594,20 @@ API int sc_close(struct sc_conn *c)
 	return 0;
 }
 
+API void sc_set_bufs(struct sc_conn *c, int sndbuf, int rcvbuf)
+{
+	if (sndbuf >= 0)
+		c->sndbuf = (uint32_t)sndbuf;
+	if (rcvbuf >= 0) {
+		uint32_t old = atomic_exchange(&c->me->rcvbuf, (uint32_t)rcvbuf);
+		if (old && (!rcvbuf || (uint32_t)rcvbuf > old)) {
+			/* a wider window: a sender of the peer's that waits
+			 * for room may go on */
+			sc__notify_peer(c);
+		}
+	}
+}
+
 API void sc_set_linger0(struct sc_conn *c, int on)
 {
 	c->linger0 = on;
@@ -693,7 +707,8 @@ API int sc_conn_events(struct sc_conn *c)
 	av = sc__ring_avail(&c->rx);
 	sc__unlock(&c->rxlock);
 	sc__lock(&c->txlock);
-	sp = sc__ring_space(&c->tx, c->tx.size / 3 + 1);
+	uint32_t win = sc__tx_win(c);
+	sp = sc__tx_space(c, win / 3 + 1);
 	sc__unlock(&c->txlock);
 	pf = sc__peer_flags(c);
 	uint32_t lf = atomic_load(&c->lflags);
@@ -704,7 +719,7 @@ API int sc_conn_events(struct sc_conn *c)
 		ev |= SC_EV_IN;
 	if (err)
 		ev |= SC_EV_ERR | SC_EV_HUP | SC_EV_OUT;
-	else if (sp > (int64_t)(c->tx.size / 3) || (lf & SC_LF_SHUT_WR) ||
+	else if (sp > (int64_t)(win / 3) || (lf & SC_LF_SHUT_WR) ||
 		 (pf & SC_SF_CLOSED))
 		ev |= SC_EV_OUT;
 	if (rd_done)

@@ -142,7 +142,11 @@ struct sc_slot_side {
 	/* the connection's claim tag (interposer; 0: none): a process that
 	 * inherited it across fork checks the slot still holds it */
 	_Atomic uint64_t tag;
-	uint32_t _pad[10 - SC_XCELLS];
+	/* the side's receive buffer as the program set it (SO_RCVBUF, bytes;
+	 * 0: not set): with the peer's send buffer it bounds the bytes in
+	 * flight towards the side (sc_set_bufs) */
+	_Atomic uint32_t rcvbuf;
+	uint32_t _pad[9 - SC_XCELLS];
 } SC_ALIGNED;
 _Static_assert(sizeof(struct sc_slot_side) == 64, "slot side size");
 _Static_assert(offsetof(struct sc_slot_side, tag) == 32, "slot side tag offset");

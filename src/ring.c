@@ -16,12 +16,14 @@ void sc__ring_init(struct sc_ring *r, struct sc_ring_hdr *h, uint8_t *data, uint
 	r->data = data;
 	r->size = size;
 	r->limit = sc__update_limit(size);
+	r->win = size;
 	r->prod = r->cons = r->cons_pub = 0;
 }
 
 int64_t sc__ring_space(struct sc_ring *r, uint64_t want)
 {
-	uint64_t free_ = r->size - sc__ring_used(r->prod, r->cons);
+	uint64_t used = sc__ring_used(r->prod, r->cons);
+	uint64_t free_ = used < r->win ? r->win - used : 0;
 
 	if (free_ >= want)
 		return (int64_t)free_;
@@ -31,7 +33,8 @@ int64_t sc__ring_space(struct sc_ring *r, uint64_t want)
 	if (!sc__cursor_valid(r->cons, c, r->prod))
 		return -EPROTO;
 	r->cons = c;
-	return (int64_t)(r->size - sc__ring_used(r->prod, c));
+	used = sc__ring_used(r->prod, c);
+	return used < r->win ? (int64_t)(r->win - used) : 0;
 }
 
 /* Copy len bytes between ring position pos and buf, handling the wrap. */

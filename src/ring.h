@@ -19,6 +19,7 @@ struct sc_ring {
 	uint8_t *data;          /* size bytes in the segment */
 	uint32_t size;          /* power of two */
 	uint32_t limit;         /* consumer update threshold */
+	uint32_t win;           /* producer: bytes it may have in the ring (≤ size) */
 	uint64_t prod;          /* producer: own cursor;  consumer: last valid peer cursor */
 	uint64_t cons;          /* consumer: own cursor;  producer: last valid peer cursor */
 	uint64_t cons_pub;      /* consumer: last cursor published */
@@ -26,8 +27,8 @@ struct sc_ring {
 
 void sc__ring_init(struct sc_ring *r, struct sc_ring_hdr *h, uint8_t *data, uint32_t size);
 
-/* Producer: free bytes, refreshing the peer's cursor when the cached view
- * has less than want.  -EPROTO if the peer's cursor is invalid. */
+/* Producer: free bytes within win, refreshing the peer's cursor when the
+ * cached view has less than want.  -EPROTO if the peer's cursor is invalid. */
 int64_t sc__ring_space(struct sc_ring *r, uint64_t want);
 
 /* Producer: copy up to max bytes (≤ space) from iov starting at byte skip of

@@ -167,6 +167,7 @@ struct sc_sock {
 	bool fastopen;          /* TCP_FASTOPEN_CONNECT / TCP_REPAIR set: stays TCP */
 	uint64_t rcvtimeo_ns, sndtimeo_ns;      /* SO_RCVTIMEO / SO_SNDTIMEO, 0: none */
 	int rcvlowat;                   /* SO_RCVLOWAT as the kernel keeps it; 0/1: none */
+	int sndbuf, rcvbuf;     /* SO_SNDBUF / SO_RCVBUF as set (half the kernel's); 0: not */
 	int tos;                /* the program's own IP_TOS / IPV6_TCLASS (-1: none) */
 	int declined;           /* board entry we declined for this connection, or -1 */
 	uint32_t fork_gen;      /* forks we had made when it went to shared memory */
@@ -628,6 +629,7 @@ static int pending_to_shm(struct sc_sock *s)
 	}
 	s->counted = true;
 	SC_STAT_ADD(conns_accelerated, 1);
+	sc_set_bufs(c, s->sndbuf, s->rcvbuf);
 	atomic_store_explicit(&s->mode, M_SHM, memory_order_release);
 	if (s->rec) {
 		struct sc_conn_info ci;
@@ -1022,6 +1024,7 @@ static void server_claim(int nfd, struct sc_sock *s)
 	sc__offer_done(b, idx);
 	s->c = c;
 	s->counted = true;
+	sc_set_bufs(c, s->sndbuf, s->rcvbuf);
 	atomic_store_explicit(&s->mode, M_SHM, memory_order_release);
 	SC_STAT_ADD(conns_accelerated, 1);
 	rec_fill(s, nfd, SC_REC_SHM, -1, pid);
@@ -1053,6 +1056,12 @@ EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
 				fallback_stat(s, nfd, SC_FB_DISABLED);
 			else if (s)
 				s->board = ls->board;
+			if (s) {
+				/* the kernel's accepted socket has the
+				 * listener's buffer sizes */
+				s->sndbuf = ls->sndbuf;
+				s->rcvbuf = ls->rcvbuf;
+			}
 		} else {
 			struct sc_sock *s = sock_new(nfd, M_TCP, flags & SOCK_NONBLOCK);
 			if (s && G.disabled)
@@ -3177,6 +3186,19 @@ EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t len
 		socklen_t vl = sizeof(v);
 		if (R(getsockopt)(fd, SOL_SOCKET, SO_RCVLOWAT, &v, &vl) == 0)
 			s->rcvlowat = v;
+	}
+	if (rc == 0 && s && level == SOL_SOCKET &&
+	    (opt == SO_SNDBUF || opt == SO_RCVBUF || opt == SO_SNDBUFFORCE || opt == SO_RCVBUFFORCE)) {
+		/* the size the kernel settled on (it doubles and clamps);
+		 * the ring's window follows (sc_set_bufs) */
+		bool snd = opt == SO_SNDBUF || opt == SO_SNDBUFFORCE;
+		int v = 0;
+		socklen_t vl = sizeof(v);
+		if (R(getsockopt)(fd, SOL_SOCKET, snd ? SO_SNDBUF : SO_RCVBUF, &v, &vl) == 0) {
+			*(snd ? &s->sndbuf : &s->rcvbuf) = v / 2 > 0 ? v / 2 : 1;
+			if (atomic_load(&s->mode) == M_SHM && s->owner == my_pid && s->c)
+				sc_set_bufs(s->c, snd ? s->sndbuf : -1, snd ? -1 : s->rcvbuf);
+		}
 	}
 	if (rc == 0 && s && level == IPPROTO_TCP &&
 	    (opt == TCP_FASTOPEN_CONNECT || opt == TCP_REPAIR) && val && len >= sizeof(int))

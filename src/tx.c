@@ -70,13 +70,37 @@ static int tx_error(struct sc_conn *c)
 }
 
 /*
+ * The bytes we may have in the peer's ring: all of it, unless both our send
+ * buffer and the peer's receive buffer were set (SO_SNDBUF, SO_RCVBUF), as a
+ * kernel TCP sender holds about its send buffer and the receiver's window
+ * (the kernel grows either one that was not set well past any ring).
+ */
+uint32_t sc__tx_win(struct sc_conn *c)
+{
+	uint32_t r = atomic_load_explicit(&c->peer->rcvbuf, memory_order_relaxed);
+	if (!c->sndbuf || !r)
+		return c->tx.size;
+	uint64_t w = (uint64_t)c->sndbuf + r;
+	if (w < SC_WIN_MIN)
+		w = SC_WIN_MIN;
+	return w < c->tx.size ? (uint32_t)w : c->tx.size;
+}
+
+/* Free space in the peer's ring within our window (see sc__ring_space). */
+int64_t sc__tx_space(struct sc_conn *c, uint64_t want)
+{
+	c->tx.win = sc__tx_win(c);
+	return sc__ring_space(&c->tx, want);
+}
+
+/*
  * Ready to send again: any free space (the send loop takes what there is).
  * How often the consumer publishes is what batches the wake-ups (SMC's
  * update rule).
  */
 bool sc__tx_ready(struct sc_conn *c)
 {
-	return tx_error(c) || sc__ring_space(&c->tx, 1) != 0;
+	return tx_error(c) || sc__tx_space(c, 1) != 0;
 }
 
 static ssize_t send_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt, int flags)
@@ -99,7 +123,7 @@ static ssize_t send_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
 	while (done < total) {
 		if ((rc = tx_error(c)))
 			break;
-		int64_t space = sc__ring_space(&c->tx, total - done);
+		int64_t space = sc__tx_space(c, total - done);
 		if (space < 0) {
 			rc = sc__conn_proto_error(c);
 			break;

@@ -22,6 +22,10 @@ int sc__conn_wait(struct sc_conn *c, bool tx, bool (*cond)(struct sc_conn *));
 int sc__conn_wait_ready(struct sc_conn *c, bool tx, uint64_t deadline_ns);
 bool sc__rx_ready(struct sc_conn *c);
 bool sc__tx_ready(struct sc_conn *c);
+/* The send window (bytes) and the free space within it. */
+#define SC_WIN_MIN 4096u
+uint32_t sc__tx_win(struct sc_conn *c);
+int64_t sc__tx_space(struct sc_conn *c, uint64_t want);
 /* Nonblocking: request an edge wake-up; true if cond holds after all. */
 bool sc__conn_arm_edge(struct sc_conn *c, bool tx, bool (*cond)(struct sc_conn *));
 /* The peer reset c: record it (sticky, counted once); -ECONNRESET. */
