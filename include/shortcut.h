@@ -119,13 +119,21 @@ int sc_close(struct sc_conn *c);
 
 /*
  * Buffer sizes as a program set them (SO_SNDBUF, SO_RCVBUF: bytes; 0: not
- * set, -1: leave as is).  When both our send buffer and the peer's receive
- * buffer are set, the bytes in flight from us to the peer are bounded by
- * their sum (at least 4096, at most the ring): the back-pressure a kernel
- * TCP sender feels.  Otherwise the ring bounds them, as the kernel's
- * autotuned buffers would.
+ * set, -1: leave as is).  When our send buffer is set, the bytes in flight
+ * from us to the peer are bounded by it plus the peer's receive buffer (or
+ * 64 KiB if the peer set none), at least 4096 and at most the ring: the
+ * back-pressure a kernel TCP sender feels.  Otherwise the ring bounds them,
+ * as the kernel's autotuned send buffer would.
  */
 void sc_set_bufs(struct sc_conn *c, int sndbuf, int rcvbuf);
+
+/*
+ * Cork (TCP_CORK): while on, every send holds the peer's wake-up back as
+ * SC_MORE does; turning it off wakes the peer for what is held.  A held
+ * wake-up is delivered after at most 200 ms in any case, as the kernel sends
+ * corked bytes then.
+ */
+void sc_set_cork(struct sc_conn *c, int on);
 
 /* Make sc_close abort the connection (SO_LINGER {1, 0}). */
 void sc_set_linger0(struct sc_conn *c, int on);

@@ -150,9 +150,7 @@ void sc__conn_refuse(struct sc_conn *c)
 
 static uint64_t now_ns(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return sc__now_ns();
 }
 
 static inline void cpu_relax(void)
@@ -546,6 +544,7 @@ API int sc_shutdown(struct sc_conn *c, int how)
 	}
 	if (how != SHUT_RD) {
 		sc__lock(&c->txlock);
+		sc__tx_flush_locked(c);         /* held bytes go before the end */
 		bool first = !(atomic_fetch_or(&c->lflags, SC_LF_SHUT_WR) & SC_LF_SHUT_WR);
 		if (first) {
 			sc__conn_set_flags(c, SC_SF_WR_DONE);
@@ -571,6 +570,9 @@ API int sc_close(struct sc_conn *c)
 
 	if (!c)
 		return -EINVAL;
+	sc__lock(&c->txlock);
+	sc__tx_flush_locked(c);         /* held bytes go before the end */
+	sc__unlock(&c->txlock);
 	sc__lock(&c->rxlock);
 	int64_t unread = sc__ring_avail(&c->rx);
 	sc__unlock(&c->rxlock);
@@ -600,7 +602,9 @@ API void sc_set_bufs(struct sc_conn *c, int sndbuf, int rcvbuf)
 		c->sndbuf = (uint32_t)sndbuf;
 	if (rcvbuf >= 0) {
 		uint32_t old = atomic_exchange(&c->me->rcvbuf, (uint32_t)rcvbuf);
-		if (old && (!rcvbuf || (uint32_t)rcvbuf > old)) {
+		uint32_t o = old ? old : SC_WIN_RCV_DEFAULT;
+		uint32_t n = rcvbuf ? (uint32_t)rcvbuf : SC_WIN_RCV_DEFAULT;
+		if (n > o) {
 			/* a wider window: a sender of the peer's that waits
 			 * for room may go on */
 			sc__notify_peer(c);

@@ -6,6 +6,7 @@
 #ifndef SC_CONN_H
 #define SC_CONN_H
 
+#include <time.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -22,6 +23,13 @@
 #define SC_LF_PEER_GONE 0x4u    /* peer process died after a clean close: EOF */
 #define SC_LF_DEATH_SWITCH 0x8u /* peer died having forked (SC_SF_FORKED): read
 				 * what it left, then go on over TCP */
+
+static inline uint64_t sc__now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 struct sc_conn {
 	struct sc_group *g;
@@ -46,7 +54,13 @@ struct sc_conn {
 
 	_Atomic int err;        /* sticky -ECONNRESET / -EPROTO / -ECONNREFUSED */
 	_Atomic uint32_t lflags;
-	bool nonblock, linger0, corked;
+	bool nonblock, linger0;
+	/* published bytes whose wake-up is held back (SC_MORE, sc_set_cork):
+	 * written under txlock; the control thread reads them to end a hold
+	 * after SC_CORK_MS (sc__cork_expire) */
+	_Atomic bool corked;
+	_Atomic uint64_t cork_ns;       /* when the hold began */
+	bool cork_opt;                  /* sc_set_cork: every send holds */
 	/* someone polls the connection's fd (sc_conn_fd): keep the edge
 	 * interest set across data moves, so every change can signal it */
 	bool polled;

@@ -84,7 +84,13 @@ struct sc_ring_hdr {
 	/* line 0 — written by the producer only: bytes produced ever.
 	 * Stored with release after the bytes are copied in. */
 	_Atomic uint64_t prod;
-	uint64_t _pad0[7];
+	/* the producer's whole cursor while it holds bytes back (SC_MORE,
+	 * cork: copied in, not published yet); meaningful only when it is
+	 * past prod by at most the ring's size.  A consumer that finds the
+	 * producer dead publishes up to it (the kernel sends what a dead
+	 * process had queued). */
+	_Atomic uint64_t held;
+	uint64_t _pad0[6];
 	/* line 1 — written by the consumer only: bytes consumed, published
 	 * lazily (SMC's rule: only once max(size/10, 2304) bytes are
 	 * unconfirmed, or at once when the producer is write-blocked). */

@@ -34,6 +34,7 @@
 #include "rundir.h"
 #include "listener.h"
 #include "notify.h"
+#include "txrx.h"
 #include "stats.h"
 #include "sys.h"
 
@@ -62,6 +63,47 @@ static struct {
 
 static void *ctl_main(void *arg);
 static void ctl_switch_requests(void);
+
+/* Held bytes (SC_MORE, cork) exist: the control thread looks every
+ * CORK_TICK_MS for holds to end (sc__cork_expire), until a look finds none. */
+#define CORK_TICK_MS 50
+static _Atomic bool cork_tick;
+
+void sc__cork_note(void)
+{
+	/* our hold's store before this load; the thread's clearing of the
+	 * flag before its look at the holds: one of us sees the other */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load(&cork_tick) || atomic_exchange(&cork_tick, true))
+		return;
+	uint64_t one = 1;
+	int fd = ctl.wakefd;
+	if (fd >= 0 && write(fd, &one, sizeof(one)) < 0) {
+	}
+}
+
+/* Control thread: end the holds that are due. */
+static void ctl_cork_scan(void)
+{
+	atomic_store(&cork_tick, false);
+	bool any = false;
+	uint64_t now = sc__now_ns();
+	pthread_mutex_lock(&ctl.lock);
+	for (struct sc_group *g = ctl.groups; g; g = g->next) {
+		pthread_mutex_lock(&g->lock);
+		for (uint32_t s = 0; s < g->nslots; s++) {
+			struct sc_conn *c = g->conns[s];
+			if (c && atomic_load(&c->corked)) {
+				sc__cork_expire(c, now);
+				any |= atomic_load(&c->corked);
+			}
+		}
+		pthread_mutex_unlock(&g->lock);
+	}
+	pthread_mutex_unlock(&ctl.lock);
+	if (any)
+		atomic_store(&cork_tick, true);
+}
 static void group_pump_locked(struct sc_group *g, struct sc_conn **refused);
 
 /* Start the control thread if needed (ctl.lock held). */
@@ -495,6 +537,8 @@ void sc__group_kill(struct sc_group *g, int err)
 			switch_ask(c);
 			continue;
 		}
+		if (err == -ECONNRESET)
+			sc__ring_take_held(&c->rx);     /* what it held back is ours */
 		if (err == -ECONNRESET && sc__switch_hook && c->tag &&
 		    (atomic_load_explicit(&c->peer->flags, memory_order_acquire) &
 		     (SC_SF_FORKED | SC_SF_CLOSED | SC_SF_ABORT)) == SC_SF_FORKED) {
@@ -903,9 +947,10 @@ static bool ctl_reap(void)
 static void *ctl_main(void *arg)
 {
 	struct epoll_event ev[32];
+	uint64_t next_cork = 0;
 
 	for (;;) {
-		int n = epoll_wait(ctl.epfd, ev, 32, -1);
+		int n = epoll_wait(ctl.epfd, ev, 32, atomic_load(&cork_tick) ? CORK_TICK_MS : -1);
 		for (int i = 0; i < n; i++) {
 			uint64_t tag = ev[i].data.u64;
 			if (!tag) {
@@ -920,6 +965,10 @@ static void *ctl_main(void *arg)
 			} else {
 				ctl_event((struct sc_group *)tag, ev[i].events);
 			}
+		}
+		if (atomic_load(&cork_tick) && sc__now_ns() >= next_cork) {
+			ctl_cork_scan();
+			next_cork = sc__now_ns() + CORK_TICK_MS * 1000000ull;
 		}
 		pthread_mutex_lock(&ctl.lock);
 		bool done = ctl_reap();
@@ -980,6 +1029,7 @@ static void ctl_switch_requests(void)
 void sc__link_atfork_child(void)
 {
 	pthread_mutex_init(&ctl.lock, NULL);
+	atomic_store(&cork_tick, false);
 	/* the parent's control thread can still be asked to switch the
 	 * connections we inherit (its eventfd stays open here) */
 	if (ctl.wakefd >= 0 && ctl.nkick < 8) {

@@ -40,6 +40,12 @@ static inline void sc__lock(struct sc_lock *l)
 		sc__lock_slow(l);
 }
 
+static inline bool sc__trylock(struct sc_lock *l)
+{
+	return !atomic_load_explicit(&l->v, memory_order_relaxed) &&
+	       !atomic_exchange_explicit(&l->v, 1, memory_order_acquire);
+}
+
 static inline void sc__unlock(struct sc_lock *l)
 {
 	atomic_store_explicit(&l->v, 0, memory_order_release);

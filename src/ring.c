@@ -17,7 +17,7 @@ void sc__ring_init(struct sc_ring *r, struct sc_ring_hdr *h, uint8_t *data, uint
 	r->size = size;
 	r->limit = sc__update_limit(size);
 	r->win = size;
-	r->prod = r->cons = r->cons_pub = 0;
+	r->prod = r->cons = r->cons_pub = r->pub = 0;
 }
 
 int64_t sc__ring_space(struct sc_ring *r, uint64_t want)
@@ -92,6 +92,26 @@ void sc__ring_publish(struct sc_ring *r)
 	 * covers them.  The caller orders this store before its load of
 	 * rx_armed with a full barrier (tx.c). */
 	atomic_store_explicit(&r->h->prod, r->prod, memory_order_release);
+	r->pub = r->prod;
+}
+
+void sc__ring_take_held(struct sc_ring *r)
+{
+	uint64_t p = atomic_load_explicit(&r->h->prod, memory_order_acquire);
+	uint64_t h = atomic_load_explicit(&r->h->held, memory_order_acquire);
+	/* (an invalid value is the consumer's -EPROTO at its next look) */
+	if ((int64_t)(h - p) > 0 && h - p <= r->size)
+		atomic_store_explicit(&r->h->prod, h, memory_order_release);
+}
+
+void sc__ring_publish_to(struct sc_ring *r, uint64_t pos)
+{
+	/* held first: a consumer that finds us dead takes every byte up to it */
+	atomic_store_explicit(&r->h->held, r->prod, memory_order_release);
+	if (pos != r->pub) {
+		atomic_store_explicit(&r->h->prod, pos, memory_order_release);
+		r->pub = pos;
+	}
 }
 
 int64_t sc__ring_avail(struct sc_ring *r)

@@ -23,6 +23,8 @@ struct sc_ring {
 	uint64_t prod;          /* producer: own cursor;  consumer: last valid peer cursor */
 	uint64_t cons;          /* consumer: own cursor;  producer: last valid peer cursor */
 	uint64_t cons_pub;      /* consumer: last cursor published */
+	uint64_t pub;           /* producer: last cursor published (below prod
+				 * while bytes are held back: SC_MORE, cork) */
 };
 
 void sc__ring_init(struct sc_ring *r, struct sc_ring_hdr *h, uint8_t *data, uint32_t size);
@@ -40,6 +42,10 @@ size_t sc__ring_put(struct sc_ring *r, const struct iovec *iov, int iovcnt,
  * needs a full barrier (Dekker with the consumer's arm-then-recheck). */
 void sc__ring_publish(struct sc_ring *r);
 
+/* Producer: publish up to pos (≤ prod); the bytes past it stay held, with
+ * the whole of them noted in the header's held (see layout.h). */
+void sc__ring_publish_to(struct sc_ring *r, uint64_t pos);
+
 /* Consumer: bytes readable, refreshing the peer's cursor.  -EPROTO if the
  * peer's cursor is invalid. */
 int64_t sc__ring_avail(struct sc_ring *r);
@@ -47,6 +53,10 @@ int64_t sc__ring_avail(struct sc_ring *r);
 /* Consumer: copy up to max bytes (≤ avail) out to iov; consume unless peek. */
 size_t sc__ring_get(struct sc_ring *r, const struct iovec *iov, int iovcnt,
 		    size_t max, bool peek);
+
+/* Consumer, once the producer is dead: publish the bytes it held back (as
+ * the kernel sends what a dead process had queued). */
+void sc__ring_take_held(struct sc_ring *r);
 
 /* Consumer: publish the cursor if SMC's rule says so (or force); returns
  * true when the producer waits for space (tx_blocked) and must be woken. */

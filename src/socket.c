@@ -168,6 +168,7 @@ struct sc_sock {
 	uint64_t rcvtimeo_ns, sndtimeo_ns;      /* SO_RCVTIMEO / SO_SNDTIMEO, 0: none */
 	int rcvlowat;                   /* SO_RCVLOWAT as the kernel keeps it; 0/1: none */
 	int sndbuf, rcvbuf;     /* SO_SNDBUF / SO_RCVBUF as set (half the kernel's); 0: not */
+	bool cork;              /* TCP_CORK */
 	int tos;                /* the program's own IP_TOS / IPV6_TCLASS (-1: none) */
 	int declined;           /* board entry we declined for this connection, or -1 */
 	uint32_t fork_gen;      /* forks we had made when it went to shared memory */
@@ -630,6 +631,7 @@ static int pending_to_shm(struct sc_sock *s)
 	s->counted = true;
 	SC_STAT_ADD(conns_accelerated, 1);
 	sc_set_bufs(c, s->sndbuf, s->rcvbuf);
+	sc_set_cork(c, s->cork);
 	atomic_store_explicit(&s->mode, M_SHM, memory_order_release);
 	if (s->rec) {
 		struct sc_conn_info ci;
@@ -1025,6 +1027,7 @@ static void server_claim(int nfd, struct sc_sock *s)
 	s->c = c;
 	s->counted = true;
 	sc_set_bufs(c, s->sndbuf, s->rcvbuf);
+	sc_set_cork(c, s->cork);
 	atomic_store_explicit(&s->mode, M_SHM, memory_order_release);
 	SC_STAT_ADD(conns_accelerated, 1);
 	rec_fill(s, nfd, SC_REC_SHM, -1, pid);
@@ -1061,6 +1064,7 @@ EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
 				 * listener's buffer sizes */
 				s->sndbuf = ls->sndbuf;
 				s->rcvbuf = ls->rcvbuf;
+				s->cork = ls->cork;
 			}
 		} else {
 			struct sc_sock *s = sock_new(nfd, M_TCP, flags & SOCK_NONBLOCK);
@@ -3198,6 +3202,21 @@ EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t len
 			*(snd ? &s->sndbuf : &s->rcvbuf) = v / 2 > 0 ? v / 2 : 1;
 			if (atomic_load(&s->mode) == M_SHM && s->owner == my_pid && s->c)
 				sc_set_bufs(s->c, snd ? s->sndbuf : -1, snd ? -1 : s->rcvbuf);
+		}
+	}
+	if (rc == 0 && s && level == IPPROTO_TCP && (opt == TCP_CORK || opt == TCP_NODELAY) &&
+	    val && len >= sizeof(int)) {
+		/* cork holds the peer's wake-up back (at most 200 ms, as the
+		 * kernel holds the bytes); uncorking, and TCP_NODELAY set,
+		 * push what is held (the kernel's tcp_push_pending_frames) */
+		bool on = *(const int *)val != 0;
+		if (opt == TCP_CORK)
+			s->cork = on;
+		if (atomic_load(&s->mode) == M_SHM && s->owner == my_pid && s->c) {
+			if (opt == TCP_CORK)
+				sc_set_cork(s->c, on);
+			else if (on)
+				sc_flush(s->c);
 		}
 	}
 	if (rc == 0 && s && level == IPPROTO_TCP &&

@@ -70,17 +70,19 @@ static int tx_error(struct sc_conn *c)
 }
 
 /*
- * The bytes we may have in the peer's ring: all of it, unless both our send
- * buffer and the peer's receive buffer were set (SO_SNDBUF, SO_RCVBUF), as a
- * kernel TCP sender holds about its send buffer and the receiver's window
- * (the kernel grows either one that was not set well past any ring).
+ * The bytes we may have in the peer's ring: all of it, unless our send
+ * buffer was set (SO_SNDBUF): then that plus the peer's receive buffer (its
+ * SO_RCVBUF, or SC_WIN_RCV_DEFAULT), as a kernel TCP sender holds about its
+ * send buffer and the receiver's window.  (The kernel grows a send buffer
+ * that was not set to megabytes at once, past any ring; a receive buffer
+ * grows only as the reader reads.)
  */
 uint32_t sc__tx_win(struct sc_conn *c)
 {
-	uint32_t r = atomic_load_explicit(&c->peer->rcvbuf, memory_order_relaxed);
-	if (!c->sndbuf || !r)
+	if (!c->sndbuf)
 		return c->tx.size;
-	uint64_t w = (uint64_t)c->sndbuf + r;
+	uint32_t r = atomic_load_explicit(&c->peer->rcvbuf, memory_order_relaxed);
+	uint64_t w = (uint64_t)c->sndbuf + (r ? r : SC_WIN_RCV_DEFAULT);
 	if (w < SC_WIN_MIN)
 		w = SC_WIN_MIN;
 	return w < c->tx.size ? (uint32_t)w : c->tx.size;
@@ -103,11 +105,18 @@ bool sc__tx_ready(struct sc_conn *c)
 	return tx_error(c) || sc__tx_space(c, 1) != 0;
 }
 
+/* Bytes a corked sender publishes while it holds the rest back: whole
+ * segments, as the kernel sends full-sized segments of a corked queue (a
+ * loopback segment is about 64 KiB). */
+#define CORK_SEG 65536u
+
 static ssize_t send_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt, int flags)
 {
 	bool nb = (flags & SC_NONBLOCK) || c->nonblock;
+	bool hold = (flags & SC_MORE) || c->cork_opt;
 	size_t total = 0, done = 0;
 	bool wake = false;      /* published bytes the consumer may wait for */
+	bool held = false;      /* we began to hold bytes back */
 	int rc = 0;
 
 	for (int i = 0; i < iovcnt; i++) {
@@ -131,18 +140,25 @@ static ssize_t send_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
 		if (space > 0) {
 			size_t n = (uint64_t)space < total - done ? (size_t)space : total - done;
 			done += sc__ring_put(&c->tx, iov, iovcnt, done, n);
-			sc__ring_publish(&c->tx);
-			wake = true;
+			if (!hold) {
+				sc__ring_publish(&c->tx);
+				wake = true;
+			}
 			if (!c->polled_out)
 				sc__disarm_edge(&c->tx.h->tx_blocked);
 			continue;
 		}
-		/* full: whatever corking asked, the consumer must hear of what
-		 * is there before we wait for it to make room */
-		if (wake || c->corked) {
+		/* full: whatever corking asked, the consumer must have what
+		 * is there, and hear of it, before we wait for it to make room */
+		if (c->tx.pub != c->tx.prod) {
+			sc__ring_publish(&c->tx);
+			wake = true;
+		}
+		if (wake || atomic_load_explicit(&c->corked, memory_order_relaxed)) {
 			atomic_thread_fence(memory_order_seq_cst);
 			wake_rx(c);
-			wake = c->corked = false;
+			wake = false;
+			atomic_store_explicit(&c->corked, false, memory_order_relaxed);
 		}
 		if (nb) {
 			if (sc__conn_arm_edge(c, true, sc__tx_ready))
@@ -153,15 +169,29 @@ static ssize_t send_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
 		if ((rc = sc__conn_wait(c, true, sc__tx_ready)))
 			break;
 	}
-	if (wake && (flags & SC_MORE) && done == total) {
-		c->corked = true;       /* SC_MORE: hold the wake-up back */
-		wake = false;
+	if (hold && c->tx.pub != c->tx.prod) {
+		/* held back: whole segments go, the rest waits for a send
+		 * without SC_MORE, the cork's end, or SC_CORK_MS from the
+		 * first held byte (the kernel's probe timer sends it then) */
+		uint64_t rest = (c->tx.prod - c->tx.pub) % CORK_SEG;
+		if (c->tx.prod - rest != c->tx.pub)
+			wake = true;
+		sc__ring_publish_to(&c->tx, c->tx.prod - rest);
+		if (rest && !atomic_load_explicit(&c->corked, memory_order_relaxed)) {
+			atomic_store_explicit(&c->cork_ns, sc__now_ns(), memory_order_relaxed);
+			atomic_store_explicit(&c->corked, true, memory_order_release);
+			held = true;
+		} else if (!rest) {
+			atomic_store_explicit(&c->corked, false, memory_order_relaxed);
+		}
 	} else if (wake) {
-		c->corked = false;
+		atomic_store_explicit(&c->corked, false, memory_order_relaxed);
 	}
 	sc__counter_add(&c->bytes_sent, done);
 out:
 	unlock_and_wake(c, wake);
+	if (held)
+		sc__cork_note();        /* the control thread ends the hold */
 	if (done)
 		return (ssize_t)done;
 	return total ? rc : (rc == -EAGAIN ? 0 : rc);
@@ -190,14 +220,45 @@ API ssize_t sc_sendv(struct sc_conn *c, const struct iovec *iov, int iovcnt, int
 	return send_iov(c, iov, iovcnt, flags);
 }
 
+/* txlock held: publish what is held back; true if the peer must hear of it. */
+bool sc__tx_flush_locked(struct sc_conn *c)
+{
+	bool corked = atomic_exchange_explicit(&c->corked, false, memory_order_relaxed);
+	if (c->tx.pub != c->tx.prod) {
+		sc__ring_publish(&c->tx);
+		corked = true;
+	}
+	return corked;
+}
+
 API int sc_flush(struct sc_conn *c)
 {
 	int saved = errno;
 
 	sc__lock(&c->txlock);
-	bool corked = c->corked;
-	c->corked = false;
-	unlock_and_wake(c, corked);
+	unlock_and_wake(c, sc__tx_flush_locked(c));
 	errno = saved;
 	return 0;
+}
+
+API void sc_set_cork(struct sc_conn *c, int on)
+{
+	sc__lock(&c->txlock);
+	c->cork_opt = on;
+	sc__unlock(&c->txlock);
+	if (!on)
+		sc_flush(c);
+}
+
+/* The control thread: a hold older than SC_CORK_MS ends (the peer hears of
+ * the bytes).  It may not wait for txlock (a sender holding it may wait for
+ * the group lock the caller holds): a busy sender is tried again later. */
+void sc__cork_expire(struct sc_conn *c, uint64_t now)
+{
+	if (!atomic_load_explicit(&c->corked, memory_order_acquire) ||
+	    now - atomic_load_explicit(&c->cork_ns, memory_order_relaxed) < SC_CORK_MS * 1000000ull)
+		return;
+	if (!sc__trylock(&c->txlock))
+		return;
+	unlock_and_wake(c, sc__tx_flush_locked(c));
 }

@@ -22,8 +22,17 @@ int sc__conn_wait(struct sc_conn *c, bool tx, bool (*cond)(struct sc_conn *));
 int sc__conn_wait_ready(struct sc_conn *c, bool tx, uint64_t deadline_ns);
 bool sc__rx_ready(struct sc_conn *c);
 bool sc__tx_ready(struct sc_conn *c);
+/* Held wake-ups (SC_MORE, sc_set_cork) end after this long, as the kernel's
+ * probe timer sends corked bytes after TCP_RTO_MIN. */
+#define SC_CORK_MS 200u
+void sc__cork_expire(struct sc_conn *c, uint64_t now);
+/* txlock held: publish held bytes (the caller wakes the peer, or is about
+ * to); true if there were any or a wake-up was held. */
+bool sc__tx_flush_locked(struct sc_conn *c);
+void sc__cork_note(void);       /* link.c: a hold began; the control thread ticks */
 /* The send window (bytes) and the free space within it. */
 #define SC_WIN_MIN 4096u
+#define SC_WIN_RCV_DEFAULT 65536u      /* a fresh kernel socket's window */
 uint32_t sc__tx_win(struct sc_conn *c);
 int64_t sc__tx_space(struct sc_conn *c, uint64_t want);
 /* Nonblocking: request an edge wake-up; true if cond holds after all. */
