@@ -44,6 +44,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -2874,10 +2875,8 @@ EXPORT long syscall(long nr, ...)
 	long a = va_arg(ap, long), b = va_arg(ap, long), c = va_arg(ap, long);
 	long d = va_arg(ap, long), e = va_arg(ap, long), f = va_arg(ap, long);
 	va_end(ap);
-#ifdef SYS_io_uring_setup
 	if (nr == SYS_io_uring_setup)
 		uring_seen();
-#endif
 	return raw_syscall(nr, a, b, c, d, e, f);
 }
 
