@@ -90,6 +90,19 @@ static ssize_t recv_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
 					goto out;
 		}
 	}
+	if (peek && (flags & SC_WAITALL) && !nb) {
+		/* as tcp_recvmsg: a waiting peek goes on past what it saw
+		 * until the whole length is there (or the stream ends) */
+		int64_t cap = (int64_t)c->rx.size;
+		int64_t want = (int64_t)total < cap ? (int64_t)total : cap;
+		if (sc__ring_avail(&c->rx) < want) {
+			c->lowat_want = want;
+			while (!rx_lowat_ready(c) &&
+			       atomic_load(&c->sw) < SC_SW_FROZEN)
+				if ((rc = sc__conn_wait(c, false, rx_lowat_ready)))
+					goto out;
+		}
+	}
 	for (;;) {
 		if (atomic_load_explicit(&c->sw, memory_order_relaxed) >= SC_SW_FROZEN) {
 			rc = -SC_ESWITCHED;     /* the rest comes over TCP */
