@@ -1865,6 +1865,7 @@ EXPORT ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t l
 
 #define SW_WAIT_NS      (5ull * 1000000000u)    /* for the peer to freeze */
 #define SW_SEND_MS      30000                   /* to re-send on TCP */
+#define SW_EXIT_MS      5000                    /* exit waits for switches under way */
 
 static struct {
 	pthread_mutex_t lock;
@@ -2024,11 +2025,16 @@ static void sw_job_finish(struct sw_job *j, bool heap)
 		free(j);
 }
 
+/* Switches under way in other threads (a re-send in a thread of its own,
+ * an orphan): the process's exit waits for them (sw_atexit). */
+static _Atomic int sw_inflight;
+
 static void *sw_job_main(void *arg)
 {
 	struct sw_job *j = arg;
 	sw_job_run(j, -1);
 	sw_job_finish(j, true);
+	atomic_fetch_sub(&sw_inflight, 1);
 	return NULL;
 }
 
@@ -2043,10 +2049,12 @@ static void sw_job_thread(struct sw_job *j)
 	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
+	atomic_fetch_add(&sw_inflight, 1);
 	int rc = pthread_create(&t, &a, sw_job_main, j);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&a);
 	if (rc) {
+		atomic_fetch_sub(&sw_inflight, 1);
 		sw_job_run(j, -1);
 		sw_job_finish(j, true);
 	}
@@ -2201,6 +2209,7 @@ static void sw_orphans_run(void)
 		R(close)(o->fd);
 		sock_unref(o->s);
 		free(o);
+		atomic_fetch_sub(&sw_inflight, 1);
 	}
 }
 
@@ -2221,6 +2230,7 @@ static bool sw_orphan(int fd, struct sc_sock *s)
 	s->refs = 1;            /* the orphan's own (sock_unref frees it) */
 	pthread_mutex_unlock(&table_lock);
 	sw_ask(s->c);
+	atomic_fetch_add(&sw_inflight, 1);
 	pthread_mutex_lock(&SW.lock);
 	o->next = sw_orphans;
 	sw_orphans = o;
@@ -2365,9 +2375,26 @@ static void sw_start(void)
 		sw_kick();
 }
 
+/* exit(): the switches under way in our threads finish first (an owner
+ * that closed a connection a child holds and then exits would otherwise
+ * leave the bytes the peer had not read in shared memory, unsent); not for
+ * ever, as a stopped peer cannot answer.  _exit and a crash do not wait. */
+static void sw_atexit(void)
+{
+	for (int i = 0; i < SW_EXIT_MS && atomic_load(&sw_inflight) > 0; i++)
+		usleep(1000);
+}
+
+static void sw_atexit_once(void)
+{
+	atexit(sw_atexit);
+}
+
 /* Wake the switch thread (started on first use). */
 static void sw_kick(void)
 {
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, sw_atexit_once);
 	pthread_mutex_lock(&SW.lock);
 	if (!SW.running) {
 		if (SW.efd < 0)
@@ -3617,6 +3644,7 @@ static void atfork_child(void)
 		free(o);
 	}
 	sw_orphans = NULL;
+	atomic_store(&sw_inflight, 0);
 	KIDS.n = 0;             /* those were our siblings */
 	pthread_mutex_init(&KIDS.lock, NULL);
 	/* the switch thread did not come along either */
