@@ -63,6 +63,7 @@ static struct {
 
 static void *ctl_main(void *arg);
 static void ctl_switch_requests(void);
+static _Atomic bool ctl_kicked;         /* a KICK came on the rendezvous */
 
 /* Held bytes (SC_MORE, cork) exist: the control thread looks every
  * CORK_TICK_MS for holds to end (sc__cork_expire), until a look finds none. */
@@ -711,7 +712,12 @@ static void group_pump_locked(struct sc_group *g, struct sc_conn **refused)
 		if (rc == 0)
 			return;
 		if (rc > 0) {
-			if (g->side == 1 && !g->hello_done) {
+			if (g->side == 1 && !g->hello_done && m.type == SC_MSG_KICK) {
+				/* not a group: a process that inherited one of
+				 * our connections asks us to look at sw_req */
+				atomic_store(&ctl_kicked, true);
+				rc = -ECONNRESET;
+			} else if (g->side == 1 && !g->hello_done) {
 				rc = group_hello(g, &m, fd);
 			} else if (m.type == SC_MSG_OPEN && g->side == 1) {
 				rc = group_open(g, &m, refused);
@@ -966,6 +972,8 @@ static void *ctl_main(void *arg)
 				ctl_event((struct sc_group *)tag, ev[i].events);
 			}
 		}
+		if (atomic_exchange(&ctl_kicked, false))
+			ctl_switch_requests();
 		if (atomic_load(&cork_tick) && sc__now_ns() >= next_cork) {
 			ctl_cork_scan();
 			next_cork = sc__now_ns() + CORK_TICK_MS * 1000000ull;
@@ -991,11 +999,40 @@ static bool is_eventfd(int fd)
 	return strcmp(link, "anon_inode:[eventfd]") == 0;
 }
 
+/* KICK on owner's rendezvous socket: needs no fd of ours (a child may have
+ * closed every fd it inherited, and reused their numbers). */
+static int kick_rdv(pid_t owner)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char path[sizeof(sa.sun_path)];
+	int rc = sc__rendezvous_path(owner, path, sizeof(path));
+	if (rc)
+		return rc;
+	memcpy(sa.sun_path, path, strlen(path));
+	int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -errno;
+	struct sc_msg m = { .magic = SC_MSG_MAGIC, .type = SC_MSG_KICK,
+			    .version = SC_LAYOUT_VERSION, .pid = sc__pid() };
+	while ((rc = connect(s, (struct sockaddr *)&sa, sizeof(sa))) < 0 && errno == EINTR)
+		;
+	if (rc == 0 && send(s, &m, sizeof(m), MSG_NOSIGNAL) != (ssize_t)sizeof(m))
+		rc = -1;
+	rc = rc < 0 ? -errno : 0;
+	close(s);
+	return rc;
+}
+
 int sc__kick_owner(pid_t owner)
 {
 	uint64_t one = 1;
+	if (kick_rdv(owner) == 0)
+		return 0;
+	/* no rendezvous (it could not be made): the owner's eventfd, kept
+	 * across fork, if it is still that */
 	if (owner == sc__pid() && ctl.wakefd >= 0)     /* a vfork child: our own memory */
-		return write(ctl.wakefd, &one, sizeof(one)) == sizeof(one) ? 0 : -errno;
+		return !is_eventfd(ctl.wakefd) ? -ESRCH :
+		       write(ctl.wakefd, &one, sizeof(one)) == sizeof(one) ? 0 : -errno;
 	for (int i = 0; i < ctl.nkick; i++)
 		if (ctl.kick_pid[i] == owner)
 			return !is_eventfd(ctl.kick_fd[i]) ? -ESRCH :

@@ -63,7 +63,9 @@ static inline uint8_t *sc__ring_data(struct sc_group *g, uint32_t s, int dir)
 }
 
 /* Control messages on the group socket. */
-enum { SC_MSG_HELLO = 1, SC_MSG_OPEN, SC_MSG_CELL, SC_MSG_CLOSE, SC_MSG_SWITCH };
+/* (SC_MSG_KICK: the only message on a rendezvous connection that is not a
+ * group's: look at the switch requests in our slots, see sc__kick_owner) */
+enum { SC_MSG_HELLO = 1, SC_MSG_OPEN, SC_MSG_CELL, SC_MSG_CLOSE, SC_MSG_SWITCH, SC_MSG_KICK };
 struct sc_msg {
 	uint32_t magic;                 /* SC_MSG_MAGIC */
 	uint16_t type, version;
@@ -113,7 +115,8 @@ void sc__link_atfork_child(void);
 
 /* In a process that inherited connections across fork: wake the control
  * thread of the ancestor owner that owns them (it then looks at the slots'
- * sw_req).  0, -ESRCH if owner is no ancestor of ours, or -errno. */
+ * sw_req): a KICK on its rendezvous socket, or else its eventfd kept across
+ * fork.  0, -ESRCH if neither reaches it, or -errno. */
 int sc__kick_owner(pid_t owner);
 
 /* Called by the control thread, holding no lock, after it handled a group's

@@ -119,7 +119,8 @@ static _Atomic uint8_t epfl[EPFL_MAX];
 	X(epoll_create1) X(epoll_ctl) X(epoll_wait) X(epoll_pwait) X(epoll_pwait2) X(getsockopt) \
 	X(setsockopt) X(sendfile) X(__read_chk) X(__recv_chk) X(__recvfrom_chk) \
 	X(__poll_chk) X(__ppoll_chk) X(fork) X(execve) X(execv) X(execvp) X(execvpe) \
-	X(fexecve) X(posix_spawn) X(posix_spawnp) X(system) X(popen)
+	X(fexecve) X(posix_spawn) X(posix_spawnp) X(system) X(popen) X(close_range) \
+	X(closefrom)
 
 extern ssize_t __read_chk(int, void *, size_t, size_t);
 extern ssize_t __recv_chk(int, void *, size_t, size_t, int);
@@ -2371,8 +2372,12 @@ static bool off_file(void)
  * watches the kill switch); started with the first one. */
 static void sw_start(void)
 {
-	if (!atomic_load_explicit(&SW.started, memory_order_relaxed))
+	if (!atomic_load_explicit(&SW.started, memory_order_relaxed)) {
+		/* a child of ours reaches us there to ask for a switch
+		 * (sc__kick_owner), whatever fds it closed */
+		rdv_ensure();
 		sw_kick();
+	}
 }
 
 /* exit(): the switches under way in our threads finish first (an owner
@@ -3042,6 +3047,77 @@ EXPORT int close(int fd)
 		fd_forget_(fd, true);
 	ep_close(fd);
 	return R(close)(fd);
+}
+
+/* close_range / closefrom: what close() does for each accelerated fd and
+ * epoll set in the range (the peer sees the close; the table forgets the
+ * numbers), then the kernel's close of the range, less our own fds of the
+ * switch (re-sends under way: hidden). */
+static void forget_range(unsigned first, unsigned last)
+{
+	for (unsigned p = first >> PAGE_BITS; p < NPAGES && (p << PAGE_BITS) <= last; p++) {
+		struct sc_sock *_Atomic *pg = atomic_load(&pages[p]);
+		for (unsigned i = 0; pg && i < (1u << PAGE_BITS); i++) {
+			unsigned fd = (p << PAGE_BITS) | i;
+			if (fd >= first && fd <= last && atomic_load(&pg[i]))
+				fd_forget_((int)fd, true);
+		}
+	}
+	for (unsigned fd = first; fd <= last && fd < EPFL_MAX; fd++)
+		if (epfl_get((int)fd))
+			ep_close((int)fd);
+}
+
+static int close_range_holes(unsigned first, unsigned last, int flags)
+{
+	int hs[64], n = 0;
+	pthread_mutex_lock(&hidden_lock);
+	for (int i = 0; i < nhidden; i++)
+		if ((unsigned)hidden[i] >= first && (unsigned)hidden[i] <= last)
+			hs[n++] = hidden[i];
+	pthread_mutex_unlock(&hidden_lock);
+	for (int i = 1; i < n; i++)             /* a few: insertion sort */
+		for (int j = i; j > 0 && hs[j - 1] > hs[j]; j--) {
+			int t = hs[j];
+			hs[j] = hs[j - 1];
+			hs[j - 1] = t;
+		}
+	int rc = 0;
+	unsigned lo = first;
+	for (int i = 0; i < n; i++) {
+		if ((unsigned)hs[i] > lo && R(close_range)(lo, (unsigned)hs[i] - 1, flags) < 0)
+			rc = -1;
+		lo = (unsigned)hs[i] + 1;
+	}
+	if ((n == 0 || hs[n - 1] != (int)last) && lo <= last && R(close_range)(lo, last, flags) < 0)
+		rc = -1;
+	return rc;
+}
+
+EXPORT int close_range(unsigned int first, unsigned int last, int flags)
+{
+	if (first > last || !R(close_range)) {
+		if (!R(close_range)) {
+			errno = ENOSYS;
+			return -1;
+		}
+		return R(close_range)(first, last, flags);
+	}
+	if (flags & CLOSE_RANGE_CLOEXEC)
+		return R(close_range)(first, last, flags);
+	forget_range(first, last);
+	return close_range_holes(first, last, flags);
+}
+
+EXPORT void closefrom(int lowfd)
+{
+	if (lowfd < 0)
+		lowfd = 0;
+	forget_range((unsigned)lowfd, ~0u);
+	if (!R(close_range) || close_range_holes((unsigned)lowfd, ~0u, 0) < 0) {
+		if (R(closefrom))
+			R(closefrom)(lowfd);
+	}
 }
 
 EXPORT int dup(int fd)
