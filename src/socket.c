@@ -188,6 +188,8 @@ struct sc_sock {
 	char *pbuf;
 	size_t plen;
 	int efd;                /* readable once the OPEN arrived */
+	bool efd_exposed;       /* ... handed to a poller or an epoll set (kept
+				 * for the socket's life: they may still name it) */
 	struct sc_conn *_Atomic attached;
 	struct sc_sock *pnext;  /* pending list */
 	struct sc_conn_rec *rec;        /* `shortcut stat` record, or NULL */
@@ -366,6 +368,10 @@ static struct sc_sock *sock_new(int fd, int mode, bool nonblock)
 	return s;
 }
 
+/* s->lock held: s is settled.  Its eventfd is signalled no more (the
+ * control thread writes it under rdv_lock, for listed sockets only); one
+ * that never went out of the library goes now (a connection's fd costs
+ * then only its socket). */
 static void pending_unlink(struct sc_sock *s)
 {
 	pthread_mutex_lock(&G.rdv_lock);
@@ -375,6 +381,10 @@ static void pending_unlink(struct sc_sock *s)
 			break;
 		}
 	pthread_mutex_unlock(&G.rdv_lock);
+	if (s->efd >= 0 && !s->efd_exposed) {
+		R(close)(s->efd);
+		s->efd = -1;
+	}
 }
 
 /* The last fd naming s is gone (s no longer in the table). */
@@ -3351,12 +3361,16 @@ static short sock_revents(int fd, struct sc_sock *s, short want, int *waitfd, bo
 	if (atomic_load(&s->mode) == M_PENDING) {
 		pthread_mutex_lock(&s->lock);
 		pending_settle(fd, s, false, 0);
-		pthread_mutex_unlock(&s->lock);
-		if (atomic_load(&s->mode) == M_PENDING) {
-			short r = s->plen < PBUF_CAP ? (want & POLLOUT) : 0;
+		bool pending = atomic_load(&s->mode) == M_PENDING;
+		short r = 0;
+		if (pending) {
+			r = s->plen < PBUF_CAP ? (want & POLLOUT) : 0;
+			s->efd_exposed = true;  /* the caller polls it */
 			*waitfd = s->efd;
-			return r;
 		}
+		pthread_mutex_unlock(&s->lock);
+		if (pending)
+			return r;
 	}
 	if (atomic_load(&s->mode) == M_SHM && s->owner != my_pid)
 		sw_request_owner(fd, s);        /* inherited: on TCP it is ours too */
@@ -4143,9 +4157,21 @@ static uint32_t reg_eval(struct sc_ep *e, struct sc_epreg *r, bool *gone)
 		rv = 0;
 	if (r->kind != mode) {
 		reg_unwatch(e, r);
+		int efd = -1;
+		if (mode == M_PENDING) {
+			pthread_mutex_lock(&s->lock);
+			mode = atomic_load(&s->mode);
+			if (mode == M_PENDING) {
+				s->efd_exposed = true;  /* the inner set watches it */
+				efd = s->efd;
+			}
+			pthread_mutex_unlock(&s->lock);
+			if (mode != M_PENDING)
+				check_add(e, r);        /* settled meanwhile: look again */
+		}
 		r->kind = mode;
 		if (mode == M_PENDING) {
-			reg_watch_fd(e, r, 0, s->efd);
+			reg_watch_fd(e, r, 0, efd);
 			reg_watch_fd(e, r, 1, r->fd);
 		} else if (mode == M_SHM && s->owner == my_pid) {
 			if (ep_bind(e, r, s->c) == 0) {
