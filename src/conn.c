@@ -199,6 +199,18 @@ int sc__conn_wait(struct sc_conn *c, bool tx, bool (*cond)(struct sc_conn *))
 	return conn_wait(c, tx, cond, UINT64_MAX);
 }
 
+int sc__conn_wait_avail(struct sc_conn *c, int64_t want, uint64_t deadline_ns)
+{
+	int rc = 0;
+
+	sc__lock(&c->rxlock);
+	c->lowat_want = want;
+	if (!sc__rx_lowat_ready(c))
+		rc = conn_wait(c, false, sc__rx_lowat_ready, deadline_ns);
+	sc__unlock(&c->rxlock);
+	return rc;
+}
+
 int sc__conn_wait_ready(struct sc_conn *c, bool tx, uint64_t deadline_ns)
 {
 	struct sc_lock *lk = tx ? &c->txlock : &c->rxlock;
@@ -599,7 +611,7 @@ API int sc_close(struct sc_conn *c)
 API void sc_set_bufs(struct sc_conn *c, int sndbuf, int rcvbuf)
 {
 	if (sndbuf >= 0)
-		c->sndbuf = (uint32_t)sndbuf;
+		atomic_store_explicit(&c->sndbuf, (uint32_t)sndbuf, memory_order_relaxed);
 	if (rcvbuf >= 0) {
 		uint32_t old = atomic_exchange(&c->me->rcvbuf, (uint32_t)rcvbuf);
 		uint32_t o = old ? old : SC_WIN_RCV_DEFAULT;

@@ -65,7 +65,7 @@ struct sc_conn {
 	 * interest set across data moves, so every change can signal it */
 	bool polled;
 	uint32_t rcvlowat;      /* SO_RCVLOWAT: a blocking receive waits for this much */
-	uint32_t sndbuf;        /* SO_SNDBUF as the program set it (0: not set) */
+	_Atomic uint32_t sndbuf;        /* SO_SNDBUF as the program set it (0: not set) */
 	int64_t lowat_want;     /* ... the amount the present wait is for */
 	bool polled_out;        /* ... and wants to hear of room (POLLOUT) */
 	uint32_t spin_ns[2];    /* adaptive spin budget: [0] receive, [1] send */

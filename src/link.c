@@ -83,6 +83,13 @@ void sc__cork_note(void)
 	}
 }
 
+/* The control thread's cork scan holds g->lock while it wakes peers; a
+ * wake-up that must first read a CELL message pumps g in place (and the
+ * connections that pump refuses are finished once the lock is gone). */
+static __thread struct sc_group *pump_held;
+static __thread struct sc_conn *pump_refused;
+static void finish_refused(struct sc_conn *list);
+
 /* Control thread: end the holds that are due. */
 static void ctl_cork_scan(void)
 {
@@ -92,16 +99,21 @@ static void ctl_cork_scan(void)
 	pthread_mutex_lock(&ctl.lock);
 	for (struct sc_group *g = ctl.groups; g; g = g->next) {
 		pthread_mutex_lock(&g->lock);
-		for (uint32_t s = 0; s < g->nslots; s++) {
+		pump_held = g;
+		for (uint32_t s = 0; s < g->nslots && !g->dead; s++) {
 			struct sc_conn *c = g->conns[s];
 			if (c && atomic_load(&c->corked)) {
 				sc__cork_expire(c, now);
 				any |= atomic_load(&c->corked);
 			}
 		}
+		pump_held = NULL;
 		pthread_mutex_unlock(&g->lock);
 	}
 	pthread_mutex_unlock(&ctl.lock);
+	struct sc_conn *refused = pump_refused;
+	pump_refused = NULL;
+	finish_refused(refused);
 	if (any)
 		atomic_store(&cork_tick, true);
 }
@@ -757,6 +769,11 @@ void sc__group_pump(struct sc_group *g)
 	struct sc_conn *refused = NULL;
 	int saved = errno;      /* reached from entry points that keep errno */
 
+	if (pump_held == g) {
+		group_pump_locked(g, &pump_refused);
+		errno = saved;
+		return;
+	}
 	pthread_mutex_lock(&g->lock);
 	group_pump_locked(g, &refused);
 	pthread_mutex_unlock(&g->lock);

@@ -24,7 +24,7 @@ bool sc__rx_ready(struct sc_conn *c)
 }
 
 /* SO_RCVLOWAT: enough bytes, or anything that ends the wait */
-static bool rx_lowat_ready(struct sc_conn *c)
+bool sc__rx_lowat_ready(struct sc_conn *c)
 {
 	int64_t av = sc__ring_avail(&c->rx);
 	return av >= c->lowat_want || av < 0 || atomic_load(&c->err) ||
@@ -84,9 +84,9 @@ static ssize_t recv_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
 			want = c->rcvlowat < cap ? c->rcvlowat : cap;
 			c->lowat_want = want;
 			/* a wake-up is only a hint: look again after each */
-			while (!rx_lowat_ready(c) &&
+			while (!sc__rx_lowat_ready(c) &&
 			       atomic_load(&c->sw) < SC_SW_FROZEN)
-				if ((rc = sc__conn_wait(c, false, rx_lowat_ready)))
+				if ((rc = sc__conn_wait(c, false, sc__rx_lowat_ready)))
 					goto out;
 		}
 	}
@@ -97,9 +97,9 @@ static ssize_t recv_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
 		int64_t want = (int64_t)total < cap ? (int64_t)total : cap;
 		if (sc__ring_avail(&c->rx) < want) {
 			c->lowat_want = want;
-			while (!rx_lowat_ready(c) &&
+			while (!sc__rx_lowat_ready(c) &&
 			       atomic_load(&c->sw) < SC_SW_FROZEN)
-				if ((rc = sc__conn_wait(c, false, rx_lowat_ready)))
+				if ((rc = sc__conn_wait(c, false, sc__rx_lowat_ready)))
 					goto out;
 		}
 	}

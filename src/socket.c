@@ -450,10 +450,19 @@ static void fd_forget(int fd)
 	fd_forget_(fd, false);
 }
 
+/* A child of vfork (or clone with CLONE_VM) shares our memory, so our
+ * table, but not our fds: what it closes or dups is its own, and must not
+ * touch the table (Python's subprocess closes every fd in its vfork child
+ * before the exec).  getpid() only for fds we track. */
+static bool in_vfork_child(void)
+{
+	return getpid() != my_pid;
+}
+
 static void fd_forget_(int fd, bool same)
 {
 	struct sc_sock *s = sock_get(fd);
-	if (!s)
+	if (!s || in_vfork_child())
 		return;
 	pthread_mutex_lock(&table_lock);
 	s = sock_get(fd);
@@ -470,7 +479,7 @@ static void fd_forget_(int fd, bool same)
 static void fd_alias(int oldfd, int newfd)
 {
 	struct sc_sock *s = sock_get(oldfd);
-	if (!s || newfd < 0)
+	if (!s || newfd < 0 || in_vfork_child())
 		return;
 	pthread_mutex_lock(&table_lock);
 	if (sock_get(oldfd) == s && sock_set(newfd, s))
@@ -1220,6 +1229,19 @@ static ssize_t shm_call(int fd, struct sc_sock *s, bool tx, int f,
 	for (int i = 0; i < iovcnt; i++)
 		total += iov[i].iov_len;
 	uint64_t deadline = now_ns() + to;
+	if (!tx && (f & SC_PEEK) && (f & SC_WAITALL) && total) {
+		/* a waiting peek: the whole length (or the end), within the
+		 * timeout; then what there is */
+		int64_t want = total < s->c->rx.size ? (int64_t)total : (int64_t)s->c->rx.size;
+		ssize_t rc = op(s->c, iov, iovcnt, f | SC_NONBLOCK);
+		if (rc != -EAGAIN && (rc < 0 || rc >= want || rc == 0))
+			return rc;
+		int w = sc__conn_wait_avail(s->c, want, deadline);
+		if (w < 0 && w != -ETIMEDOUT)
+			return w;
+		rc = op(s->c, iov, iovcnt, f | SC_NONBLOCK);
+		return rc == -EAGAIN && w == -ETIMEDOUT ? -EAGAIN : rc;
+	}
 	struct iovec rest[IOV_MAX];
 	for (;;) {
 		const struct iovec *v = iov;
@@ -2543,6 +2565,8 @@ static int owner_takeover(int fd, struct sc_conn *c)
 	if (pf & SC_SF_FROZEN) {
 		uint64_t pc = atomic_load_explicit(&c->s->consumed[!c->side].rx_consumed,
 						   memory_order_relaxed);
+		/* what the owner held back (MSG_MORE, cork) is its too */
+		sc__ring_take_held(&c->tx);
 		uint64_t prod = atomic_load_explicit(&c->tx.h->prod, memory_order_acquire);
 		if (prod - pc <= c->tx.size)
 			sw_resend(fd, c, pc, prod, -1);
@@ -3007,6 +3031,8 @@ static bool peer_done_writing(struct sc_conn *c)
 EXPORT int shutdown(int fd, int how)
 {
 	struct sc_sock *s = sock_get(fd);
+	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
+		return R(shutdown)(fd, how);    /* the kernel's EINVAL (or EBADF...) */
 	if (s && atomic_load(&s->mode) == M_SPENDING)
 		server_settle(fd, s);
 	if (s && atomic_load(&s->mode) == M_PENDING) {
@@ -3106,14 +3132,14 @@ static int close_range_holes(unsigned first, unsigned last, int flags)
 
 EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 {
-	if (first > last || !R(close_range)) {
-		if (!R(close_range)) {
-			errno = ENOSYS;
-			return -1;
-		}
-		return R(close_range)(first, last, flags);
+	if (!R(close_range)) {
+		errno = ENOSYS;
+		return -1;
 	}
-	if (flags & CLOSE_RANGE_CLOEXEC)
+	/* the kernel's alone: a bad call (its EINVAL), only marking the fds,
+	 * a private copy of the fd table, or a vfork child's own fds */
+	if (first > last || (flags & ~(CLOSE_RANGE_CLOEXEC | CLOSE_RANGE_UNSHARE)) ||
+	    (flags & (CLOSE_RANGE_CLOEXEC | CLOSE_RANGE_UNSHARE)) || in_vfork_child())
 		return R(close_range)(first, last, flags);
 	forget_range(first, last);
 	return close_range_holes(first, last, flags);
@@ -3123,6 +3149,11 @@ EXPORT void closefrom(int lowfd)
 {
 	if (lowfd < 0)
 		lowfd = 0;
+	if (in_vfork_child()) {
+		if (R(closefrom))
+			R(closefrom)(lowfd);
+		return;
+	}
 	forget_range((unsigned)lowfd, ~0u);
 	if (!R(close_range) || close_range_holes((unsigned)lowfd, ~0u, 0) < 0) {
 		if (R(closefrom))
@@ -5079,6 +5110,8 @@ static void ep_atfork_child(void)
 /* An epoll fd is closed: drop our shadow of it. */
 static void ep_close(int epfd)
 {
+	if (epfl_get(epfd) && in_vfork_child())
+		return;
 	if (epfl_get(epfd))
 		atomic_store_explicit(&epfl[epfd], 0, memory_order_relaxed);
 	if (!atomic_load_explicit(&neps, memory_order_acquire))

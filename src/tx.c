@@ -79,10 +79,11 @@ static int tx_error(struct sc_conn *c)
  */
 uint32_t sc__tx_win(struct sc_conn *c)
 {
-	if (!c->sndbuf)
+	uint32_t sb = atomic_load_explicit(&c->sndbuf, memory_order_relaxed);
+	if (!sb)
 		return c->tx.size;
 	uint32_t r = atomic_load_explicit(&c->peer->rcvbuf, memory_order_relaxed);
-	uint64_t w = (uint64_t)c->sndbuf + (r ? r : SC_WIN_RCV_DEFAULT);
+	uint64_t w = (uint64_t)sb + (r ? r : SC_WIN_RCV_DEFAULT);
 	if (w < SC_WIN_MIN)
 		w = SC_WIN_MIN;
 	return w < c->tx.size ? (uint32_t)w : c->tx.size;
@@ -113,7 +114,7 @@ bool sc__tx_ready(struct sc_conn *c)
 static ssize_t send_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt, int flags)
 {
 	bool nb = (flags & SC_NONBLOCK) || c->nonblock;
-	bool hold = (flags & SC_MORE) || c->cork_opt;
+	bool hold;
 	size_t total = 0, done = 0;
 	bool wake = false;      /* published bytes the consumer may wait for */
 	bool held = false;      /* we began to hold bytes back */
@@ -125,6 +126,7 @@ static ssize_t send_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
 		total += iov[i].iov_len;
 	}
 	sc__lock(&c->txlock);
+	hold = (flags & SC_MORE) || c->cork_opt;
 	if (atomic_load(&c->lflags) & SC_LF_SHUT_WR) {
 		rc = -EPIPE;
 		goto out;

@@ -20,6 +20,9 @@ int sc__conn_wait(struct sc_conn *c, bool tx, bool (*cond)(struct sc_conn *));
  * lock.  0 when ready, -ETIMEDOUT, -EINTR (never restarted: the socket
  * timeouts' rule), or another -errno. */
 int sc__conn_wait_ready(struct sc_conn *c, bool tx, uint64_t deadline_ns);
+/* ... until want bytes are there to read, or anything ends the wait */
+int sc__conn_wait_avail(struct sc_conn *c, int64_t want, uint64_t deadline_ns);
+bool sc__rx_lowat_ready(struct sc_conn *c);     /* c->lowat_want bytes, or the end */
 bool sc__rx_ready(struct sc_conn *c);
 bool sc__tx_ready(struct sc_conn *c);
 /* Held wake-ups (SC_MORE, sc_set_cork) end after this long, as the kernel's
