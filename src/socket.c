@@ -2420,6 +2420,13 @@ static void sw_atexit(void)
 {
 	for (int i = 0; i < SW_EXIT_MS && atomic_load(&sw_inflight) > 0; i++)
 		usleep(1000);
+	/* our rendezvous socket's name goes with us (every process with an
+	 * accelerated connection has one: prefork servers would fill the
+	 * run directory); a killed process leaves it, as a stale name that
+	 * the next process with the pid replaces */
+	char path[128];
+	if (G.rdv && getpid() == my_pid && sc__rendezvous_path(my_pid, path, sizeof(path)) == 0)
+		unlink(path);
 }
 
 static void sw_atexit_once(void)
