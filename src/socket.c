@@ -2914,7 +2914,8 @@ EXPORT int io_uring_setup(unsigned entries, struct io_uring_params *p)
 }
 
 /* syscall(): io_uring_setup made through it (the io-uring crate of Rust,
- * programs without liburing) is seen as liburing's is.  Every other call
+ * programs without liburing) is seen as liburing's is; so are execve and
+ * close.  Every other call
  * goes straight to the kernel (the library's own futex calls come here
  * too: no lock, no lookup). */
 static long raw_syscall(long nr, long a, long b, long c, long d, long e, long f)
@@ -2952,8 +2953,15 @@ EXPORT long syscall(long nr, ...)
 	long a = va_arg(ap, long), b = va_arg(ap, long), c = va_arg(ap, long);
 	long d = va_arg(ap, long), e = va_arg(ap, long), f = va_arg(ap, long);
 	va_end(ap);
-	if (nr == SYS_io_uring_setup)
+	if (nr == SYS_io_uring_setup) {
 		uring_seen();
+	} else if (nr == SYS_execve || nr == SYS_execveat) {
+		exec_prepare();         /* an exec all the same */
+	} else if (nr == SYS_close && a >= 0 && a <= INT_MAX) {
+		if (sock_get((int)a))   /* as close() */
+			fd_forget_((int)a, true);
+		ep_close((int)a);
+	}
 	return raw_syscall(nr, a, b, c, d, e, f);
 }
 
