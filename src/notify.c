@@ -25,6 +25,8 @@
 #include <time.h>
 #include <limits.h>
 #include <linux/futex.h>
+
+#include "rawsys.h"
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -309,7 +311,7 @@ static long futex(_Atomic uint32_t *uaddr, int op, uint32_t val)
 {
 	/* shared (not FUTEX_PRIVATE): the word lives in a MAP_SHARED segment
 	 * and the sleeper is another process */
-	return syscall(SYS_futex, uaddr, op, val, NULL, NULL, 0);
+	return SC_SYSCALL(SYS_futex, uaddr, op, val, NULL, NULL, 0);
 }
 
 /* Wake every thread sleeping on cell (we took its SC_ARM_FUTEX token). */
@@ -483,7 +485,7 @@ int sc__conn_sleep(struct sc_cell *cell, uint32_t seq, uint64_t deadline_ns)
 		tp = &ts;
 	}
 	/* returns at once if a wake-up came since seq was read */
-	if (syscall(SYS_futex, w, FUTEX_WAIT, seq, tp, NULL, 0) < 0) {
+	if (SC_SYSCALL(SYS_futex, w, FUTEX_WAIT, seq, tp, NULL, 0) < 0) {
 		if (errno == ETIMEDOUT || errno == EINTR)
 			return -errno;
 		if (errno != EAGAIN)

@@ -54,6 +54,7 @@
 #include "link.h"
 #include "listener.h"
 #include "notify.h"
+#include "rawsys.h"
 #include "ring.h"
 #include "rundir.h"
 #include "stats.h"
@@ -2915,36 +2916,11 @@ EXPORT int io_uring_setup(unsigned entries, struct io_uring_params *p)
 
 /* syscall(): io_uring_setup made through it (the io-uring crate of Rust,
  * programs without liburing) is seen as liburing's is; so are execve and
- * close.  Every other call
- * goes straight to the kernel (the library's own futex calls come here
- * too: no lock, no lookup). */
-static long raw_syscall(long nr, long a, long b, long c, long d, long e, long f)
-{
-#if defined(__x86_64__)
-	register long r10 __asm__("r10") = d;
-	register long r8 __asm__("r8") = e;
-	register long r9 __asm__("r9") = f;
-	long ret;
-	__asm__ volatile("syscall"
-			 : "=a"(ret)
-			 : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
-			 : "rcx", "r11", "memory");
-	if ((unsigned long)ret > -4096ul) {
-		errno = (int)-ret;
-		return -1;
-	}
-	return ret;
-#else
-	static long (*real)(long, ...);
-	if (!real)
-		real = (long (*)(long, ...))dlsym(RTLD_NEXT, "syscall");
-	return real(nr, a, b, c, d, e, f);
-#endif
-}
-
-/* (Like libc's, it takes six arguments whatever the call: the ones not
- * passed are read from the caller's registers and stack, unused, which a
- * sanitizer would take for an overflow.) */
+ * close.  Every other call goes straight to the kernel.  The library's own
+ * system calls never come here (rawsys.h).  (Like libc's, it takes six
+ * arguments whatever the call: the ones not passed are read from the
+ * caller's registers and stack, unused, which a sanitizer would take for
+ * an overflow.) */
 __attribute__((no_sanitize_address))
 EXPORT long syscall(long nr, ...)
 {
@@ -2955,14 +2931,14 @@ EXPORT long syscall(long nr, ...)
 	va_end(ap);
 	if (nr == SYS_io_uring_setup) {
 		uring_seen();
-	} else if (nr == SYS_execve || nr == SYS_execveat) {
+	} else if (SC_RAW_SYSCALL_IS_RAW && (nr == SYS_execve || nr == SYS_execveat)) {
 		exec_prepare();         /* an exec all the same */
-	} else if (nr == SYS_close && a >= 0 && a <= INT_MAX) {
+	} else if (SC_RAW_SYSCALL_IS_RAW && nr == SYS_close && a >= 0 && a <= INT_MAX) {
 		if (sock_get((int)a))   /* as close() */
 			fd_forget_((int)a, true);
 		ep_close((int)a);
 	}
-	return raw_syscall(nr, a, b, c, d, e, f);
+	return sc_raw_syscall6(nr, a, b, c, d, e, f);
 }
 
 /* execl, execlp, execle: arg and the list after it (up to its NULL, which

@@ -23,60 +23,62 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rawsys.h"
+
 static inline ssize_t sc_sys_send(int fd, const void *b, size_t n, int f)
 {
-	return syscall(SYS_sendto, fd, b, n, f, NULL, 0);
+	return SC_SYSCALL(SYS_sendto, fd, b, n, f, NULL, 0);
 }
 static inline ssize_t sc_sys_recv(int fd, void *b, size_t n, int f)
 {
-	return syscall(SYS_recvfrom, fd, b, n, f, NULL, NULL);
+	return SC_SYSCALL(SYS_recvfrom, fd, b, n, f, NULL, NULL);
 }
 static inline ssize_t sc_sys_sendmsg(int fd, const struct msghdr *m, int f)
 {
-	return syscall(SYS_sendmsg, fd, m, f);
+	return SC_SYSCALL(SYS_sendmsg, fd, m, f, 0, 0, 0);
 }
 static inline ssize_t sc_sys_recvmsg(int fd, struct msghdr *m, int f)
 {
-	return syscall(SYS_recvmsg, fd, m, f);
+	return SC_SYSCALL(SYS_recvmsg, fd, m, f, 0, 0, 0);
 }
 static inline ssize_t sc_sys_read(int fd, void *b, size_t n)
 {
-	return syscall(SYS_read, fd, b, n);
+	return SC_SYSCALL(SYS_read, fd, b, n, 0, 0, 0);
 }
 static inline ssize_t sc_sys_write(int fd, const void *b, size_t n)
 {
-	return syscall(SYS_write, fd, b, n);
+	return SC_SYSCALL(SYS_write, fd, b, n, 0, 0, 0);
 }
 static inline int sc_sys_close(int fd)
 {
-	return (int)syscall(SYS_close, fd);
+	return (int)SC_SYSCALL(SYS_close, fd, 0, 0, 0, 0, 0);
 }
 static inline int sc_sys_epoll_wait(int ep, struct epoll_event *ev, int n, int t)
 {
-	return (int)syscall(SYS_epoll_pwait, ep, ev, n, t, NULL, _NSIG / 8);
+	return (int)SC_SYSCALL(SYS_epoll_pwait, ep, ev, n, t, NULL, _NSIG / 8);
 }
 static inline int sc_sys_epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
 {
-	return (int)syscall(SYS_epoll_ctl, ep, op, fd, ev);
+	return (int)SC_SYSCALL(SYS_epoll_ctl, ep, op, fd, ev, 0, 0);
 }
 static inline int sc_sys_poll(struct pollfd *p, nfds_t n, int t)
 {
 	struct timespec ts = { t / 1000, (long)(t % 1000) * 1000000L };
-	return (int)syscall(SYS_ppoll, p, n, t < 0 ? NULL : &ts, NULL, _NSIG / 8);
+	return (int)SC_SYSCALL(SYS_ppoll, p, n, t < 0 ? NULL : &ts, NULL, _NSIG / 8, 0);
 }
 static inline int sc_sys_accept4(int fd, struct sockaddr *a, socklen_t *l, int f)
 {
-	return (int)syscall(SYS_accept4, fd, a, l, f);
+	return (int)SC_SYSCALL(SYS_accept4, fd, a, l, f, 0, 0);
 }
 /* the interposer marks the program's epoll fds: the library's own are
  * made past it */
 static inline int sc_sys_epoll_create1(int flags)
 {
-	return (int)syscall(SYS_epoll_create1, flags);
+	return (int)SC_SYSCALL(SYS_epoll_create1, flags, 0, 0, 0, 0, 0);
 }
 static inline int sc_sys_connect(int fd, const struct sockaddr *a, socklen_t l)
 {
-	return (int)syscall(SYS_connect, fd, a, l);
+	return (int)SC_SYSCALL(SYS_connect, fd, a, l, 0, 0, 0);
 }
 
 #define send(fd, b, n, f)       sc_sys_send(fd, b, n, f)
