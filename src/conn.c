@@ -205,7 +205,9 @@ int sc__conn_wait_avail(struct sc_conn *c, int64_t want, uint64_t deadline_ns)
 
 	sc__lock(&c->rxlock);
 	c->lowat_want = want;
-	if (!sc__rx_lowat_ready(c))
+	/* a wake-up is only a hint (another connection's, an earlier
+	 * arrival): look again after each */
+	while (!rc && !sc__rx_lowat_ready(c))
 		rc = conn_wait(c, false, sc__rx_lowat_ready, deadline_ns);
 	sc__unlock(&c->rxlock);
 	return rc;
