@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <string.h>
@@ -605,4 +606,49 @@ char *t_shm_list(void)
 	}
 	free(names);
 	return out;
+}
+
+/* ---- readiness of a connection ---- */
+
+/* poll() one fd for POLLIN; returns the revents (0 on timeout). */
+int t_poll_in(int fd, int timeout_ms)
+{
+	struct pollfd p = { fd, POLLIN, 0 };
+	int r;
+
+	do
+		r = poll(&p, 1, timeout_ms);
+	while (r < 0 && errno == EINTR);
+	T_ASSERT(r >= 0);
+	return r ? p.revents : 0;
+}
+
+/*
+ * Wait via poll(sc_conn_fd) until sc_conn_events has all bits of want.
+ * The fd may be readable spuriously ("something may have changed"): loop.
+ * Fails if poll() times out (the fd never became readable although the
+ * state was expected to change) or after limit_ms.  Returns the ms waited.
+ */
+uint64_t t_wait_events(struct sc_conn *c, int want, unsigned limit_ms, const char *what)
+{
+	uint64_t t0 = t_now_ms(), now;
+	int fd = sc_conn_fd(c), ev = 0;
+
+	T_ASSERTF(fd >= 0, "sc_conn_fd returned %d", fd);
+	for (;;) {
+		ev = sc_conn_events(c);
+		if ((ev & want) == want)
+			return t_now_ms() - t0;
+		now = t_now_ms();
+		if (now - t0 > limit_ms)
+			T_FAIL("%s: events 0x%x lack 0x%x after %u ms", what, ev, want, limit_ms);
+		if (t_poll_in(fd, (int)(limit_ms - (now - t0)) + 1) == 0) {
+			ev = sc_conn_events(c);
+			T_FAIL("%s: poll(sc_conn_fd) timed out after %llu ms without the fd "
+			       "becoming readable; sc_conn_events now 0x%x (wanted 0x%x)%s",
+			       what, (unsigned long long)(t_now_ms() - t0), ev, want,
+			       (ev & want) == want ? ": the state changed but the fd "
+			       "was never signalled" : "");
+		}
+	}
 }

@@ -149,6 +149,12 @@ int t_fd_count(void);                        /* entries in /proc/self/fd */
 void t_fd_dump(const char *why);             /* print them with readlink */
 int t_maps_count(const char *needle);        /* /proc/self/maps lines with needle */
 uint64_t t_now_ms(void);                     /* CLOCK_MONOTONIC */
+
+/* poll() one fd for POLLIN; the revents (0 on timeout). */
+int t_poll_in(int fd, int timeout_ms);
+/* poll(sc_conn_fd) until sc_conn_events has every bit of want; fails if the
+ * fd times out or after limit_ms; the ms waited. */
+uint64_t t_wait_events(struct sc_conn *c, int want, unsigned limit_ms, const char *what);
 uint64_t t_now_us(void);
 void t_sleep_ms(unsigned ms);
 long t_raise_nofile(void);                   /* soft = hard; returns the limit */

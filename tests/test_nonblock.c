@@ -30,49 +30,6 @@ static int to_client[2], to_server[2];   /* pipes */
 static void put(int fd, uint64_t v) { t_write_full(fd, &v, sizeof v); }
 static uint64_t get(int fd) { uint64_t v; t_read_full(fd, &v, sizeof v); return v; }
 
-/* poll() one fd for POLLIN; returns the revents (0 on timeout). */
-static int poll_in(int fd, int timeout_ms)
-{
-	struct pollfd p = { fd, POLLIN, 0 };
-	int r;
-
-	do
-		r = poll(&p, 1, timeout_ms);
-	while (r < 0 && errno == EINTR);
-	T_ASSERT(r >= 0);
-	return r ? p.revents : 0;
-}
-
-/*
- * Wait via poll(sc_conn_fd) until sc_conn_events has all bits of want.
- * The fd may be readable spuriously ("something may have changed"): loop.
- * Fails if poll() times out (the fd never became readable although the
- * state was expected to change) or after limit_ms.  Returns the ms waited.
- */
-static uint64_t wait_events(struct sc_conn *c, int want, unsigned limit_ms, const char *what)
-{
-	uint64_t t0 = t_now_ms(), now;
-	int fd = sc_conn_fd(c), ev = 0;
-
-	T_ASSERTF(fd >= 0, "sc_conn_fd returned %d", fd);
-	for (;;) {
-		ev = sc_conn_events(c);
-		if ((ev & want) == want)
-			return t_now_ms() - t0;
-		now = t_now_ms();
-		if (now - t0 > limit_ms)
-			T_FAIL("%s: events 0x%x lack 0x%x after %u ms", what, ev, want, limit_ms);
-		if (poll_in(fd, (int)(limit_ms - (now - t0)) + 1) == 0) {
-			ev = sc_conn_events(c);
-			T_FAIL("%s: poll(sc_conn_fd) timed out after %llu ms without the fd "
-			       "becoming readable; sc_conn_events now 0x%x (wanted 0x%x)%s",
-			       what, (unsigned long long)(t_now_ms() - t0), ev, want,
-			       (ev & want) == want ? ": the state changed but the fd "
-			       "was never signalled" : "");
-		}
-	}
-}
-
 static int server(const char *path, void *arg)
 {
 	struct sc_listener *l = NULL;
@@ -94,10 +51,10 @@ static int server(const char *path, void *arg)
 	t_log("nonblock: sc_accept(SC_NONBLOCK) with no client -> -EAGAIN; "
 	      "poll(sc_listener_fd) wakes on connect");
 	T_EQ(sc_accept(l, &c, SC_NONBLOCK), -EAGAIN);
-	T_EQ(poll_in(lfd, 0), 0);
+	T_EQ(t_poll_in(lfd, 0), 0);
 	put(to_client[1], 1);                /* "connect now" */
 	t0 = t_now_ms();
-	T_ASSERTF(poll_in(lfd, 5000) & POLLIN, "listener fd not readable %llu ms "
+	T_ASSERTF(t_poll_in(lfd, 5000) & POLLIN, "listener fd not readable %llu ms "
 		  "after the client was told to connect", (unsigned long long)(t_now_ms() - t0));
 	T_OK(sc_accept(l, &c, SC_NONBLOCK));
 	T_ASSERT(c != NULL);
@@ -144,7 +101,7 @@ static int server(const char *path, void *arg)
 	T_EQ(sc_recv(c, buf, 100, 0), -EAGAIN);
 	sc_set_nonblock(c, 0);
 	put(to_client[1], 2);                /* "send now" */
-	waited = wait_events(c, SC_EV_IN, 5000, "server waiting for data");
+	waited = t_wait_events(c, SC_EV_IN, 5000, "server waiting for data");
 	t_log("nonblock:   woke after %llu ms", (unsigned long long)waited);
 	T_ASSERTF(waited <= WAKE_LIMIT_MS, "wake-up took %llu ms", (unsigned long long)waited);
 	r = sc_recv(c, buf, 1000, SC_NONBLOCK);
@@ -219,7 +176,7 @@ static int client(const char *path, void *arg)
 	ev = sc_conn_events(c);
 	T_ASSERTF(!(ev & SC_EV_OUT), "events 0x%x with a full send ring", ev);
 	put(to_server[1], fill);
-	waited = wait_events(c, SC_EV_OUT, 5000, "client waiting for space");
+	waited = t_wait_events(c, SC_EV_OUT, 5000, "client waiting for space");
 	t_log("nonblock:   space after %llu ms (the peer waits 100 ms)",
 	      (unsigned long long)waited);
 	t_pat_fill(SEED_FILL, fill, buf, 1000);
@@ -234,7 +191,7 @@ static int client(const char *path, void *arg)
 	t_log("nonblock: SC_NONBLOCK at sc_connect -> plain recv -EAGAIN until data");
 	T_EQ(sc_recv(c, buf, 10, 0), -EAGAIN);
 	put(to_server[1], 3);
-	wait_events(c, SC_EV_IN, 5000, "client waiting for ping");
+	t_wait_events(c, SC_EV_IN, 5000, "client waiting for ping");
 	T_EQ(sc_recv(c, buf, 10, 0), 4);
 	T_ASSERT(memcmp(buf, "ping", 4) == 0);
 	T_EQ(sc_recv(c, buf, 10, 0), -EAGAIN);

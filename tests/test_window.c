@@ -35,43 +35,6 @@ static int to_client[2], to_server[2];   /* pipes */
 static void put(int fd, uint64_t v) { t_write_full(fd, &v, sizeof v); }
 static uint64_t get(int fd) { uint64_t v; t_read_full(fd, &v, sizeof v); return v; }
 
-static int poll_in(int fd, int timeout_ms)
-{
-	struct pollfd p = { fd, POLLIN, 0 };
-	int r;
-
-	do
-		r = poll(&p, 1, timeout_ms);
-	while (r < 0 && errno == EINTR);
-	T_ASSERT(r >= 0);
-	return r ? p.revents : 0;
-}
-
-/* As test_nonblock: poll(sc_conn_fd) until sc_conn_events has want. */
-static uint64_t wait_events(struct sc_conn *c, int want, unsigned limit_ms, const char *what)
-{
-	uint64_t t0 = t_now_ms(), now;
-	int fd = sc_conn_fd(c), ev = 0;
-
-	T_ASSERTF(fd >= 0, "sc_conn_fd returned %d", fd);
-	for (;;) {
-		ev = sc_conn_events(c);
-		if ((ev & want) == want)
-			return t_now_ms() - t0;
-		now = t_now_ms();
-		if (now - t0 > limit_ms)
-			T_FAIL("%s: events 0x%x lack 0x%x after %u ms", what, ev, want, limit_ms);
-		if (poll_in(fd, (int)(limit_ms - (now - t0)) + 1) == 0) {
-			ev = sc_conn_events(c);
-			T_FAIL("%s: poll(sc_conn_fd) timed out after %llu ms without the fd "
-			       "becoming readable; sc_conn_events now 0x%x (wanted 0x%x)%s",
-			       what, (unsigned long long)(t_now_ms() - t0), ev, want,
-			       (ev & want) == want ? ": the state changed but the fd "
-			       "was never signalled" : "");
-		}
-	}
-}
-
 /*
  * Client: nonblocking sends of random sizes (pattern from stream offset
  * *off) until -EAGAIN; fails if more than limit bytes in total go in.
@@ -248,7 +211,7 @@ static void client_3(const char *path, char *buf)
 
 	/* one byte more read: writable */
 	T_EQ(get(to_client[0]), 33);
-	waited = wait_events(c, SC_EV_OUT, 2000, "window 3: free space 4097 > window/3");
+	waited = t_wait_events(c, SC_EV_OUT, 2000, "window 3: free space 4097 > window/3");
 	t_log("window 3:   SC_EV_OUT after %llu ms", (unsigned long long)waited);
 	T_EQ(sc_conn_info(c, &info), 0);
 	T_EQ(info.tx_prod - info.tx_cons, WIN3 - 4097);    /* in flight */
@@ -357,7 +320,7 @@ static void client_6(const char *path, char *buf)
 	T_EQ(off, WIN3);
 	T_ASSERT(!(sc_conn_events(c) & SC_EV_OUT));
 	put(to_server[1], off);
-	waited = wait_events(c, SC_EV_OUT, 2000, "window 6: rcvbuf unset");
+	waited = t_wait_events(c, SC_EV_OUT, 2000, "window 6: rcvbuf unset");
 	t_log("window 6:   SC_EV_OUT after %llu ms (the peer waits 50 ms)",
 	      (unsigned long long)waited);
 	fill_nb(c, seed, &off, RING, buf, "window 6 (whole ring)");
