@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -207,7 +208,7 @@ int sc__off_main(int argc, char **argv, bool off)
 		return 2;
 	const char *dir = sc__rundir();
 	if (!dir) {
-		fprintf(stderr, "shortcut: run directory unusable (SHORTCUT_RUNDIR)\n");
+		fprintf(stderr, "shortcut: run directory unusable: %s\n", sc__rundir_error());
 		return 1;
 	}
 	char path[PATH_MAX];
@@ -259,7 +260,7 @@ int sc__stat_main(int argc, char **argv)
 	const char *dir = sc__rundir();
 	DIR *d = dir ? opendir(dir) : NULL;
 	if (!d) {
-		fprintf(stderr, "shortcut: run directory unusable (SHORTCUT_RUNDIR)\n");
+		fprintf(stderr, "shortcut: run directory unusable: %s\n", sc__rundir_error());
 		return 1;
 	}
 	struct stat_ctx ctx = { .json = json };
@@ -293,9 +294,11 @@ int sc__stats_main(int argc, char **argv)
 		return 2;
 	const char *dir = sc__rundir();
 	if (!dir) {
-		fprintf(stderr, "shortcut: run directory unusable (SHORTCUT_RUNDIR)\n");
+		fprintf(stderr, "shortcut: run directory unusable: %s\n", sc__rundir_error());
 		return 1;
 	}
+	/* the files of dead processes go into stats-retired first */
+	sc__stats_collect(true);
 	DIR *d = opendir(dir);
 	if (!d) {
 		fprintf(stderr, "shortcut: %s: %s\n", dir, strerror(errno));
@@ -303,6 +306,23 @@ int sc__stats_main(int argc, char **argv)
 	}
 	uint64_t sum[sizeof(struct sc_counters) / 8] = { 0 };
 	int procs = 0, live = 0;
+	/* the retired counters and the live files, read under the lock a
+	 * collection takes (a file is in one or the other) */
+	int lfd = openat(dirfd(d), SC_RETIRED_FILE, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (lfd >= 0)
+		flock(lfd, reset ? LOCK_EX : LOCK_SH);
+	struct sc_stats_retired *ret = sc__stats_retired(NULL);
+	if (ret) {
+		_Atomic uint64_t *c = (_Atomic uint64_t *)&ret->c;
+		for (size_t i = 0; i < sizeof(sum) / 8; i++) {
+			sum[i] += reset ? 0 : atomic_load_explicit(&c[i], memory_order_relaxed);
+			if (reset)
+				atomic_store(&c[i], 0);
+		}
+		procs += reset ? 0 : (int)ret->processes;
+		if (reset)
+			ret->processes = 0;
+	}
 	struct dirent *e;
 	while ((e = readdir(d))) {
 		if (strncmp(e->d_name, "stats-", 6))
@@ -348,6 +368,8 @@ int sc__stats_main(int argc, char **argv)
 		}
 		munmap(f, sizeof(*f));
 	}
+	if (lfd >= 0)
+		close(lfd);
 	closedir(d);
 	struct sc_counters *s = (struct sc_counters *)sum;
 #define V(f) ((unsigned long long)*(uint64_t *)&s->f)

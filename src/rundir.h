@@ -31,8 +31,9 @@
 #include "stats.h"
 
 #define SC_BOARD_MAGIC      0x5343424fu
-#define SC_BOARD_VERSION    2u
+#define SC_BOARD_VERSION    3u
 #define SC_BOARD_LISTENERS  32
+#define SC_BOARD_CONNECTING 32
 #define SC_BOARD_ADDRS      8
 #define SC_BOARD_OFFERS     65536       /* one entry per client port (sparse file) */
 
@@ -41,6 +42,16 @@ struct sc_addr16 {
 	uint8_t b[16];
 };
 
+/*
+ * A listener entry is live while its process holds an OFD lock on the
+ * entry's first byte of the board file (F_OFD_SETLK on a description of its
+ * own, close-on-exec): the lock goes with the description, so an entry dies
+ * with its process however it ends (killed, a zombie not yet reaped), and
+ * with an exec (the new image, with the library or without, does not know
+ * the socket it inherited is ours).  A parent writes its child's entry at
+ * fork (prereg) so that a listener is never missing while the child starts;
+ * the child takes the lock in its first moments.
+ */
 struct sc_board_listener {
 	_Atomic int32_t pid;            /* 0: free */
 	uint32_t naddr;                 /* addresses below; 0 = not yet written */
@@ -48,7 +59,16 @@ struct sc_board_listener {
 	uint64_t sock_ino;              /* the listening socket's inode */
 	struct sc_addr16 addr[SC_BOARD_ADDRS];  /* bound address, or all local
 						  * addresses of a wildcard bind */
-	uint32_t wildcard, pad;
+	uint32_t wildcard;
+	_Atomic uint32_t prereg;        /* written by the parent at fork, not yet locked */
+};
+
+/* A client between its connect() and its offer: the accepting side waits
+ * for a marked SYN's offer only while one is (an unmarked wait would let
+ * anyone who can send a marked SYN stall the server). */
+struct sc_board_connecting {
+	_Atomic int32_t pid;            /* 0: free */
+	_Atomic uint32_t t_ms;          /* CLOCK_MONOTONIC ms (low 32 bits) when taken */
 };
 
 enum { SC_OFFER_FREE, SC_OFFER_BUSY, SC_OFFER_OFFERED, SC_OFFER_CLAIMED,
@@ -70,7 +90,7 @@ struct sc_offer {
 	struct sc_addr16 daddr;         /* destination address as the client sees it */
 	uint64_t netns;                 /* writer's network namespace */
 	int32_t pid;                    /* writer (client; the server for a decline) */
-	uint32_t pad2;
+	_Atomic int32_t claimer;        /* the process that claimed it */
 	uint64_t time_ms;               /* CLOCK_MONOTONIC when written */
 	uint64_t pad3;
 };
@@ -83,6 +103,7 @@ _Static_assert(sizeof(struct sc_offer) == 64, "offer is one cache line");
 struct sc_board {
 	uint32_t magic, version, port, pad;
 	struct sc_board_listener listeners[SC_BOARD_LISTENERS];
+	struct sc_board_connecting connecting[SC_BOARD_CONNECTING];
 	struct sc_offer offers[SC_BOARD_OFFERS] __attribute__((aligned(64)));
 };
 
@@ -93,6 +114,8 @@ void sc__pid_reset(void);
 
 /* The run directory, created (0700) on first use; NULL if unusable. */
 const char *sc__rundir(void);
+/* Why it is unusable, for a message: "PATH: reason; fix" (empty if usable). */
+const char *sc__rundir_error(void);
 /* The kill switch in the run directory (`shortcut off` creates it): while
  * it exists, processes accelerate nothing and switch live connections
  * back to TCP. */
@@ -117,6 +140,16 @@ int sc__board_listen_inherit(struct sc_board *b, uint64_t sock_ino, int32_t pare
 			     int32_t child);
 /* Does a live accelerated listener serve dst?  (client side) */
 bool sc__board_serves(struct sc_board *b, const struct sc_addr16 *dst);
+/* In a fork child, first thing: the parent's lock descriptions are not
+ * ours (the parent's entries must die with the parent). */
+void sc__board_atfork_child(void);
+
+/* Client: a connecting slot taken before connect() (-1: none free), freed
+ * once the offer is posted or given up. */
+int sc__board_connecting(struct sc_board *b);
+void sc__board_connected(struct sc_board *b, int slot);
+/* Server: is a live client between its connect() and its offer? */
+bool sc__board_anyone_connecting(struct sc_board *b);
 
 /* Client, after connect: write our offer (tag: 56 bits, not 0) in our
  * port's entry; returns its index, -ECONNREFUSED if the accepting side
@@ -126,6 +159,11 @@ int sc__offer_post(struct sc_board *b, uint16_t cport, const struct sc_addr16 *d
 /* Client: our offer's state: OFFERED, DECLINED, or CLAIMED (claimed, or
  * claimed and already done with: the OPEN is on its way). */
 uint32_t sc__offer_state(struct sc_board *b, int idx, uint64_t tag);
+/* Client: the process that claimed our offer, while it is claimed and
+ * not done with (its OPEN may not be sent yet); 0 otherwise. */
+int32_t sc__offer_claimer(struct sc_board *b, int idx, uint64_t tag);
+/* Is process pid alive (a zombie is not)? */
+bool sc__pid_alive(int32_t pid);
 /* Client: withdraw our offer if nobody claimed it (OFFERED or DECLINED →
  * FREE).  true: withdrawn, nobody will claim it; false: claimed. */
 bool sc__offer_withdraw(struct sc_board *b, int idx, uint64_t tag);
@@ -180,6 +218,25 @@ struct sc_stats_file {
 /* A record for a connection of ours (NULL: table full or no stats file). */
 struct sc_conn_rec *sc__rec_get(void);
 void sc__rec_put(struct sc_conn_rec *r);
+
+/* The counters of processes whose stats files were collected (dead):
+ * <rundir>/stats-retired, under flock (exclusive to fold or reset, shared
+ * to read with the live files). */
+struct sc_stats_retired {
+	uint32_t magic, version;
+	_Atomic uint64_t opens;         /* stats files made: every 64th collects */
+	uint64_t processes;             /* files folded in */
+	struct sc_counters c;
+};
+#define SC_RETIRED_MAGIC 0x53435254u
+#define SC_RETIRED_FILE "stats-retired"
+
+/* Fold the stats files of dead processes into stats-retired and remove
+ * them, with the rendezvous sockets of dead processes.  Without force, only
+ * every 64th caller does (each new stats file calls it). */
+void sc__stats_collect(bool force);
+/* stats-retired mapped (created if need be) and its fd (for flock), or NULL. */
+struct sc_stats_retired *sc__stats_retired(int *fd);
 
 /* Map this process's stats file and move the counters there. */
 int sc__stats_file_open(void);

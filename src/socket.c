@@ -70,7 +70,9 @@ struct sc_ep;
 static void ep_expose(struct sc_ep *e);
 static void ep_kid_set(struct sc_ep *e, int fd, int op, uint64_t data);
 static uint64_t ep_kid_cookie(struct sc_ep *e, int fd);
-static void epfl_mark_shared(void);
+static void ep_mark_shared(void);
+static struct sc_ep *ep_of(int fd);
+static void ep_dup(int oldfd, int newfd);
 struct sc_sock;
 static void ep_rewatch(struct sc_ep *except, struct sc_sock **socks, size_t n);
 static bool ep_elsewhere(struct sc_ep *e, struct sc_sock *s);
@@ -93,22 +95,15 @@ static void sw_kick(void);
 static bool off_file(void);
 static void ep_switched(struct sc_sock *s, bool child_set);
 static void tcp_gate(struct sc_sock *s);
-static void ep_inherited_use(int epfd);
+static void ep_inherited_use(struct sc_ep *e);
 static struct ep_inh {
-	int epfd, fd;
+	struct sc_ep *ep;
+	int fd;
 	struct ep_inh *_Atomic next;
 } *_Atomic ep_inh;
 static pthread_mutex_t ep_inh_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static _Atomic uint32_t nforks;        /* fork()s this process made */
-
-static uint8_t epfl_get(int fd);
-#define EPFL_EPOLL	1       /* an epoll fd the program created */
-#define EPFL_EXPOSED	2       /* ... watched from outside (see ep_expose) */
-#define EPFL_SHARED	4       /* ... inherited across fork: shared with another process */
-#define EPFL_CHILD_USED	8       /* ... and a child of ours waits in it (ep_switched) */
-#define EPFL_MAX	65536
-static _Atomic uint8_t epfl[EPFL_MAX];
 
 /* ---- the real functions ------------------------------------------------- */
 
@@ -172,7 +167,8 @@ struct sc_sock {
 	int rcvlowat;                   /* SO_RCVLOWAT as the kernel keeps it; 0/1: none */
 	int sndbuf, rcvbuf;     /* SO_SNDBUF / SO_RCVBUF as set (half the kernel's); 0: not */
 	bool cork;              /* TCP_CORK */
-	int tos;                /* the program's own IP_TOS / IPV6_TCLASS (-1: none) */
+	int tos, tclass;        /* the program's own IP_TOS, IPV6_TCLASS (-1: none) */
+	int cslot;              /* our connecting slot on the board (-1: none) */
 	int declined;           /* board entry we declined for this connection, or -1 */
 	uint32_t fork_gen;      /* forks we had made when it went to shared memory */
 	pid_t parent;           /* in a fork child: the parent (owner_gone) */
@@ -186,6 +182,7 @@ struct sc_sock {
 	uint64_t tag;
 	int offer;
 	uint64_t deadline_ns;
+	struct sc_addr16 dst;   /* where it connected (its listener's liveness) */
 	char *pbuf;
 	size_t plen;
 	int efd;                /* readable once the OPEN arrived */
@@ -316,10 +313,8 @@ __attribute__((constructor)) static void sc_preload_init(void)
 		fprintf(stderr, "shortcut: configuration invalid; running without acceleration\n");
 		G.disabled = true;
 	}
-	if (!sc__rundir()) {
-		LOG(1, "run directory unusable (SHORTCUT_RUNDIR); running without acceleration");
-		G.disabled = true;
-	}
+	if (!sc__rundir())
+		G.disabled = true;      /* said at the first TCP socket (stats_open) */
 	pthread_atfork(NULL, NULL, atfork_child);
 	sc__switch_hook = sw_hook;
 	LOG(2, "loaded (%s)", G.disabled ? "disabled" : "enabled");
@@ -333,6 +328,18 @@ static void stats_open(void)
 	/* disabled processes count too (their fallbacks say why) */
 	if (sc__rundir() && sc__stats_file_open() < 0)
 		LOG(1, "cannot create a stats file in the run directory");
+	if (!sc__rundir()) {
+		/* a failure that disables acceleration says so, once, when
+		 * the process first has a TCP socket it would have sped up */
+		char buf[600];
+		int n = snprintf(buf, sizeof(buf), "shortcut[%d]: run directory unusable: %s; "
+				 "this process runs without acceleration\n", (int)my_pid,
+				 sc__rundir_error());
+		if (n > (int)sizeof(buf) - 1)
+			n = (int)sizeof(buf) - 1;
+		if (R(write)(2, buf, (size_t)n) < 0) {
+		}
+	}
 }
 
 static void ep_forget_sock(struct sc_sock *s);
@@ -341,8 +348,8 @@ static struct sc_sock *sock_new(int fd, int mode, bool nonblock)
 {
 	/* a socket now: whatever fd number this was before (an epoll set
 	 * closed behind our back) is not an epoll set any more */
-	if (epfl_get(fd))
-		atomic_store_explicit(&epfl[fd], 0, memory_order_relaxed);
+	if (ep_of(fd))
+		ep_close(fd);
 	/* the stats file appears with the process's first TCP socket */
 	pthread_once(&stats_once, stats_open);
 	struct sc_sock *s = calloc(1, sizeof(*s));
@@ -357,7 +364,8 @@ static struct sc_sock *sock_new(int fd, int mode, bool nonblock)
 	s->owner = my_pid;
 	s->efd = -1;
 	s->offer = -1;
-	s->tos = -1;
+	s->tos = s->tclass = -1;
+	s->cslot = -1;
 	s->declined = -1;
 	pthread_mutex_lock(&table_lock);
 	if (!sock_set(fd, s)) {
@@ -669,6 +677,38 @@ static int pending_to_shm(struct sc_sock *s)
 
 /* Try to settle a pending client (s->lock held).  Returns 0 when the mode
  * is no longer M_PENDING, -EAGAIN if it must wait (and !block). */
+/* The process that claimed our offer died (the kernel socket ended: FIN
+ * or RST) before its OPEN was done with.  The OPEN may still be in our
+ * rendezvous, sent just before: a last look (bounded), then plain TCP,
+ * where the program reads the end.  (Before, this waited for ever.) */
+static int pending_claimer_died(int fd, struct sc_sock *s)
+{
+	uint64_t end = now_ns() + 200000000u;
+	while (!atomic_load(&s->attached) && now_ns() < end) {
+		if (G.rdv)
+			sc__listener_pump(G.rdv);
+		struct pollfd p = { .fd = s->efd, .events = POLLIN };
+		if (!atomic_load(&s->attached))
+			R(poll)(&p, 1, 10);
+	}
+	/* off the pending list under the lock that deliveries take: an OPEN
+	 * read from now on finds no socket, and is refused */
+	pthread_mutex_lock(&G.rdv_lock);
+	bool attached = atomic_load(&s->attached);
+	if (!attached)
+		for (struct sc_sock **pp = &G.pending; *pp; pp = &(*pp)->pnext)
+			if (*pp == s) {
+				*pp = s->pnext;
+				break;
+			}
+	pthread_mutex_unlock(&G.rdv_lock);
+	if (attached)
+		return pending_to_shm(s);
+	s->offer = -1;
+	LOG(1, "the process that claimed a connection died before setting it up: TCP");
+	return pending_to_tcp(fd, s, SC_FB_RENDEZVOUS);        /* unlinks: no OPEN later */
+}
+
 static int pending_settle(int fd, struct sc_sock *s, bool block, int max_ms)
 {
 	uint64_t start = now_ns();
@@ -694,15 +734,24 @@ static int pending_settle(int fd, struct sc_sock *s, bool block, int max_ms)
 		ssize_t n = R(recv)(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
 		bool tcp_active = n >= 0 || (errno != EAGAIN && errno != EINTR);
 		bool late = now_ns() > s->deadline_ns;
-		if (tcp_active || late) {
+		/* the listener gone meanwhile (killed, exec'd, withdrawn):
+		 * nobody will claim the offer */
+		bool gone = st == SC_OFFER_OFFERED && !sc__board_serves(s->board, &s->dst);
+		if (tcp_active || late || gone) {
 			if (sc__offer_withdraw(s->board, s->offer, s->tag)) {
 				s->offer = -1;
-				return pending_to_tcp(fd, s, tcp_active ? SC_FB_PEER_PLAIN
-									: SC_FB_CLAIM_TIMEOUT);
+				return pending_to_tcp(fd, s, tcp_active ? SC_FB_PEER_PLAIN :
+							     gone ? SC_FB_NO_LISTENER :
+							     SC_FB_CLAIM_TIMEOUT);
 			}
 			/* claimed: the OPEN is on its way, or declined */
 			block = true;
 		}
+		int32_t who;
+		if (tcp_active && n <= 0 && st == SC_OFFER_CLAIMED &&
+		    (who = sc__offer_claimer(s->board, s->offer, s->tag)) > 0 &&
+		    !sc__pid_alive(who))
+			return pending_claimer_died(fd, s);
 		if (!block)
 			return -EAGAIN;
 		if (max_ms >= 0 && now_ns() - start > (uint64_t)max_ms * 1000000u)
@@ -798,9 +847,10 @@ static int offer_prepare(int fd, struct sc_sock *s, const struct sockaddr *addr,
 		*why = SC_FB_NO_LISTENER;
 		return -1;
 	}
-	/* data in the SYN, a repaired socket, or a DSCP of the program's own
-	 * (our mark would replace it on the wire) */
-	if (s->fastopen || s->tos >= 0) {
+	/* data in the SYN, or a repaired socket (a DSCP of the program's own
+	 * is put back once the SYN is out: only the SYN carries our mark, and
+	 * it never leaves the host) */
+	if (s->fastopen) {
 		*why = SC_FB_UNSUPPORTED;
 		return -1;
 	}
@@ -833,7 +883,23 @@ static int offer_prepare(int fd, struct sc_sock *s, const struct sockaddr *addr,
 	if (addr->sa_family == AF_INET6)
 		R(setsockopt)(fd, IPPROTO_IPV6, IPV6_TCLASS, &tos, sizeof(tos));
 	s->board = b;
+	s->dst = *dst;
+	/* until the offer is posted, the acceptor may wait for it */
+	s->cslot = sc__board_connecting(b);
 	return 0;
+}
+
+/* The SYN is out: the program's own IP_TOS / IPV6_TCLASS (or none) back,
+ * and our connecting slot freed. */
+static void offer_unmark(int fd, struct sc_sock *s, int family)
+{
+	int tos = s->tos >= 0 ? s->tos : 0, tclass = s->tclass >= 0 ? s->tclass : 0;
+	R(setsockopt)(fd, IPPROTO_IP, IP_TOS, &tos, sizeof(tos));
+	if (family == AF_INET6)
+		R(setsockopt)(fd, IPPROTO_IPV6, IPV6_TCLASS, &tclass, sizeof(tclass));
+	if (s->cslot >= 0 && s->board)
+		sc__board_connected(s->board, s->cslot);
+	s->cslot = -1;
 }
 
 /* After the real connect (made, or in progress): unmark, and post the
@@ -845,13 +911,10 @@ static int offer_post(int fd, struct sc_sock *s, int family, const struct sc_add
 	socklen_t ml = sizeof(me);
 	struct sc_addr16 mine;
 	uint16_t cport;
-	int zero = 0;
 
-	R(setsockopt)(fd, IPPROTO_IP, IP_TOS, &zero, sizeof(zero));
-	if (family == AF_INET6)
-		R(setsockopt)(fd, IPPROTO_IPV6, IPV6_TCLASS, &zero, sizeof(zero));
 	if (getsockname(fd, (struct sockaddr *)&me, &ml) < 0 ||
 	    !sc__addr16((struct sockaddr *)&me, &mine, &cport) || !cport) {
+		offer_unmark(fd, s, family);
 		*why = SC_FB_LIMITS;
 		return -1;
 	}
@@ -861,6 +924,7 @@ static int offer_post(int fd, struct sc_sock *s, int family, const struct sc_add
 	G.pending = s;
 	pthread_mutex_unlock(&G.rdv_lock);
 	s->offer = sc__offer_post(s->board, cport, dst, s->tag);
+	offer_unmark(fd, s, family);
 	if (s->offer < 0) {
 		pending_unlink(s);
 		/* declined: the accepting side saw no mark (a retransmitted
@@ -900,12 +964,10 @@ EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t alen)
 	bool made = rc == 0 || err == EINPROGRESS;
 	bool offered = false;
 	if (marked) {
-		if (made) {
+		if (made)
 			offered = offer_post(fd, s, addr->sa_family, &dst, &why) == 0;
-		} else {
-			int zero = 0;
-			R(setsockopt)(fd, IPPROTO_IP, IP_TOS, &zero, sizeof(zero));
-		}
+		else
+			offer_unmark(fd, s, addr->sa_family);
 		if (!offered) {
 			free(s->pbuf);
 			s->pbuf = NULL;
@@ -923,7 +985,7 @@ EXPORT int listen(int fd, int backlog)
 	struct sc_sock *s = sock_get(fd);
 	int rc = R(listen)(fd, backlog);
 
-	if (rc < 0 || !s || G.disabled || atomic_load(&s->mode) != M_TCP)
+	if (rc < 0 || !s || G.disabled || G.uring || atomic_load(&s->mode) != M_TCP)
 		return rc;
 	int saved = errno;
 	struct sockaddr_storage me;
@@ -994,8 +1056,10 @@ static void server_claim(int nfd, struct sc_sock *s)
 			  ((syn[0] & 0x0f) << 4 | syn[1] >> 4) : 0;
 		marked = (tos & 0xfc) == SC_SYN_TOS;
 	}
-	/* marked: its offer follows its connect() by microseconds; wait
-	 * for it (bounded), else decline the 4-tuple so it learns */
+	/* marked: its offer follows its connect() by microseconds; wait for
+	 * it while a client is between its connect() and its offer (bounded),
+	 * else decline the 4-tuple so it learns.  A marked SYN with nobody
+	 * connecting is not waited for: anyone can mark a SYN. */
 	uint64_t until = now_ns() + (marked && room ? 200000000u : 0);
 	int idx;
 	for (unsigned spin = 0;; spin++) {
@@ -1009,15 +1073,17 @@ static void server_claim(int nfd, struct sc_sock *s)
 			fallback_stat(s, nfd, SC_FB_PEER_CLOSED);
 			return;
 		}
-		if (now_ns() >= until) {
+		bool waited_out = now_ns() >= until;
+		if (waited_out || !sc__board_anyone_connecting(b)) {
 			int didx;
 			if (sc__offer_decline_tuple(b, cport, &local, &didx) == -EAGAIN)
 				continue;       /* it came: claim it */
 			s->declined = didx;
 			s->board = b;
 			s->local = local;
-			fallback_stat(s, nfd, !room ? SC_FB_LIMITS : marked ? SC_FB_CLAIM_TIMEOUT
-							: SC_FB_PEER_PLAIN);
+			fallback_stat(s, nfd, !room ? SC_FB_LIMITS :
+					      marked && waited_out ? SC_FB_CLAIM_TIMEOUT :
+					      SC_FB_PEER_PLAIN);
 			return;
 		}
 		if (spin < 64) {
@@ -2669,9 +2735,26 @@ static void settle_now(int fd, struct sc_sock *s)
 }
 
 /* An fd going to code without the library: switch it first. */
+/* A listener of ours that can no longer deliver shared memory (its fd
+ * passed to another process, io_uring set up): its board entry goes at
+ * once, so that no client waits for an answer that will not come; its
+ * connections are plain TCP from now on. */
+static void listener_withdraw(struct sc_sock *s)
+{
+	pthread_mutex_lock(&s->lock);
+	if (atomic_load(&s->mode) == M_LISTEN && s->board && s->owner == my_pid) {
+		sc__board_unlisten(s->board, s->ino);
+		atomic_store(&s->mode, M_TCP);
+		LOG(2, "listener withdrawn from the board");
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
 static void sw_fd(int fd)
 {
 	struct sc_sock *s = sock_get(fd);
+	if (s && atomic_load(&s->mode) == M_LISTEN)
+		listener_withdraw(s);   /* the receiver accepts past us */
 	if (s && (atomic_load(&s->mode) == M_SPENDING || atomic_load(&s->mode) == M_PENDING))
 		settle_now(fd, s);
 	if (s && atomic_load(&s->mode) == M_SHM)
@@ -2873,6 +2956,12 @@ EXPORT FILE *popen(const char *cmd, const char *type)
 struct io_uring;
 struct io_uring_params;
 
+static void uring_listener(int fd, struct sc_sock *s, bool vforked)
+{
+	if (atomic_load(&s->mode) == M_LISTEN)
+		listener_withdraw(s);
+}
+
 static void uring_seen(void)
 {
 	int saved = errno;
@@ -2880,6 +2969,8 @@ static void uring_seen(void)
 		G.uring = true;
 		LOG(1, "io_uring in use: connections go back to TCP, new ones stay there");
 	}
+	/* its accepts may go past us: no client may wait for our answer */
+	fds_each(uring_listener, false);
 	sw_scan(true, true, true);
 	errno = saved;
 }
@@ -3080,6 +3171,7 @@ EXPORT int close(int fd)
  * epoll set in the range (the peer sees the close; the table forgets the
  * numbers), then the kernel's close of the range, less our own fds of the
  * switch (re-sends under way: hidden). */
+static void ep_close_range(unsigned first, unsigned last);
 static void forget_range(unsigned first, unsigned last)
 {
 	for (unsigned p = first >> PAGE_BITS; p < NPAGES && (p << PAGE_BITS) <= last; p++) {
@@ -3090,9 +3182,7 @@ static void forget_range(unsigned first, unsigned last)
 				fd_forget_((int)fd, true);
 		}
 	}
-	for (unsigned fd = first; fd <= last && fd < EPFL_MAX; fd++)
-		if (epfl_get((int)fd))
-			ep_close((int)fd);
+	ep_close_range(first, last);
 }
 
 static int close_range_holes(unsigned first, unsigned last, int flags)
@@ -3155,8 +3245,10 @@ EXPORT void closefrom(int lowfd)
 EXPORT int dup(int fd)
 {
 	int n = R(dup)(fd);
-	if (n >= 0)
+	if (n >= 0) {
 		fd_alias(fd, n);
+		ep_dup(fd, n);
+	}
 	return n;
 }
 
@@ -3169,6 +3261,7 @@ EXPORT int dup3(int fd, int nfd, int flags)
 		fd_forget(nfd);
 		ep_close(nfd);
 		fd_alias(fd, nfd);
+		ep_dup(fd, nfd);
 	}
 	return n;
 }
@@ -3180,6 +3273,7 @@ EXPORT int dup2(int fd, int nfd)
 		fd_forget(nfd);
 		ep_close(nfd);
 		fd_alias(fd, nfd);
+		ep_dup(fd, nfd);
 	}
 	return n;
 }
@@ -3194,6 +3288,8 @@ static int do_fcntl(int (*f)(int, int, ...), int fd, int cmd, va_list ap)
 		int n = f(fd, cmd, arg);
 		if (n >= 0 && s)
 			fd_alias(fd, n);
+		if (n >= 0)
+			ep_dup(fd, n);
 		return n;
 	}
 	case F_SETFL: {
@@ -3361,8 +3457,13 @@ EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t len
 	    (opt == TCP_FASTOPEN_CONNECT || opt == TCP_REPAIR) && val && len >= sizeof(int))
 		s->fastopen = *(const int *)val != 0;
 	if (rc == 0 && s && ((level == IPPROTO_IP && opt == IP_TOS) ||
-			     (level == IPPROTO_IPV6 && opt == IPV6_TCLASS)) && val && len >= 1)
-		s->tos = len >= sizeof(int) ? *(const int *)val : *(const uint8_t *)val;
+			     (level == IPPROTO_IPV6 && opt == IPV6_TCLASS)) && val && len >= 1) {
+		/* as the kernel settled on it (put back after our SYN mark) */
+		int v = 0;
+		socklen_t vl = sizeof(v);
+		if (R(getsockopt)(fd, level, opt, &v, &vl) == 0)
+			*(level == IPPROTO_IP ? &s->tos : &s->tclass) = v;
+	}
 	if (rc == 0 && s && level == SOL_SOCKET && opt == SO_LINGER && val &&
 	    len >= sizeof(struct linger)) {
 		const struct linger *l = val;
@@ -3446,7 +3547,7 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t 
 {
 	bool any = false;
 	for (nfds_t i = 0; i < n; i++)
-		if (epfl_get(fds[i].fd) & EPFL_EPOLL)
+		if (ep_of(fds[i].fd))
 			ep_expose_fd(fds[i].fd);        /* a polled epoll set */
 	for (nfds_t i = 0; i < n && !any; i++) {
 		struct sc_sock *s = fds[i].fd >= 0 ? sock_get(fds[i].fd) : NULL;
@@ -3459,9 +3560,19 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t 
 		}
 		return R(poll)(fds, n, timeout_ms);
 	}
-	struct pollfd local[64];
-	struct pollfd *k = n <= 64 ? local : malloc(n * sizeof(*k));
-	if (!k) {
+	/* k[0..n) mirrors fds; a pending client also has its kernel socket
+	 * watched, in k[n..): its peer's decline, or a plain peer speaking
+	 * first, shows only there (was: only its attach eventfd, and a
+	 * client waiting for a plain server's greeting slept for ever) */
+	struct pollfd local[128];
+	nfds_t kn = n;
+	int pmap_local[64], *pmap = n <= 64 ? pmap_local : malloc(n * sizeof(*pmap));
+	struct pollfd *k = n <= 64 ? local : malloc(2 * n * sizeof(*k));
+	if (!k || !pmap) {
+		if (k != local)
+			free(k);
+		if (pmap != pmap_local)
+			free(pmap);
 		errno = ENOMEM;
 		return -1;
 	}
@@ -3470,6 +3581,7 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t 
 	for (;;) {
 		bool again = false, slice = false;
 		ready = 0;
+		kn = n;
 		for (nfds_t i = 0; i < n; i++) {
 			struct sc_sock *s = fds[i].fd >= 0 ? sock_get(fds[i].fd) : NULL;
 			int wfd;
@@ -3485,6 +3597,10 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t 
 				ready++;
 			k[i].fd = wfd;
 			k[i].events = POLLIN;
+			if (atomic_load(&s->mode) == M_PENDING) {
+				pmap[kn - n] = (int)i;
+				k[kn++] = (struct pollfd){ .fd = fds[i].fd, .events = POLLIN | POLLRDHUP };
+			}
 		}
 		uint64_t now = now_ns();
 		int t = ready ? 0 : end == UINT64_MAX ? -1 :
@@ -3494,17 +3610,22 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t 
 		int rc;
 		if (mask) {
 			struct timespec ts = { t / 1000, (t % 1000) * 1000000L };
-			rc = R(ppoll)(k, n, t < 0 ? NULL : &ts, mask);
+			rc = R(ppoll)(k, kn, t < 0 ? NULL : &ts, mask);
 		} else {
-			rc = R(poll)(k, n, t);
+			rc = R(poll)(k, kn, t);
 		}
 		if (rc < 0) {
 			int e = errno;
 			if (k != local)
 				free(k);
+			if (pmap != pmap_local)
+				free(pmap);
 			errno = e;
 			return -1;
 		}
+		for (nfds_t x = n; x < kn; x++)
+			if (k[x].revents)       /* look at the pending client again */
+				k[pmap[x - n]].revents |= POLLIN;
 		for (nfds_t i = 0; i < n; i++) {
 			struct sc_sock *s = fds[i].fd >= 0 ? sock_get(fds[i].fd) : NULL;
 			int wfd;
@@ -3531,6 +3652,8 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t 
 	}
 	if (k != local)
 		free(k);
+	if (pmap != pmap_local)
+		free(pmap);
 	return ready;
 }
 
@@ -3567,7 +3690,7 @@ static int do_select(int nfds, fd_set *r, fd_set *w, fd_set *e, int timeout_ms,
 {
 	bool any = false;
 	for (int fd = 0; fd < nfds; fd++)
-		if ((epfl_get(fd) & EPFL_EPOLL) && ((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w))))
+		if (((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w))) && ep_of(fd))
 			ep_expose_fd(fd);               /* a selected epoll set */
 	for (int fd = 0; fd < nfds && !any; fd++) {
 		struct sc_sock *s = sock_get(fd);
@@ -3723,7 +3846,7 @@ EXPORT pid_t fork(void)
 	socks_each(mark_forked, my_pid, child);
 	pthread_mutex_unlock(&table_lock);
 	socks_each(listener_inherit, my_pid, child);
-	epfl_mark_shared();
+	ep_mark_shared();
 	errno = saved;
 	return child;
 }
@@ -3736,6 +3859,7 @@ static void atfork_child(void)
 
 	sc__pid_reset();        /* before anything records our pid */
 	my_pid = getpid();
+	sc__board_atfork_child();       /* the parent's listener locks stay its own */
 	/* listening sockets we inherited: we may accept on them too, so the
 	 * board names us as well (the parent may close its copy) */
 	socks_each(listener_inherit, parent, my_pid);
@@ -3785,32 +3909,43 @@ static void atfork_child(void)
  * ready, so a wait costs O(ready), not O(registered).
  */
 
-/* The inner set's registration in the program's set: a cookie naming the
- * process, since a set inherited across fork is shared with the other
- * process, whose cookie (or whose inner set) we must never report. */
-#define EP_COOKIE_TOP	0x5c0de5c0u
-static uint64_t ep_cookie(void)
+/* Cookies: what the kernel's sets know our own registrations by.  An inner
+ * set's registration in the program's set, and a nested program set's in
+ * its outer set, are made under a value of ours instead of the program's
+ * epoll_data, so that they are told from every fd of the program's: 20
+ * bits of magic (a non-canonical address, no pointer has it), the pid (a
+ * set inherited across fork is shared with the other process, whose
+ * cookies we must never report) and an id naming the set.  No cookie ever
+ * reaches the program: every wait, ours or the kernel's, drops or
+ * translates them. */
+#define EP_MAGIC_SET	0x5c0deull
+#define EP_MAGIC_KID	0x5c0dfull
+#define EP_PID_MASK	0x3fffffu
+static uint64_t ep_mkcookie(uint64_t magic, uint32_t id)
 {
-	return (uint64_t)EP_COOKIE_TOP << 32 | (uint32_t)my_pid;
+	return magic << 44 | (uint64_t)((uint32_t)my_pid & EP_PID_MASK) << 22 |
+	       (id & EP_PID_MASK);
 }
 
-/* A nested set's registration in the kernel's outer set: its own data, so
- * that an event of it is told from any other fd's with the same
- * epoll_data; the program's data is put back when it is reported. */
-#define EP_KID_TOP	0x5c0de5c1u
 static uint64_t kid_cookie(uint32_t id)
 {
-	return (uint64_t)EP_KID_TOP << 32 | id;
+	return ep_mkcookie(EP_MAGIC_KID, id);
 }
 
 static bool is_kid_cookie(uint64_t v)
 {
-	return (uint32_t)(v >> 32) == EP_KID_TOP;
+	return v >> 44 == EP_MAGIC_KID;
 }
 
 static bool is_cookie(uint64_t v)
 {
-	return (uint32_t)(v >> 32) == EP_COOKIE_TOP;
+	return v >> 44 == EP_MAGIC_SET;
+}
+
+/* a cookie of this process's (not of a process that shares the set) */
+static bool cookie_mine(uint64_t v)
+{
+	return (uint32_t)(v >> 22 & EP_PID_MASK) == ((uint32_t)my_pid & EP_PID_MASK);
 }
 
 struct sc_epreg {
@@ -3838,8 +3973,28 @@ struct sc_epreg {
 	struct sc_epreg *next, *cnext;
 };
 
+/*
+ * An epoll set of the program's: one per open file description, as the
+ * kernel knows it, whatever fds name it.  The program may copy an epoll fd
+ * (dup, dup2, dup3, F_DUPFD: mio registers through a copy and waits
+ * through the original), close one copy while another lives, inherit it
+ * across fork, or receive a copy with SCM_RIGHTS; every copy is the same
+ * set.  The fds we saw made name it in the table (ep_of); one we did not
+ * see made (SCM_RIGHTS) is recognised when it is used (ep_adopt).
+ *
+ * The shadow (inner set, channel, entries) appears when the first
+ * accelerated fd is registered (inner >= 0; then the set is on `eps`).
+ */
 struct sc_ep {
-	int fd, inner;
+	int fd;                 /* one of its fds, for our own calls on the kernel's set */
+	int *fds, nfds, fds_cap;        /* every fd of ours naming it (eps_lock) */
+	uint32_t id;            /* in its cookie */
+	uint64_t cookie;        /* the inner set's data in the kernel's set */
+	int inner;              /* the inner set; -1: no shadow yet */
+	bool exposed;           /* in another epoll set, or polled: keep its fd's
+				 * readiness true between our epoll_waits */
+	bool shared;            /* inherited across fork: shared with another process */
+	_Atomic bool child_used;        /* ... and a child of ours waits in it (ep_switched) */
 	/* the completion channel of this waiting context: its connections
 	 * bound to it wake it through one wake socket per link group, and one
 	 * collect reports every one that became ready (O(ready)) */
@@ -3848,56 +4003,20 @@ struct sc_ep {
 	struct sc_epreg *regs, *check;
 	struct sc_epreg *fired;         /* to re-arm before the next sleep */
 	uint64_t calls;         /* epoll_wait calls (an fd is reported once per call) */
-	bool exposed;           /* in another epoll set, or polled: keep its fd's
-				 * readiness true between our epoll_waits */
 	bool held;              /* ep_expose found it ready (counted in nexp_sig) */
-	_Atomic int sleepers;   /* threads asleep in the kernel's wait on it */
+	/* threads asleep in the kernel's wait on it, ours or passed through:
+	 * a registration made meanwhile must wake them (epoll_ctl) */
+	_Atomic int sleepers;
 	/* epoll sets of the program's registered in this one (nested): their
 	 * events are checked before they are reported (see ep_wait) */
 	struct sc_epkid {
 		int fd;
-		uint32_t id;            /* the kernel set knows it by kid_cookie(id) */
+		uint64_t cookie;        /* the kernel set knows it by this */
 		uint64_t data;          /* the program's epoll_data */
 		struct sc_epkid *next;
 	} *kids;
-	struct sc_ep *next;
+	struct sc_ep *next;     /* on `eps` (shadowed sets) */
 };
-
-/*
- * Epoll fds the program created, and which of them it watches from outside
- * (in another epoll set, or with poll/select): there nobody calls our
- * epoll_wait to arm the channel, so the set's fd must be readable in the
- * kernel exactly when one of its registrations is ready.  fds past the
- * table are not tracked (a nested set that high waits for its own calls).
- */
-
-static _Atomic int epfl_top;    /* above the highest fd marked */
-
-static void epfl_set(int fd, uint8_t bits)
-{
-	if (fd >= 0 && fd < EPFL_MAX) {
-		atomic_fetch_or_explicit(&epfl[fd], bits, memory_order_relaxed);
-		int top = atomic_load_explicit(&epfl_top, memory_order_relaxed);
-		while (fd >= top && !atomic_compare_exchange_weak(&epfl_top, &top, fd + 1))
-			;
-	}
-}
-
-/* fork: every epoll set of the program's is now shared with the other
- * process (the kernel's set is one object): its events may carry the
- * other's cookie, which we must drop (ep_wait, shared_wait). */
-static void epfl_mark_shared(void)
-{
-	int top = atomic_load_explicit(&epfl_top, memory_order_relaxed);
-	for (int fd = 0; fd < top; fd++)
-		if (atomic_load_explicit(&epfl[fd], memory_order_relaxed) & EPFL_EPOLL)
-			atomic_fetch_or_explicit(&epfl[fd], EPFL_SHARED, memory_order_relaxed);
-}
-
-static uint8_t epfl_get(int fd)
-{
-	return fd >= 0 && fd < EPFL_MAX ? atomic_load_explicit(&epfl[fd], memory_order_relaxed) : 0;
-}
 
 static pthread_mutex_t eps_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Paths that use a set found by its fd after dropping eps_lock (the exposed
@@ -3905,47 +4024,223 @@ static pthread_mutex_t eps_lock = PTHREAD_MUTEX_INITIALIZER;
  * thread closes) hold this for reading; ep_close frees a set only with it
  * held for writing. */
 static pthread_rwlock_t ep_life = PTHREAD_RWLOCK_INITIALIZER;
-static struct sc_ep *eps;
+static struct sc_ep *eps;       /* the sets with a shadow */
+static _Atomic int neps;        /* fast path: no shadow at all */
+
+/* fd -> its epoll set, pages as the socket table's (written under eps_lock) */
+static struct sc_ep *_Atomic *_Atomic ep_pages[NPAGES];
+
+static struct sc_ep *ep_of(int fd)
+{
+	if ((unsigned)fd >= (NPAGES << PAGE_BITS))
+		return NULL;
+	struct sc_ep *_Atomic *p = atomic_load_explicit(&ep_pages[fd >> PAGE_BITS],
+						       memory_order_acquire);
+	return p ? atomic_load_explicit(&p[fd & ((1 << PAGE_BITS) - 1)], memory_order_acquire)
+		 : NULL;
+}
 
 /* eps_lock held */
-static struct sc_ep *ep_find(int epfd)
+static bool ep_tab_set(int fd, struct sc_ep *e)
 {
-	for (struct sc_ep *e = eps; e; e = e->next)
-		if (e->fd == epfd)
-			return e;
+	if ((unsigned)fd >= (NPAGES << PAGE_BITS))
+		return false;
+	struct sc_ep *_Atomic *p = atomic_load(&ep_pages[fd >> PAGE_BITS]);
+	if (!p) {
+		if (!e)
+			return true;
+		p = calloc(1u << PAGE_BITS, sizeof(*p));
+		if (!p)
+			return false;
+		atomic_store_explicit(&ep_pages[fd >> PAGE_BITS], p, memory_order_release);
+	}
+	atomic_store_explicit(&p[fd & ((1 << PAGE_BITS) - 1)], e, memory_order_release);
+	return true;
+}
+
+/* eps_lock held: fd names e too */
+static bool ep_fd_add(struct sc_ep *e, int fd)
+{
+	if (e->nfds == e->fds_cap) {
+		int cap = e->fds_cap ? e->fds_cap * 2 : 4;
+		int *p = realloc(e->fds, (size_t)cap * sizeof(*p));
+		if (!p)
+			return false;
+		e->fds = p;
+		e->fds_cap = cap;
+	}
+	if (!ep_tab_set(fd, e))
+		return false;
+	e->fds[e->nfds++] = fd;
+	return true;
+}
+
+/* eps_lock held: fd no longer names e; returns how many still do */
+static int ep_fd_del(struct sc_ep *e, int fd)
+{
+	ep_tab_set(fd, NULL);
+	for (int i = 0; i < e->nfds; i++)
+		if (e->fds[i] == fd) {
+			e->fds[i] = e->fds[--e->nfds];
+			break;
+		}
+	if (e->fd == fd && e->nfds)
+		e->fd = e->fds[0];
+	return e->nfds;
+}
+
+/* eps_lock held: a set object for the epoll fd `fd`, no shadow yet */
+static struct sc_ep *ep_new(int fd)
+{
+	struct sc_ep *e = calloc(1, sizeof(*e));
+	if (!e)
+		return NULL;
+	e->fd = fd;
+	e->inner = -1;
+	pthread_mutex_init(&e->lock, NULL);
+	if (!ep_fd_add(e, fd)) {
+		free(e->fds);
+		free(e);
+		return NULL;
+	}
+	return e;
+}
+
+/* Free a set no fd names, whose shadow is gone (no user left: ep_life) */
+static void ep_free(struct sc_ep *e)
+{
+	pthread_mutex_destroy(&e->lock);
+	free(e->fds);
+	free(e);
+}
+
+/* eps_lock held: fd is an epoll fd we did not see made (received with
+ * SCM_RIGHTS, made by a raw system call): the set of ours it is a copy of,
+ * or a new one.  A copy of a shadowed set holds that set's inner set: the
+ * kernel accepts a MOD of it there and nowhere else. */
+static struct sc_ep *ep_copy_locked(int fd, bool *is_epoll)
+{
+	for (struct sc_ep *e = eps; e; e = e->next) {
+		struct epoll_event ev = { .events = EPOLLIN, .data.u64 = e->cookie };
+		if (R(epoll_ctl)(fd, EPOLL_CTL_MOD, e->inner, &ev) == 0)
+			return ep_fd_add(e, fd) ? e : NULL;
+		if (errno == ENOENT && is_epoll)
+			*is_epoll = true;       /* an epoll set, not that one */
+	}
 	return NULL;
 }
 
-static _Atomic int neps;        /* fast path: no epoll set of ours at all */
+static struct sc_ep *ep_adopt(int fd)
+{
+	struct sc_ep *e = ep_copy_locked(fd, NULL);
+	return e ? e : ep_new(fd);
+}
 
+/* The shadowed set of epfd; with create, made if need be (the fd's set
+ * object too, if it is a copy we did not see made).  NULL, errno set, if
+ * it cannot be (the kernel's EBADF or EINVAL for an fd that is no epoll
+ * set). */
 static struct sc_ep *ep_get(int epfd, bool create)
 {
-	if (!create && !atomic_load_explicit(&neps, memory_order_acquire))
-		return NULL;
+	if (!create) {
+		if (!atomic_load_explicit(&neps, memory_order_acquire))
+			return NULL;
+		struct sc_ep *e = ep_of(epfd);
+		return e && e->inner >= 0 ? e : NULL;
+	}
+	static _Atomic uint32_t next_id;
 	pthread_mutex_lock(&eps_lock);
-	struct sc_ep *e = ep_find(epfd);
-	if (!e && create) {
-		e = calloc(1, sizeof(*e));
-		if (e) {
-			e->fd = epfd;
-			e->inner = R(epoll_create1)(EPOLL_CLOEXEC);
-			struct epoll_event ev = { .events = EPOLLIN, .data.u64 = ep_cookie() };
-			if (e->inner < 0 || R(epoll_ctl)(epfd, EPOLL_CTL_ADD, e->inner, &ev) < 0) {
-				if (e->inner >= 0)
-					R(close)(e->inner);
-				free(e);
-				e = NULL;
-			} else {
-				pthread_mutex_init(&e->lock, NULL);
-				e->exposed = epfl_get(epfd) & EPFL_EXPOSED;
-				e->next = eps;
-				eps = e;
-				atomic_fetch_add(&neps, 1);
+	struct sc_ep *e = ep_of(epfd);
+	bool adopted = false;
+	if (!e) {
+		e = ep_adopt(epfd);
+		adopted = e && e->nfds == 1;
+	}
+	if (e && e->inner < 0) {
+		e->inner = R(epoll_create1)(EPOLL_CLOEXEC);
+		e->id = atomic_fetch_add(&next_id, 1) + 1;
+		e->cookie = ep_mkcookie(EP_MAGIC_SET, e->id);
+		struct epoll_event ev = { .events = EPOLLIN, .data.u64 = e->cookie };
+		if (e->inner < 0 || R(epoll_ctl)(e->fd, EPOLL_CTL_ADD, e->inner, &ev) < 0) {
+			int err = errno;
+			if (e->inner >= 0)
+				R(close)(e->inner);
+			e->inner = -1;
+			if (adopted) {          /* no epoll set: forget it */
+				ep_fd_del(e, epfd);
+				ep_free(e);
 			}
+			errno = err;
+			e = NULL;
+		} else {
+			e->next = eps;
+			eps = e;
+			atomic_fetch_add(&neps, 1);
 		}
 	}
 	pthread_mutex_unlock(&eps_lock);
 	return e;
+}
+
+/* epfd, which names no set we know, is a copy of one of our shadowed sets
+ * (received with SCM_RIGHTS): that set, now named by epfd too; or NULL.
+ * With known, an epoll set that is no copy of ours is known from now on
+ * (so that it is looked at once). */
+static struct sc_ep *ep_copy_of(int epfd, bool known)
+{
+	bool is_epoll = false;
+	pthread_mutex_lock(&eps_lock);
+	struct sc_ep *e = ep_of(epfd);
+	if (!e) {
+		e = ep_copy_locked(epfd, &is_epoll);
+		if (!e && known && is_epoll)
+			ep_new(epfd);
+	} else if (e->inner < 0) {
+		e = NULL;
+	}
+	pthread_mutex_unlock(&eps_lock);
+	return e;
+}
+
+/* An epoll fd the program made (epoll_create*): a set of its own.  The
+ * number may have named a set closed behind our back: that is gone. */
+static void ep_created(int fd)
+{
+	if (fd < 0)
+		return;
+	if (ep_of(fd))
+		ep_close(fd);
+	pthread_mutex_lock(&eps_lock);
+	ep_new(fd);
+	pthread_mutex_unlock(&eps_lock);
+}
+
+/* newfd is a copy of oldfd (dup, dup2, dup3, F_DUPFD): if oldfd names an
+ * epoll set, newfd names the same one (the caller closed newfd's old set) */
+static void ep_dup(int oldfd, int newfd)
+{
+	if (!ep_of(oldfd) || in_vfork_child())
+		return;
+	pthread_mutex_lock(&eps_lock);
+	struct sc_ep *e = ep_of(oldfd);
+	if (e && ep_of(newfd) != e)
+		ep_fd_add(e, newfd);
+	pthread_mutex_unlock(&eps_lock);
+}
+
+/* fork (in the parent, and the child): every set is now shared with the
+ * other process (the kernel's set is one object): its events may carry the
+ * other's cookie, which we must drop (ep_wait, ep_kernel_wait). */
+static void ep_mark_shared(void)
+{
+	for (unsigned p = 0; p < NPAGES; p++) {
+		struct sc_ep *_Atomic *pg = atomic_load(&ep_pages[p]);
+		for (unsigned i = 0; pg && i < (1u << PAGE_BITS); i++) {
+			struct sc_ep *e = atomic_load_explicit(&pg[i], memory_order_relaxed);
+			if (e)
+				e->shared = true;
+		}
+	}
 }
 
 /* e->lock held */
@@ -4128,6 +4423,7 @@ static int ep_bind(struct sc_ep *e, struct sc_epreg *r, struct sc_conn *c)
 }
 
 static void fired_add(struct sc_ep *e, struct sc_epreg *r);
+static bool ep_arm(struct sc_ep *e, bool sleep);
 
 /* e->lock held: the connections of the set's channel that became ready
  * since the last collect go on the check list; returns how many.  With
@@ -4226,25 +4522,37 @@ static void fired_add(struct sc_ep *e, struct sc_epreg *r)
 	}
 }
 
+/* A registration was made while threads sleep in the kernel's wait on e:
+ * arm the channel (its next event wakes them) and wake them now, to look
+ * (a look finding nothing sleeps again). */
+static void ep_wake_sleepers(struct sc_ep *e)
+{
+	ep_arm(e, true);
+	pthread_mutex_lock(&e->lock);
+	if (ep_chan_ensure(e) == 0)
+		sc__chan_signal(e->ch);
+	pthread_mutex_unlock(&e->lock);
+}
+
 EXPORT int epoll_create(int size)
 {
 	int fd = R(epoll_create)(size);
-	epfl_set(fd, EPFL_EPOLL);
+	ep_created(fd);
 	return fd;
 }
 
 EXPORT int epoll_create1(int flags)
 {
 	int fd = R(epoll_create1)(flags);
-	epfl_set(fd, EPFL_EPOLL);
+	ep_created(fd);
 	return fd;
 }
 
 EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
 	if (atomic_load_explicit(&ep_inh, memory_order_relaxed))
-		ep_inherited_use(epfd);
-	if (epfl_get(fd) & EPFL_EPOLL) {
+		ep_inherited_use(ep_of(epfd));
+	if (ep_of(fd)) {
 		/* an epoll set of the program's going into another one: the
 		 * outer set gets a shadow that checks it before reporting, and
 		 * the kernel's set knows it by a cookie of ours (the program's
@@ -4282,6 +4590,8 @@ EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	struct sc_sock *s = sock_get(fd);
 	struct sc_ep *e = ep_get(epfd, false);
 	struct sc_epreg *r = NULL;
+	if (!e && s && atomic_load_explicit(&neps, memory_order_acquire) && !ep_of(epfd))
+		e = ep_copy_of(epfd, false);    /* a copy of a set of ours we did not see made? */
 
 	if (e) {
 		pthread_mutex_lock(&e->lock);
@@ -4299,14 +4609,15 @@ EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		if (s && op == EPOLL_CTL_ADD && atomic_load(&s->mode) == M_SPENDING)
 			server_settle(fd, s);
 		int mode = s ? atomic_load(&s->mode) : M_TCP;
-		if (mode == M_SHM && op == EPOLL_CTL_ADD && (epfl_get(epfd) & EPFL_CHILD_USED)) {
+		struct sc_ep *f = ep_of(epfd);
+		if (mode == M_SHM && op == EPOLL_CTL_ADD && f && atomic_load(&f->child_used)) {
 			/* a child waits in this set too: it can only see a
 			 * kernel socket (so long as it lives) */
 			if (kid_may_hold(0)) {
 				sock_switch(fd, s);
 				mode = atomic_load(&s->mode);
 			} else {
-				atomic_fetch_and(&epfl[epfd], (uint8_t)~EPFL_CHILD_USED);
+				atomic_store(&f->child_used, false);
 			}
 		}
 		if (op != EPOLL_CTL_ADD || (mode != M_PENDING && mode != M_SHM) || !ev)
@@ -4400,6 +4711,15 @@ EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		rc = -1;
 	}
 	pthread_mutex_unlock(&e->lock);
+	if (rc == 0 && op != EPOLL_CTL_DEL && atomic_load(&e->sleepers)) {
+		/* another thread is asleep in the kernel's wait on this set
+		 * (in ours, or passed through before the set had a shadow):
+		 * the kernel would wake it for an entry ready now, and for
+		 * the next event of this one */
+		int saved = errno;
+		ep_wake_sleepers(e);
+		errno = saved;
+	}
 	if (unbind && ep_elsewhere(e, s)) {
 		/* another set watches it through our channel, which only our
 		 * waits arm: the dormant entry lets go of it for good */
@@ -4649,7 +4969,7 @@ static bool ep_kid_ready(struct sc_ep *e, uint64_t *data)
 	int fd = -1;
 	pthread_mutex_lock(&e->lock);
 	for (struct sc_epkid *k = e->kids; k; k = k->next)
-		if (kid_cookie(k->id) == *data) {
+		if (k->cookie == *data) {
 			fd = k->fd;
 			*data = k->data;        /* the program's */
 		}
@@ -4683,7 +5003,7 @@ static void ep_kid_set(struct sc_ep *e, int fd, int op, uint64_t data)
 	}
 	if (!k && (k = calloc(1, sizeof(*k)))) {
 		k->fd = fd;
-		k->id = atomic_fetch_add(&next_id, 1);
+		k->cookie = kid_cookie(atomic_fetch_add(&next_id, 1));
 		k->next = e->kids;
 		e->kids = k;
 	}
@@ -4696,7 +5016,7 @@ static uint64_t ep_kid_cookie(struct sc_ep *e, int fd)
 {
 	for (struct sc_epkid *k = e->kids; k; k = k->next)
 		if (k->fd == fd)
-			return kid_cookie(k->id);
+			return k->cookie;
 	return 0;
 }
 
@@ -4724,14 +5044,14 @@ static void ep_refresh_exposed(void)
  * if it is an epoll set of the program's, expose it. */
 static void ep_expose_fd(int fd)
 {
-	if (!(epfl_get(fd) & EPFL_EPOLL))
+	struct sc_ep *f = ep_of(fd);
+	if (!f)
 		return;
-	epfl_set(fd, EPFL_EXPOSED);
+	f->exposed = true;
 	pthread_rwlock_rdlock(&ep_life);
 	struct sc_ep *e = ep_get(fd, false);
 	if (e) {
 		int saved = errno;
-		e->exposed = true;
 		ep_expose(e);
 		errno = saved;
 	}
@@ -4741,55 +5061,124 @@ static void ep_expose_fd(int fd)
 static int ep_wait(struct sc_ep *e, int epfd, struct epoll_event *out, int max, int timeout,
 		   const sigset_t *mask);
 
-/* A set shared across fork that has no shadow here: the kernel's events,
- * less the other process's cookie. */
 /* In a fork child: the nested sets of the sets we inherited, by cookie. */
 static struct inh_kid {
 	uint64_t cookie, data;
 } inh_kids[64];
 static int n_inh_kids;
 
-static int shared_wait(int epfd, struct epoll_event *out, int max, int timeout,
-		       const sigset_t *mask)
+/* A kernel event with one of the cookies of a process sharing the set:
+ * the data to report for it (a nested set we inherited), or false to drop
+ * it (the other process's inner set, or a nested set we know nothing of). */
+static bool cookie_inherited(uint64_t *data)
 {
-	uint64_t end = timeout < 0 ? UINT64_MAX : now_ns() + (uint64_t)timeout * 1000000u;
+	if (!is_kid_cookie(*data))
+		return false;
+	for (int j = 0; j < n_inh_kids; j++)
+		if (inh_kids[j].cookie == *data) {
+			*data = inh_kids[j].data;
+			return true;
+		}
+	return false;
+}
+
+/* The kernel's wait itself: epoll_pwait2 with the program's own timespec
+ * where it gave one (ms == EP_TS), else epoll_wait / epoll_pwait in ms. */
+#define EP_TS INT_MIN
+static int kernel_wait(int epfd, struct epoll_event *out, int max, int ms,
+		       const struct timespec *ts, const sigset_t *mask)
+{
+	if (ms == EP_TS)
+		return R(epoll_pwait2)(epfd, out, max, ts, mask);
+	return mask ? R(epoll_pwait)(epfd, out, max, ms, mask) : R(epoll_wait)(epfd, out, max, ms);
+}
+
+static int ms_left(uint64_t end)
+{
+	if (end == UINT64_MAX)
+		return -1;
+	uint64_t now = now_ns();
+	return now >= end ? 0 : (int)((end - now + 999999) / 1000000);
+}
+
+/*
+ * A wait on a set with no shadow of ours (or an fd we know nothing of):
+ * the kernel's, but no cookie may reach the program.  A cookie of ours
+ * means the set got a shadow while we slept (another thread registered an
+ * accelerated fd) or is a copy of a shadowed set we did not see made: the
+ * wait goes on through the shadow.  Another process's (a set shared across
+ * fork) is dropped, or translated (a nested set we inherited).
+ */
+static int ep_kernel_wait(struct sc_ep *f, int epfd, struct epoll_event *out, int max,
+			  int timeout, const struct timespec *ts, const sigset_t *mask)
+{
+	uint64_t end = UINT64_MAX;
+	if (timeout >= 0)
+		end = now_ns() + (uint64_t)timeout * 1000000u;
+	else if (timeout == EP_TS)
+		end = now_ns() + (uint64_t)ts->tv_sec * 1000000000u + (uint64_t)ts->tv_nsec;
+	int t = timeout;
 	for (;;) {
-		uint64_t now = now_ns();
-		int t = end == UINT64_MAX ? -1 : now >= end ? 0 : (int)((end - now + 999999) / 1000000);
-		int k = mask ? R(epoll_pwait)(epfd, out, max, t, mask) : R(epoll_wait)(epfd, out, max, t);
+		if (f && t)
+			atomic_fetch_add(&f->sleepers, 1);
+		int k = kernel_wait(epfd, out, max, t, ts, mask);
+		if (f && t)
+			atomic_fetch_sub(&f->sleepers, 1);
 		if (k <= 0)
 			return k;
 		int m = 0;
+		uint64_t ours = 0;
 		for (int i = 0; i < k; i++) {
-			if (is_cookie(out[i].data.u64))
+			uint64_t v = out[i].data.u64;
+			if ((is_cookie(v) || is_kid_cookie(v)) && cookie_mine(v)) {
+				ours = v;
 				continue;
-			if (is_kid_cookie(out[i].data.u64)) {
-				int j = 0;
-				while (j < n_inh_kids && inh_kids[j].cookie != out[i].data.u64)
-					j++;
-				if (j == n_inh_kids)
-					continue;
-				out[i].data.u64 = inh_kids[j].data;
 			}
-			out[m++] = out[i];
+			if (is_cookie(v) || (is_kid_cookie(v) && !cookie_inherited(&v)))
+				continue;
+			out[m] = out[i];
+			out[m++].data.u64 = v;
 		}
-		if (m || t == 0)
+		if (ours) {
+			/* the set is (a copy of) one of our shadowed sets now */
+			struct sc_ep *e = ep_get(epfd, false);
+			if (!e)
+				e = ep_copy_of(epfd, false);
+			if (e) {
+				int n = ep_wait(e, epfd, out + m, max - m, m ? 0 : ms_left(end), mask);
+				return n < 0 ? (m ? m : -1) : m + n;
+			}
+		}
+		if (m)
 			return m;
+		/* only cookies: wait on, for the time left */
+		t = ms_left(end);
+		ts = NULL;
+		if (t == 0)
+			return 0;
 	}
 }
 
 static int do_epoll_wait(int epfd, struct epoll_event *out, int max, int timeout,
-			 const sigset_t *mask)
+			 const struct timespec *ts, const sigset_t *mask)
 {
-	if (atomic_load_explicit(&ep_inh, memory_order_relaxed))
-		ep_inherited_use(epfd);
-	struct sc_ep *e = ep_get(epfd, false);
-	if (!e || max <= 0) {
-		if (max > 0 && (epfl_get(epfd) & EPFL_SHARED))
-			return shared_wait(epfd, out, max, timeout, mask);
-		if (mask)
-			return R(epoll_pwait)(epfd, out, max, timeout, mask);
-		return R(epoll_wait)(epfd, out, max, timeout);
+	struct sc_ep *f = ep_of(epfd);
+	if (!f && atomic_load_explicit(&neps, memory_order_acquire)) {
+		/* an epoll fd we did not see made (SCM_RIGHTS): a copy of a
+		 * set of ours?  (looked at once: then it is known) */
+		ep_copy_of(epfd, true);
+		f = ep_of(epfd);
+	}
+	if (f && atomic_load_explicit(&ep_inh, memory_order_relaxed))
+		ep_inherited_use(f);
+	struct sc_ep *e = f && f->inner >= 0 ? f : NULL;
+	if (!e || max <= 0)
+		return ep_kernel_wait(f, epfd, out, max, timeout, ts, mask);
+	if (timeout == EP_TS) {
+		/* our sets wait in milliseconds: round up, as the kernel's
+		 * epoll_wait does (never wake before the time asked) */
+		uint64_t m = (uint64_t)ts->tv_sec * 1000 + ((uint64_t)ts->tv_nsec + 999999) / 1000000;
+		timeout = m > INT_MAX ? INT_MAX : (int)m;
 	}
 	int n = ep_wait(e, epfd, out, max, timeout, mask);
 	if (e->ch && atomic_load(&e->sleepers)) {
@@ -4855,13 +5244,13 @@ static int ep_wait(struct sc_ep *e, int epfd, struct epoll_event *out, int max, 
 		bool inner = false;
 		int kept = 0;
 		for (int i = 0; i < k; i++) {
-			if (kbuf[i].data.u64 == ep_cookie())
+			uint64_t d = kbuf[i].data.u64;
+			if (d == e->cookie)
 				inner = true;
-			else if (is_cookie(kbuf[i].data.u64))
+			else if (is_cookie(d))
 				continue;       /* another process's (a set shared by fork) */
-			else if (is_kid_cookie(kbuf[i].data.u64)) {
-				uint64_t d = kbuf[i].data.u64;
-				if (!ep_kid_ready(e, &d))
+			else if (is_kid_cookie(d)) {
+				if (cookie_mine(d) ? !ep_kid_ready(e, &d) : !cookie_inherited(&d))
 					continue;       /* a nested set with nothing ready */
 				out[n + kept] = kbuf[i];
 				out[n + kept++].data.u64 = d;
@@ -4911,33 +5300,21 @@ static int ep_wait(struct sc_ep *e, int epfd, struct epoll_event *out, int max, 
 
 EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
 {
-	return do_epoll_wait(epfd, ev, max, timeout, NULL);
+	return do_epoll_wait(epfd, ev, max, timeout < 0 ? -1 : timeout, NULL, NULL);
 }
 
 EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout,
 		       const sigset_t *mask)
 {
-	return do_epoll_wait(epfd, ev, max, timeout, mask);
+	return do_epoll_wait(epfd, ev, max, timeout < 0 ? -1 : timeout, NULL, mask);
 }
 
 EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct timespec *ts,
 			const sigset_t *mask)
 {
-	struct sc_ep *e = ep_get(epfd, false);
-	if (!e && !(epfl_get(epfd) & EPFL_SHARED))
-		return R(epoll_pwait2)(epfd, ev, max, ts, mask);
-	if (ts && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000)) {
-		errno = EINVAL;
-		return -1;
-	}
-	/* our sets wait in milliseconds: round up, as the kernel's
-	 * epoll_wait does (never wake before the time asked) */
-	int ms = -1;
-	if (ts) {
-		uint64_t m = (uint64_t)ts->tv_sec * 1000 + ((uint64_t)ts->tv_nsec + 999999) / 1000000;
-		ms = m > INT_MAX ? INT_MAX : (int)m;
-	}
-	return do_epoll_wait(epfd, ev, max, ms, mask);
+	if (ts && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000))
+		return R(epoll_pwait2)(epfd, ev, max, ts, mask);        /* the kernel's EINVAL */
+	return do_epoll_wait(epfd, ev, max, ts ? EP_TS : -1, ts, mask);
 }
 
 /* Connections in socks left a channel that other sets watched them
@@ -5010,7 +5387,7 @@ static void ep_switched(struct sc_sock *s, bool child_set)
 			if (r->s == s) {
 				struct epoll_event ev = { .events = r->events, .data = r->data };
 				if (child_set)
-					epfl_set(e->fd, EPFL_CHILD_USED);
+					atomic_store(&e->child_used, true);
 				/* a fired EPOLLONESHOT entry stays in the set,
 				 * silent but for a hang-up, until MOD re-arms it */
 				if (r->disabled)
@@ -5033,13 +5410,15 @@ static void ep_switched(struct sc_sock *s, bool child_set)
  * the child's first calls on those sets).  Our first call on such a set
  * has the owner switch them back to TCP, which puts them in the kernel's
  * set that parent and child share. */
-static void ep_inherited_use(int epfd)
+static void ep_inherited_use(struct sc_ep *e)
 {
 	struct ep_inh *mine = NULL;
+	if (!e)
+		return;
 	pthread_mutex_lock(&ep_inh_lock);
 	for (struct ep_inh *_Atomic *pp = &ep_inh; *pp;) {
 		struct ep_inh *x = *pp;
-		if (x->epfd == epfd) {
+		if (x->ep == e) {
 			*pp = x->next;
 			x->next = mine;
 			mine = x;
@@ -5068,15 +5447,27 @@ static void ep_atfork_child(void)
 	atomic_store(&neps, 0);
 	atomic_store(&nexp_sig, 0);
 	atomic_store(&nforeign, 0);
-	epfl_mark_shared();
+	/* the sets are the same objects here (our fds name them), shared */
+	for (unsigned p = 0; p < NPAGES; p++) {
+		struct sc_ep *_Atomic *pg = atomic_load(&ep_pages[p]);
+		for (unsigned i = 0; pg && i < (1u << PAGE_BITS); i++) {
+			struct sc_ep *f = atomic_load_explicit(&pg[i], memory_order_relaxed);
+			if (f) {
+				f->shared = true;
+				pthread_mutex_init(&f->lock, NULL);
+				atomic_store(&f->sleepers, 0);
+			}
+		}
+	}
 	while (e) {
 		struct sc_ep *next = e->next;
+		e->next = NULL;
 		while (e->regs) {
 			struct sc_epreg *r = e->regs;
 			e->regs = r->next;
 			struct ep_inh *x;
 			if (r->kind == M_SHM && !r->deleted && (x = malloc(sizeof(*x)))) {
-				x->epfd = e->fd;
+				x->ep = e;
 				x->fd = r->fd;
 				x->next = atomic_load(&ep_inh);
 				atomic_store(&ep_inh, x);
@@ -5086,38 +5477,65 @@ static void ep_atfork_child(void)
 		while (e->kids) {
 			struct sc_epkid *k = e->kids;
 			e->kids = k->next;
-			if (n_inh_kids < 64)    /* shared_wait puts their data back */
-				inh_kids[n_inh_kids++] = (struct inh_kid){ kid_cookie(k->id), k->data };
+			if (n_inh_kids < 64)    /* ep_kernel_wait puts their data back */
+				inh_kids[n_inh_kids++] = (struct inh_kid){ k->cookie, k->data };
 			free(k);
 		}
 		if (e->ch)
 			sc__chan_abandon(e->ch);
+		e->ch = NULL;
 		R(close)(e->inner);
-		free(e);
+		/* the parent's shadow: the child makes one of its own if need be */
+		e->inner = -1;
+		e->cookie = 0;
+		e->check = e->fired = NULL;
+		e->held = false;
 		e = next;
 	}
 }
 
-/* An epoll fd is closed: drop our shadow of it. */
+/* close_range / closefrom: the epoll fds in [first, last] */
+static void ep_close_range(unsigned first, unsigned last)
+{
+	for (unsigned p = first >> PAGE_BITS; p < NPAGES && (p << PAGE_BITS) <= last; p++) {
+		struct sc_ep *_Atomic *pg = atomic_load(&ep_pages[p]);
+		for (unsigned i = 0; pg && i < (1u << PAGE_BITS); i++) {
+			unsigned fd = (p << PAGE_BITS) | i;
+			if (fd >= first && fd <= last && atomic_load(&pg[i]))
+				ep_close((int)fd);
+		}
+	}
+}
+
+/* An epoll fd is closed: it no longer names its set; the set's last fd
+ * closed, the set is gone (as the kernel's), and our shadow of it. */
 static void ep_close(int epfd)
 {
-	if (epfl_get(epfd) && in_vfork_child())
-		return;
-	if (epfl_get(epfd))
-		atomic_store_explicit(&epfl[epfd], 0, memory_order_relaxed);
-	if (!atomic_load_explicit(&neps, memory_order_acquire))
+	if (!ep_of(epfd) || in_vfork_child())
 		return;
 	pthread_mutex_lock(&eps_lock);
-	struct sc_ep **pp = &eps, *e;
-	while ((e = *pp) && e->fd != epfd)
-		pp = &e->next;
-	if (e) {
-		*pp = e->next;
-		atomic_fetch_sub(&neps, 1);
+	struct sc_ep *e = ep_of(epfd);
+	if (!e || ep_fd_del(e, epfd) > 0) {
+		pthread_mutex_unlock(&eps_lock);
+		return;
+	}
+	bool shadow = e->inner >= 0;
+	if (shadow) {
+		struct sc_ep **pp = &eps;
+		while (*pp && *pp != e)
+			pp = &(*pp)->next;
+		if (*pp) {
+			*pp = e->next;
+			atomic_fetch_sub(&neps, 1);
+		}
 	}
 	pthread_mutex_unlock(&eps_lock);
-	if (!e)
+	if (!shadow) {
+		pthread_rwlock_wrlock(&ep_life);
+		pthread_rwlock_unlock(&ep_life);
+		ep_free(e);
 		return;
+	}
 	/* unlinked: no new user finds it; wait for those that did */
 	pthread_rwlock_wrlock(&ep_life);
 	pthread_rwlock_unlock(&ep_life);
@@ -5149,8 +5567,7 @@ static void ep_close(int epfd)
 	if (e->ch)
 		sc_chan_close(e->ch);   /* its connections go back to their own */
 	R(close)(e->inner);
-	pthread_mutex_destroy(&e->lock);
-	free(e);
+	ep_free(e);
 	if (nmoved)
 		ep_rewatch(NULL, moved, nmoved);
 	free(moved);

@@ -7,7 +7,11 @@
  * the fd.  Python reads everything the server sent, exact and in order, and
  * the blocked send() completes with all its bytes; python then sends a
  * reply and shuts down writing, which the server reads up to EOF (design
- * brief, layer 5: the peer notices nothing). */
+ * brief, layer 5: the peer notices nothing).  Both buffers are fixed
+ * (SO_SNDBUF on the server's socket, SO_RCVBUF on the client's before it
+ * connects): with the kernel's autotuning the receive window may grow while
+ * the client reads nothing (tcp_rmem max 32 MiB), and the blocked send()
+ * would not stay blocked. */
 // expect: switched 2
 #include "common.c"
 #include <pthread.h>
@@ -64,6 +68,9 @@ static void server(int lfd)
 	static char buf[65536];
 	int fd = server_conn(lfd);
 	size_t sent = 0;
+	int bufsz = 65536;
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bufsz, sizeof(bufsz)) < 0)
+		fatal("SO_SNDBUF");
 
 	/* fill the buffers: MSG_DONTWAIT until EAGAIN and poll() finds no room
 	 * (how much fits is the transport's business, so it is not printed) */
@@ -153,7 +160,13 @@ static const char py[] =
 
 static void client(void)
 {
-	int fd = client_conn();
+	struct sockaddr_in a = t_addr();
+	int fd = socket(AF_INET, SOCK_STREAM, 0), bufsz = 65536;
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bufsz, sizeof(bufsz)) < 0)
+		fatal("socket/SO_RCVBUF");
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
+		fatal("connect");
+	hs_client(fd);
 	uint64_t total = await_u64();           /* the server's thread sleeps in send() */
 	char a_fd[16], a_total[24], a_n[16];
 	snprintf(a_fd, sizeof(a_fd), "%d", fd);
