@@ -34,6 +34,9 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 		echo "missing Debian packages (tests that need them will skip): ${need_apt[*]}"
 	fi
 fi
+# the runtimes of test_runtimes.py (postgresql, uvicorn/httpx; node, java, go,
+# cargo looked for): each row skips, naming what is missing
+tests/integration/runtimes/install.sh
 if ! python3 -c 'import pytest' 2>/dev/null; then
 	python3 -m pip install -q pytest
 fi

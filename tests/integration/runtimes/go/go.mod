@@ -1,0 +1,3 @@
+module shortcut.test/rthttp
+
+go 1.19
