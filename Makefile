@@ -2,44 +2,84 @@
 CC      ?= cc
 CFLAGS  ?= -O2 -g
 WARN    := -Wall -Wextra -Werror -Wno-unused-parameter
-BASE    := -std=gnu11 -D_GNU_SOURCE -Iinclude -Isrc -pthread -fno-strict-aliasing
+BASE    := -std=gnu11 -D_GNU_SOURCE -Iinclude -pthread -fno-strict-aliasing
 B       := build
 
-# socket.c is the LD_PRELOAD interposer: in the shared library only (linked
-# into a test program it would replace that program's own read/write/close)
-PRELOAD := src/socket.c
-LIB_SRC := $(sort $(filter-out $(PRELOAD),$(wildcard src/*.c)))
+# Three layers, one folder each, pointing one way (make check-layers):
+#   src/core        the shared-memory connection core (libshortcut.a too)
+#   src/rundir      the run directory: offer boards, stats files
+#   src/interposer  the LD_PRELOAD interposer: in the shared library only
+#                   (linked into a test program it would replace that
+#                   program's own read/write/close)
+CORE_SRC   := $(sort $(wildcard src/core/*.c))
+RUNDIR_SRC := $(sort $(wildcard src/rundir/*.c))
+PRELOAD    := $(sort $(wildcard src/interposer/*.c))
+LIB_SRC    := $(CORE_SRC) $(RUNDIR_SRC)
+HDRS       := $(wildcard src/*/*.h) include/shortcut.h
+# each layer sees its own headers and those below it
+INC_core       := -Isrc/core
+INC_rundir     := -Isrc/core -Isrc/rundir
+INC_interposer := -Isrc/core -Isrc/rundir -Isrc/interposer
 CLI_SRC := $(sort $(wildcard cli/*.c))
 TESTS   := $(patsubst tests/%.c,%,$(sort $(wildcard tests/test_*.c)))
 T_SRC   := $(filter-out $(wildcard tests/test_*.c),$(wildcard tests/t_*.c))
 
-.PHONY: all test test-unit test-asan test-tsan test-preload test-preload-asan demo bench clean
+.PHONY: all test test-unit test-asan test-tsan test-preload test-preload-asan demo bench clean \
+	check-layers check-build
 all: $(B)/libshortcut.so $(B)/libshortcut.a $(B)/shortcut
 
 # --- normal build ------------------------------------------------------
-$(B)/obj/%.o: src/%.c $(wildcard src/*.h) include/shortcut.h | $(B)/obj
-	$(CC) $(BASE) $(WARN) $(CFLAGS) -DSC_SYS_DIRECT -fPIC -fvisibility=hidden -c $< -o $@
+$(B)/obj/%.o: src/%.c $(HDRS) | $(B)/obj
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) $(INC_$(patsubst %/,%,$(dir $*))) $(WARN) $(CFLAGS) -DSC_SYS_DIRECT -fPIC \
+		-fvisibility=hidden -c $< -o $@
 $(B)/obj $(B)/t $(B)/asan $(B)/tsan:
 	mkdir -p $@
 LIB_OBJ := $(patsubst src/%.c,$(B)/obj/%.o,$(LIB_SRC))
-$(B)/libshortcut.so: $(LIB_OBJ) $(B)/obj/socket.o src/libshortcut.map
-	$(CC) -shared -pthread -Wl,-z,defs -Wl,--version-script=src/libshortcut.map -o $@ $(filter %.o,$^) -ldl
+PRELOAD_OBJ := $(patsubst src/%.c,$(B)/obj/%.o,$(PRELOAD))
+# the exports: the public API and every call in calls.h, nothing else
+$(B)/libshortcut.map: src/interposer/calls.h | $(B)/obj
+	{ printf '{\n\tglobal:\n\t\tsc_*;\n'; \
+	  printf '#include "calls.h"\n#define X(f, file) f;\n#define XT(f, file, t) f;\nSC_CALLS(X, XT)\n' | \
+		$(CC) -E -P -Isrc/interposer - | tr ' ' '\n' | grep . | sed 's/^/\t\t/'; \
+	  printf '\tlocal: *;\n};\n'; } > $@.tmp && mv $@.tmp $@
+# the docs table of the same list (committed; test_library.py checks it)
+docs/calls.md: src/interposer/calls.h
+	{ printf '# The calls the interposer defines\n\nGenerated from `src/interposer/calls.h` '; \
+	  printf '(`make docs/calls.md`): every libc function\n`libshortcut.so` defines, '; \
+	  printf 'and the file of `src/interposer/` that handles it.\n\n| call | file |\n|---|---|\n'; \
+	  printf '#include "calls.h"\n#define X(f, file) | `f` | `file.c` |@\n#define XT(f, file, t) X(f, file)\nSC_CALLS(X, XT)\n' | \
+		$(CC) -E -P -Isrc/interposer - | tr '@' '\n' | sed 's/^ *//' | grep '^|'; } > $@.tmp && mv $@.tmp $@
+$(B)/libshortcut.so: $(LIB_OBJ) $(PRELOAD_OBJ) $(B)/libshortcut.map
+	$(CC) -shared -pthread -Wl,-z,defs -Wl,--version-script=$(B)/libshortcut.map -o $@ $(filter %.o,$^) -ldl
 $(B)/libshortcut.a: $(LIB_OBJ)
 	rm -f $@ && ar rcs $@ $^
 $(B)/shortcut: $(CLI_SRC) $(wildcard cli/*.h) $(B)/libshortcut.a
-	$(CC) $(BASE) $(WARN) $(CFLAGS) -Icli -o $@ $(CLI_SRC) $(B)/libshortcut.a -lm
+	$(CC) $(BASE) $(INC_rundir) $(WARN) $(CFLAGS) -Icli -o $@ $(CLI_SRC) $(B)/libshortcut.a -lm
+
+# The layers point one way: the core calls no function of the run
+# directory's or the interposer's, the run directory none of the
+# interposer's, and neither makes its own system calls through a libc name
+# the interposer defines (inside a preloaded process that would call back
+# into the interposer: the syscall() hang of an earlier milestone).
+check-layers: $(LIB_OBJ) $(PRELOAD_OBJ) $(B)/libshortcut.map
+	tests/check-layers.sh $(B)
+
+# the same sources with clang, and with the non-x86 system-call path
+check-build:
+	tests/check-build.sh
 
 # --- tests: one program per feature, linked statically -------------------
 $(B)/t/%: tests/%.c $(T_SRC) tests/t_util.h $(B)/libshortcut.a | $(B)/t
-	$(CC) $(BASE) $(WARN) $(CFLAGS) -Itests -o $@ $< $(T_SRC) $(B)/libshortcut.a
+	$(CC) $(BASE) $(INC_rundir) $(WARN) $(CFLAGS) -Itests -o $@ $< $(T_SRC) $(B)/libshortcut.a
 
 # sanitizer builds: the library sources compiled straight into each test
 SAN_ASAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 SAN_TSAN := -fsanitize=thread -Wno-tsan  # TSan does not model standalone fences; it still checks the atomics around them
-$(B)/asan/%: tests/%.c $(T_SRC) $(LIB_SRC) $(wildcard src/*.h) | $(B)/asan
-	$(CC) $(BASE) $(WARN) -O1 -g $(SAN_ASAN) -Itests -o $@ $< $(T_SRC) $(LIB_SRC)
-$(B)/tsan/%: tests/%.c $(T_SRC) $(LIB_SRC) $(wildcard src/*.h) | $(B)/tsan
-	$(CC) $(BASE) $(WARN) -O1 -g $(SAN_TSAN) -Itests -o $@ $< $(T_SRC) $(LIB_SRC)
+$(B)/asan/%: tests/%.c $(T_SRC) $(LIB_SRC) $(HDRS) | $(B)/asan
+	$(CC) $(BASE) $(INC_rundir) $(WARN) -O1 -g $(SAN_ASAN) -Itests -o $@ $< $(T_SRC) $(LIB_SRC)
+$(B)/tsan/%: tests/%.c $(T_SRC) $(LIB_SRC) $(HDRS) | $(B)/tsan
+	$(CC) $(BASE) $(INC_rundir) $(WARN) -O1 -g $(SAN_TSAN) -Itests -o $@ $< $(T_SRC) $(LIB_SRC)
 
 test-unit: all $(addprefix $(B)/t/,$(TESTS))
 	tests/run-tests.sh $(B)/t $(TESTS)
@@ -55,16 +95,16 @@ test-preload: all
 
 # the same with the interposer built with ASan+UBSan (the ASan runtime must
 # come first in LD_PRELOAD; leak checking is off: the programs are not ours)
-$(B)/asan-so/libshortcut.so: $(LIB_SRC) $(PRELOAD) $(wildcard src/*.h) src/libshortcut.map
+$(B)/asan-so/libshortcut.so: $(LIB_SRC) $(PRELOAD) $(HDRS) $(B)/libshortcut.map
 	mkdir -p $(B)/asan-so
-	$(CC) $(BASE) $(WARN) -O1 -g $(SAN_ASAN) -DSC_SYS_DIRECT -fPIC -fvisibility=hidden -shared -Wl,--version-script=src/libshortcut.map -o $@ $(LIB_SRC) $(PRELOAD) -ldl
+	$(CC) $(BASE) $(INC_interposer) $(WARN) -O1 -g $(SAN_ASAN) -DSC_SYS_DIRECT -fPIC -fvisibility=hidden -shared -Wl,--version-script=$(B)/libshortcut.map -o $@ $(LIB_SRC) $(PRELOAD) -ldl
 test-preload-asan: all $(B)/asan-so/libshortcut.so
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
 	SC_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so) $(CURDIR)/$(B)/asan-so/libshortcut.so" \
 		tests/preload/run.sh $(B)
 
 # everything CI runs: plain, ASan+UBSan, TSan, the interposer, then pytest
-test: test-unit test-asan test-tsan test-preload test-preload-asan
+test: check-layers check-build test-unit test-asan test-tsan test-preload test-preload-asan
 	tests/integration/run.sh
 
 demo: all

@@ -3,9 +3,12 @@
 
 The library exports syscall() (it acts on io_uring_setup, execve and close
 made through it), so its own system calls must be made with the
-instruction (src/rawsys.h): one that went through the exported symbol
+instruction (src/core/rawsys.h): one that went through the exported symbol
 would take the interposer's locks from inside the library (memaslap hung
-that way).  Every export is one the version script lists."""
+that way).  The calls the interposer defines are listed once
+(src/interposer/calls.h): the version script, the exports and
+docs/calls.md all follow from it, and libc has every one of them."""
+import ctypes
 import os
 import re
 import shutil
@@ -30,11 +33,21 @@ def test_no_internal_calls_to_exported_syscall():
     assert not calls, "the library calls its own syscall():\n" + "\n".join(calls[:10])
 
 
-def test_exports_are_the_version_script():
-    with open(os.path.join(ROOT, "src", "libshortcut.map")) as f:
+def calls():
+    """(name, file) of every call in calls.h, through the preprocessor."""
+    src = '#include "calls.h"\n#define X(f, file) f file\n#define XT(f, file, t) f file\nSC_CALLS(X, XT)\n'
+    out = subprocess.run(["cc", "-E", "-P", "-I" + os.path.join(ROOT, "src", "interposer"), "-"],
+                         input=src, capture_output=True, text=True, check=True).stdout.split()
+    return list(zip(out[0::2], out[1::2]))
+
+
+def test_exports_are_the_call_list():
+    names = {n for n, _ in calls()}
+    with open(os.path.join(ROOT, "build", "libshortcut.map")) as f:
         text = re.sub(r"/\*.*?\*/", "", f.read(), flags=re.S)
     glob = text.split("global:")[1].split("local:")[0]
-    names = {n.strip() for n in glob.replace("\n", " ").split(";") if n.strip()}
+    listed = {n.strip() for n in glob.replace("\n", " ").split(";") if n.strip()}
+    assert listed == names | {"sc_*"}, listed ^ (names | {"sc_*"})
     dyn = objdump("-T")
     exported = set()
     for l in dyn.splitlines():
@@ -43,6 +56,23 @@ def test_exports_are_the_version_script():
             exported.add(parts[-1])
     for n in ("syscall", "system", "popen", "close_range", "closefrom", "close", "execve"):
         assert n in names and n in exported, n
-    plain = {n for n in names if "*" not in n}
-    missing = sorted(plain - exported)
-    assert not missing, f"listed in libshortcut.map but not defined: {missing}"
+    assert not names - exported, f"in calls.h but not exported: {sorted(names - exported)}"
+    extra = {n for n in exported if not n.startswith("sc_")} - names
+    assert not extra, f"exported but not in calls.h: {sorted(extra)}"
+    for n, f in calls():
+        assert os.path.exists(os.path.join(ROOT, "src", "interposer", f + ".c")), (n, f)
+
+
+def test_every_call_resolves_in_libc():
+    """The loader finds each real function with dlsym(RTLD_NEXT): libc must
+    have it (liburing's, in the program when it uses io_uring, excepted)."""
+    libc = ctypes.CDLL(None)
+    missing = [n for n, _ in calls() if not n.startswith("io_uring_") and not hasattr(libc, n)]
+    assert not missing, missing
+
+
+def test_docs_table_is_current():
+    """docs/calls.md is made from calls.h (make docs/calls.md)."""
+    with open(os.path.join(ROOT, "docs", "calls.md")) as f:
+        rows = [l for l in f.read().splitlines() if l.startswith("| `")]
+    assert rows == ["| `%s` | `%s.c` |" % (n, f) for n, f in calls()], "make docs/calls.md"

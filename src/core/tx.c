@@ -13,7 +13,6 @@
 #include "txrx.h"
 #include "sys.h"
 
-#define API __attribute__((visibility("default")))
 
 /* Wake the consumer if it waits.  The caller has put a full barrier
  * between publishing the producer cursor and this load of rx_armed: the
@@ -209,13 +208,13 @@ static ssize_t send_iov(struct sc_conn *c, const struct iovec *iov, int iovcnt, 
 	return n;
 }
 
-API ssize_t sc_send(struct sc_conn *c, const void *buf, size_t len, int flags)
+SC_API ssize_t sc_send(struct sc_conn *c, const void *buf, size_t len, int flags)
 {
 	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
 	return send_iov(c, &iov, 1, flags);
 }
 
-API ssize_t sc_sendv(struct sc_conn *c, const struct iovec *iov, int iovcnt, int flags)
+SC_API ssize_t sc_sendv(struct sc_conn *c, const struct iovec *iov, int iovcnt, int flags)
 {
 	if (iovcnt < 0 || iovcnt > IOV_MAX)
 		return -EINVAL;
@@ -233,7 +232,7 @@ bool sc__tx_flush_locked(struct sc_conn *c)
 	return corked;
 }
 
-API int sc_flush(struct sc_conn *c)
+SC_API int sc_flush(struct sc_conn *c)
 {
 	int saved = errno;
 
@@ -243,7 +242,7 @@ API int sc_flush(struct sc_conn *c)
 	return 0;
 }
 
-API void sc_set_cork(struct sc_conn *c, int on)
+SC_API void sc_set_cork(struct sc_conn *c, int on)
 {
 	sc__lock(&c->txlock);
 	c->cork_opt = on;

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Run directory, offer boards, rendezvous paths and stats files (rundir.h).
- * Everything here is shared with other processes of the same user: values
- * read from a board are hints, checked again before anything relies on them
- * (the claimer connects to the client's rendezvous and names the tag; the
- * link layer validates everything it maps).
+ * Offer boards, one per TCP port: the live listeners (OFD-locked
+ * entries), the clients between connect() and their offer, one offer entry
+ * per client port.  Everything here is shared with other processes of the
+ * same user: values read from a board are hints, checked again before
+ * anything relies on them (the claimer connects to the client's rendezvous
+ * and names the tag; the link layer validates everything it maps).
  */
 #include <errno.h>
 #include <dirent.h>
@@ -26,165 +27,6 @@
 #include "rundir.h"
 #include "stats.h"
 #include "sys.h"
-
-static _Atomic int32_t cached_pid;
-
-static void pid_forget(void)
-{
-	atomic_store(&cached_pid, 0);
-}
-
-void sc__pid_reset(void)
-{
-	atomic_store(&cached_pid, 0);
-}
-
-static pthread_once_t pid_once = PTHREAD_ONCE_INIT;
-
-static void pid_init(void)
-{
-	pthread_atfork(NULL, NULL, pid_forget);
-}
-
-int32_t sc__pid(void)
-{
-	int32_t p = atomic_load_explicit(&cached_pid, memory_order_relaxed);
-	if (p)
-		return p;
-	pthread_once(&pid_once, pid_init);
-	p = getpid();
-	atomic_store_explicit(&cached_pid, p, memory_order_relaxed);
-	return p;
-}
-
-static pthread_once_t dir_once = PTHREAD_ONCE_INIT;
-static char dir[256];
-static bool dir_ok;
-static char dir_err[400];
-static uint64_t netns_ino;
-
-static int mkdir_private(const char *p)
-{
-	struct stat st;
-	int saved = errno;
-
-	if (mkdir(p, 0700) < 0 && errno != EEXIST) {
-		snprintf(dir_err, sizeof(dir_err), "%s: cannot create it (%s); set "
-			 "SHORTCUT_RUNDIR to a directory this user may create", p, strerror(errno));
-		errno = saved;
-		return -1;
-	}
-	if (lstat(p, &st) < 0) {
-		snprintf(dir_err, sizeof(dir_err), "%s: %s", p, strerror(errno));
-		errno = saved;
-		return -1;
-	}
-	/* another user's directory would let them impersonate listeners */
-	if (!S_ISDIR(st.st_mode)) {
-		snprintf(dir_err, sizeof(dir_err), "%s: not a directory; set SHORTCUT_RUNDIR "
-			 "to a directory path", p);
-		return -1;
-	}
-	if (st.st_uid != geteuid()) {
-		snprintf(dir_err, sizeof(dir_err), "%s: owned by uid %u, not by this user (uid %u); "
-			 "run both ends as one user, or set SHORTCUT_RUNDIR to a directory of "
-			 "this user's on both sides", p, (unsigned)st.st_uid, (unsigned)geteuid());
-		return -1;
-	}
-	errno = saved;
-	return 0;
-}
-
-static void dir_init(void)
-{
-	const char *e = getenv("SHORTCUT_RUNDIR");
-	const char *x = getenv("XDG_RUNTIME_DIR");
-	struct stat st;
-	int n;
-
-	if (e && *e)
-		n = snprintf(dir, sizeof(dir), "%s", e);
-	else if (x && *x)
-		n = snprintf(dir, sizeof(dir), "%s/shortcut", x);
-	else
-		n = snprintf(dir, sizeof(dir), "/tmp/shortcut-%u", (unsigned)geteuid());
-	/* room for "/p-PID.sock" inside sun_path (108 bytes) */
-	if (n <= 0 || n >= 80)
-		snprintf(dir_err, sizeof(dir_err), "%.100s...: longer than 79 bytes (a Unix "
-			 "socket name must fit); set SHORTCUT_RUNDIR to a shorter path", dir);
-	else
-		dir_ok = mkdir_private(dir) == 0;
-	if (stat("/proc/self/ns/net", &st) == 0)
-		netns_ino = st.st_ino;
-}
-
-const char *sc__rundir(void)
-{
-	pthread_once(&dir_once, dir_init);
-	return dir_ok ? dir : NULL;
-}
-
-const char *sc__rundir_error(void)
-{
-	pthread_once(&dir_once, dir_init);
-	return dir_ok ? "" : dir_err;
-}
-
-uint64_t sc__netns(void)
-{
-	pthread_once(&dir_once, dir_init);
-	return netns_ino;
-}
-
-/* ---- addresses ---------------------------------------------------------- */
-
-bool sc__addr16(const struct sockaddr *sa, struct sc_addr16 *out, uint16_t *port)
-{
-	memset(out, 0, sizeof(*out));
-	if (sa->sa_family == AF_INET) {
-		const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
-		out->b[10] = out->b[11] = 0xff;
-		memcpy(&out->b[12], &s4->sin_addr, 4);
-		if (port)
-			*port = ntohs(s4->sin_port);
-		return true;
-	}
-	if (sa->sa_family == AF_INET6) {
-		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
-		memcpy(out->b, &s6->sin6_addr, 16);
-		if (port)
-			*port = ntohs(s6->sin6_port);
-		return true;
-	}
-	return false;
-}
-
-static bool is_v4(const struct sc_addr16 *a)
-{
-	static const uint8_t pre[12] = { [10] = 0xff, [11] = 0xff };
-	return !memcmp(a->b, pre, 12);
-}
-
-bool sc__addr_is_loopback(const struct sc_addr16 *a)
-{
-	static const uint8_t one[16] = { [15] = 1 };
-	if (is_v4(a))
-		return a->b[12] == 127;
-	return !memcmp(a->b, one, 16);
-}
-
-bool sc__addr_is_any(const struct sc_addr16 *a)
-{
-	static const uint8_t zero[16];
-	if (is_v4(a))
-		return !memcmp(&a->b[12], zero, 4);
-	return !memcmp(a->b, zero, 16);
-}
-
-static bool pid_alive(int32_t pid)
-{
-	return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
-}
 
 /* ---- boards ------------------------------------------------------------- */
 
@@ -307,10 +149,10 @@ static bool entry_live(struct sc_board *b, int i)
 	if (!pid)
 		return false;
 	if (atomic_load(&l->prereg))
-		return pid_alive(pid);
+		return sc__pid_exists(pid);
 	struct flock fl = entry_range(i, F_WRLCK);
 	if (fcntl(board_fd[b->port], F_OFD_GETLK, &fl) < 0)
-		return pid_alive(pid);          /* no OFD locks here: the pid must do */
+		return sc__pid_exists(pid);          /* no OFD locks here: the pid must do */
 	return fl.l_type != F_UNLCK;
 }
 
@@ -531,7 +373,7 @@ int sc__offer_post(struct sc_board *b, uint16_t cport, const struct sc_addr16 *d
 			return -ECONNREFUSED;
 		}
 		if (st != SC_OFFER_FREE && st != SC_OFFER_DECLINED && st != SC_OFFER_WITHDRAWN &&
-		    pid_alive(o->pid)) {
+		    sc__pid_exists(o->pid)) {
 			errno = saved;
 			return -EBUSY;          /* a live offer of another netns */
 		}
@@ -563,25 +405,6 @@ int32_t sc__offer_claimer(struct sc_board *b, int idx, uint64_t tag)
 	int32_t who = atomic_load_explicit(&o->claimer, memory_order_relaxed);
 	uint64_t w = atomic_load_explicit(&o->word, memory_order_acquire);
 	return w == SC_OFFER_WORD(tag, SC_OFFER_CLAIMED) ? who : 0;
-}
-
-bool sc__pid_alive(int32_t pid)
-{
-	if (!pid_alive(pid))
-		return false;
-	/* a zombie answers kill(0) but will never do anything again */
-	char path[64], st[256];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return true;
-	ssize_t n = read(fd, st, sizeof(st) - 1);
-	close(fd);
-	if (n <= 0)
-		return true;
-	st[n] = 0;
-	const char *p = strrchr(st, ')');
-	return !(p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'));
 }
 
 bool sc__offer_withdraw(struct sc_board *b, int idx, uint64_t tag)
@@ -639,13 +462,13 @@ int sc__offer_decline_tuple(struct sc_board *b, uint16_t cport, const struct sc_
 		uint32_t st = w & 0xff;
 		if (st == SC_OFFER_OFFERED && offer_matches(o, cport, local))
 			return -EAGAIN;         /* it came after all */
-		if (st == SC_OFFER_BUSY && pid_alive(o->pid)) {
+		if (st == SC_OFFER_BUSY && sc__pid_exists(o->pid)) {
 			/* an offer being written: ours, or another netns's */
 			sched_yield();
 			continue;
 		}
 		if (st != SC_OFFER_FREE && st != SC_OFFER_DECLINED && st != SC_OFFER_WITHDRAWN &&
-		    pid_alive(o->pid)) {
+		    sc__pid_exists(o->pid)) {
 			errno = saved;
 			return 0;               /* another's: our client cannot post */
 		}
@@ -681,254 +504,4 @@ void sc__offer_decline(struct sc_board *b, int idx, uint64_t tag)
 {
 	atomic_store_explicit(&b->offers[idx].word, SC_OFFER_WORD(tag, SC_OFFER_DECLINED),
 			      memory_order_release);
-}
-
-/* ---- rendezvous and stats ---------------------------------------------- */
-
-int sc__rendezvous_path(int32_t pid, char *buf, size_t len)
-{
-	const char *d = sc__rundir();
-	if (!d)
-		return -ENOENT;
-	int n = snprintf(buf, len, "%s/p-%d.sock", d, (int)pid);
-	return n > 0 && (size_t)n < len ? 0 : -ENAMETOOLONG;
-}
-
-
-static struct sc_stats_file *_Atomic stats_file;
-static _Atomic uint32_t rec_hint;
-
-struct sc_conn_rec *sc__rec_get(void)
-{
-	struct sc_stats_file *f = atomic_load_explicit(&stats_file, memory_order_acquire);
-	if (!f)
-		return NULL;
-	uint32_t h = atomic_fetch_add_explicit(&rec_hint, 1, memory_order_relaxed);
-	for (uint32_t i = 0; i < SC_STAT_RECS; i++) {
-		struct sc_conn_rec *r = &f->recs[(h + i) % SC_STAT_RECS];
-		uint32_t z = SC_REC_FREE;
-		if (atomic_load_explicit(&r->mode, memory_order_relaxed) == SC_REC_FREE &&
-		    atomic_compare_exchange_strong(&r->mode, &z, SC_REC_TCP)) {
-			atomic_store_explicit(&r->bytes_sent, 0, memory_order_relaxed);
-			atomic_store_explicit(&r->bytes_received, 0, memory_order_relaxed);
-			r->reason = 0;
-			r->peer_pid = 0;
-			r->fd = -1;
-			r->lport = r->pport = 0;        /* a recycled record: filled anew */
-			memset(&r->laddr, 0, sizeof(r->laddr));
-			memset(&r->paddr, 0, sizeof(r->paddr));
-			return r;
-		}
-	}
-	return NULL;
-}
-
-void sc__rec_put(struct sc_conn_rec *r)
-{
-	if (r)
-		atomic_store_explicit(&r->mode, SC_REC_FREE, memory_order_release);
-}
-
-static int stats_open(bool child);
-
-int sc__stats_file_open(void)
-{
-	return stats_open(false);
-}
-
-int sc__stats_file_open_child(void)
-{
-	/* only if the parent had one: a child that never opens a TCP
-	 * socket (fork + exec of a helper) leaves no file behind */
-	if (!atomic_exchange(&stats_file, NULL))
-		return 0;
-	return stats_open(true);
-}
-
-static int stats_open(bool child)
-{
-	const char *d = sc__rundir();
-	char path[320];
-	uint32_t r = 0;
-	int fd, saved = errno;
-
-	if (!d)
-		return -ENOENT;
-	if (getentropy(&r, sizeof(r)) < 0)
-		r = (uint32_t)(uintptr_t)&r;
-	snprintf(path, sizeof(path), "%s/stats-%d-%08x", d, (int)sc__pid(), r);
-	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0 || ftruncate(fd, sizeof(struct sc_stats_file)) < 0) {
-		int rc = -errno;
-		if (fd >= 0)
-			close(fd);
-		errno = saved;
-		return rc;
-	}
-	struct sc_stats_file *f = mmap(NULL, sizeof(*f), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	close(fd);
-	if (f == MAP_FAILED) {
-		errno = saved;
-		return -ENOMEM;
-	}
-	f->pid = sc__pid();
-	f->version = SC_STATS_VERSION;
-	int cf = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
-	if (cf >= 0) {
-		ssize_t n = read(cf, f->comm, sizeof(f->comm) - 1);
-		if (n > 0 && f->comm[n - 1] == '\n')
-			f->comm[n - 1] = 0;
-		close(cf);
-	}
-	if (child)
-		sc__statp = &f->c;      /* the parent's counts stay in its file */
-	else
-		sc__stats_move(&f->c);
-	atomic_store_explicit(&stats_file, f, memory_order_release);
-	__atomic_store_n(&f->magic, SC_STATS_MAGIC, __ATOMIC_RELEASE);
-	/* the files of processes that died since are collected now and then
-	 * (a pgbench -C run left 1,612 of them) */
-	sc__stats_collect(false);
-	errno = saved;
-	return 0;
-}
-
-/* ---- collecting the stats files of dead processes ---------------------- */
-
-static struct sc_stats_retired *_Atomic retired;
-static int retired_fd = -1;
-static pthread_mutex_t retired_lock = PTHREAD_MUTEX_INITIALIZER;
-
-struct sc_stats_retired *sc__stats_retired(int *fdp)
-{
-	struct sc_stats_retired *r = atomic_load_explicit(&retired, memory_order_acquire);
-	const char *d;
-	if (r || !(d = sc__rundir())) {
-		if (fdp)
-			*fdp = retired_fd;
-		return r;
-	}
-	int saved = errno;
-	pthread_mutex_lock(&retired_lock);
-	r = atomic_load_explicit(&retired, memory_order_relaxed);
-	if (!r) {
-		char path[320];
-		struct stat st;
-		snprintf(path, sizeof(path), "%s/" SC_RETIRED_FILE, d);
-		int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-		if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-		    st.st_uid == geteuid() &&
-		    (st.st_size == sizeof(*r) || (st.st_size == 0 && ftruncate(fd, sizeof(*r)) == 0))) {
-			void *m = mmap(NULL, sizeof(*r), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-			if (m != MAP_FAILED) {
-				r = m;
-				uint32_t zero = 0;
-				if (__atomic_compare_exchange_n(&r->magic, &zero, SC_RETIRED_MAGIC, false,
-								__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-					r->version = SC_STATS_VERSION;
-				if (r->magic != SC_RETIRED_MAGIC) {
-					munmap(m, sizeof(*r));
-					r = NULL;
-				}
-			}
-		}
-		if (r) {
-			retired_fd = fd;
-			atomic_store_explicit(&retired, r, memory_order_release);
-		} else if (fd >= 0) {
-			close(fd);
-		}
-	}
-	pthread_mutex_unlock(&retired_lock);
-	if (fdp)
-		*fdp = retired_fd;
-	errno = saved;
-	return r;
-}
-
-/* retired's flock held exclusively: fold one dead process's file into it
- * (what it counted, and the bytes of shared-memory connections it never
- * closed, as `shortcut stats` counts them) */
-static void fold(struct sc_stats_retired *r, const struct sc_stats_file *f)
-{
-	const _Atomic uint64_t *src = (const _Atomic uint64_t *)&f->c;
-	_Atomic uint64_t *dst = (_Atomic uint64_t *)&r->c;
-	for (size_t i = 0; i < sizeof(f->c) / 8; i++)
-		atomic_fetch_add_explicit(&dst[i], atomic_load_explicit(&src[i], memory_order_relaxed),
-					  memory_order_relaxed);
-	for (int i = 0; i < SC_STAT_RECS; i++) {
-		const struct sc_conn_rec *rec = &f->recs[i];
-		if (atomic_load_explicit(&rec->mode, memory_order_acquire) != SC_REC_SHM)
-			continue;
-		atomic_fetch_add_explicit(&r->c.bytes_sent, atomic_load(&rec->bytes_sent),
-					  memory_order_relaxed);
-		atomic_fetch_add_explicit(&r->c.bytes_received, atomic_load(&rec->bytes_received),
-					  memory_order_relaxed);
-	}
-	r->processes++;
-}
-
-void sc__stats_collect(bool force)
-{
-	int rfd;
-	struct sc_stats_retired *r = sc__stats_retired(&rfd);
-	const char *d = sc__rundir();
-	if (!r || !d)
-		return;
-	if (!force && atomic_fetch_add_explicit(&r->opens, 1, memory_order_relaxed) % 64)
-		return;
-	int saved = errno;
-	int dfd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *dp = dfd >= 0 ? fdopendir(dfd) : NULL;
-	/* a description of our own for the lock (a fork child shares the
-	 * mapping's with its parent, and flock would not keep them apart) */
-	int lfd = dp ? openat(dfd, SC_RETIRED_FILE, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) : -1;
-	if (lfd < 0) {
-		if (dp)
-			closedir(dp);
-		else if (dfd >= 0)
-			close(dfd);
-		errno = saved;
-		return;
-	}
-	(void)rfd;
-	flock(lfd, LOCK_EX);
-	struct dirent *e;
-	while ((e = readdir(dp))) {
-		int pid = 0;
-		if (sscanf(e->d_name, "p-%d.sock", &pid) == 1) {
-			/* a dead process's rendezvous name (a live one's stays) */
-			if (pid > 0 && pid != sc__pid() && !pid_alive(pid))
-				unlinkat(dfd, e->d_name, 0);
-			continue;
-		}
-		if (strncmp(e->d_name, "stats-", 6) || sscanf(e->d_name, "stats-%d-", &pid) != 1)
-			continue;
-		if (pid == sc__pid() || sc__pid_alive(pid))
-			continue;
-		int fd = openat(dfd, e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-		struct stat st;
-		if (fd < 0 || fstat(fd, &st) < 0 || st.st_size != sizeof(struct sc_stats_file)) {
-			if (fd >= 0)
-				close(fd);
-			continue;
-		}
-		struct sc_stats_file *f = mmap(NULL, sizeof(*f), PROT_READ, MAP_SHARED, fd, 0);
-		close(fd);
-		if (f == MAP_FAILED)
-			continue;
-		/* a file whose process died before it was written is dropped
-		 * too; one in another format stays for its own tools */
-		bool ours = __atomic_load_n(&f->magic, __ATOMIC_ACQUIRE) == SC_STATS_MAGIC &&
-			    f->version == SC_STATS_VERSION && f->pid == pid;
-		bool blank = !__atomic_load_n(&f->magic, __ATOMIC_ACQUIRE);
-		/* removed first: of two collectors, the one whose unlink
-		 * succeeded folds it */
-		if ((ours || blank) && unlinkat(dfd, e->d_name, 0) == 0 && ours)
-			fold(r, f);
-		munmap(f, sizeof(*f));
-	}
-	close(lfd);             /* (the lock goes with it) */
-	closedir(dp);
-	errno = saved;
 }

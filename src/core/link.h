@@ -115,9 +115,10 @@ void sc__link_atfork_child(void);
 
 /* In a process that inherited connections across fork: wake the control
  * thread of the ancestor owner that owns them (it then looks at the slots'
- * sw_req): a KICK on its rendezvous socket, or else its eventfd kept across
- * fork.  0, -ESRCH if neither reaches it, or -errno. */
-int sc__kick_owner(pid_t owner);
+ * sw_req): a KICK on its rendezvous socket (rdv_path: the caller knows
+ * where it is), or else its eventfd kept across fork.  0, -ESRCH if
+ * neither reaches it, or -errno. */
+int sc__kick_owner(pid_t owner, const char *rdv_path);
 
 /* Called by the control thread, holding no lock, after it handled a group's
  * messages (the interposer settles clients whose OPEN just arrived). */

@@ -59,10 +59,5 @@ static inline void sc__counter_add(_Atomic uint64_t *ctr, uint64_t n)
  * same field: called at start-up. */
 void sc__stats_move(struct sc_counters *to);
 
-struct sc_conn;
-/* Fold a closing connection's counters into the process totals. */
-void sc__stats_retire(struct sc_conn *c);
-/* Add the counters of live connections (link.c walks them). */
-void sc__stats_add_live(struct sc_stats *st);
 
 #endif

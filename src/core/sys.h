@@ -81,6 +81,31 @@ static inline int sc_sys_connect(int fd, const struct sockaddr *a, socklen_t l)
 	return (int)SC_SYSCALL(SYS_connect, fd, a, l, 0, 0, 0);
 }
 
+static inline int sc_sys_socket(int d, int t, int p)
+{
+	return (int)SC_SYSCALL(SYS_socket, d, t, p, 0, 0, 0);
+}
+static inline int sc_sys_listen(int fd, int backlog)
+{
+	return (int)SC_SYSCALL(SYS_listen, fd, backlog, 0, 0, 0, 0);
+}
+static inline int sc_sys_shutdown(int fd, int how)
+{
+	return (int)SC_SYSCALL(SYS_shutdown, fd, how, 0, 0, 0, 0);
+}
+static inline int sc_sys_dup3(int fd, int nfd, int flags)
+{
+	return (int)SC_SYSCALL(SYS_dup3, fd, nfd, flags, 0, 0, 0);
+}
+static inline int sc_sys_fcntl(int fd, int cmd, long arg)
+{
+	return (int)SC_SYSCALL(SYS_fcntl, fd, cmd, arg, 0, 0, 0);
+}
+static inline int sc_sys_getsockopt(int fd, int lvl, int opt, void *v, socklen_t *l)
+{
+	return (int)SC_SYSCALL(SYS_getsockopt, fd, lvl, opt, v, l, 0);
+}
+
 #define send(fd, b, n, f)       sc_sys_send(fd, b, n, f)
 #define recv(fd, b, n, f)       sc_sys_recv(fd, b, n, f)
 #define sendmsg(fd, m, f)       sc_sys_sendmsg(fd, m, f)
@@ -94,6 +119,14 @@ static inline int sc_sys_connect(int fd, const struct sockaddr *a, socklen_t l)
 #define accept4(fd, a, l, f)    sc_sys_accept4(fd, a, l, f)
 #define connect(fd, a, l)       sc_sys_connect(fd, a, l)
 #define epoll_create1(f)        sc_sys_epoll_create1(f)
+#define socket(d, t, p)         sc_sys_socket(d, t, p)
+#define listen(fd, b)           sc_sys_listen(fd, b)
+#define shutdown(fd, h)         sc_sys_shutdown(fd, h)
+#define dup3(fd, n, f)          sc_sys_dup3(fd, n, f)
+#define getsockopt(fd, l, o, v, n) sc_sys_getsockopt(fd, l, o, v, n)
+/* fcntl(fd, cmd) or fcntl(fd, cmd, arg) */
+#define fcntl(...)              SC_SYS_FCNTL_(__VA_ARGS__, 0, 0)
+#define SC_SYS_FCNTL_(fd, cmd, arg, ...) sc_sys_fcntl(fd, cmd, (long)(arg))
 
 #endif /* SC_SYS_DIRECT */
 #endif

@@ -13,7 +13,6 @@
 #include "txrx.h"
 #include "sys.h"
 
-#define API __attribute__((visibility("default")))
 
 bool sc__rx_ready(struct sc_conn *c)
 {
@@ -179,13 +178,13 @@ static ssize_t recv_iov(struct sc_conn *c, const struct iovec *iov, int iovcnt, 
 	return n;
 }
 
-API ssize_t sc_recv(struct sc_conn *c, void *buf, size_t len, int flags)
+SC_API ssize_t sc_recv(struct sc_conn *c, void *buf, size_t len, int flags)
 {
 	struct iovec iov = { .iov_base = buf, .iov_len = len };
 	return recv_iov(c, &iov, 1, flags);
 }
 
-API ssize_t sc_recvv(struct sc_conn *c, const struct iovec *iov, int iovcnt, int flags)
+SC_API ssize_t sc_recvv(struct sc_conn *c, const struct iovec *iov, int iovcnt, int flags)
 {
 	if (iovcnt < 0 || iovcnt > IOV_MAX)
 		return -EINVAL;

@@ -28,6 +28,7 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
+#include "compat.h"
 #include "stats.h"
 
 #define SC_BOARD_MAGIC      0x5343424fu
@@ -107,10 +108,6 @@ struct sc_board {
 	struct sc_offer offers[SC_BOARD_OFFERS] __attribute__((aligned(64)));
 };
 
-/* Our pid, cached (refreshed after fork). */
-int32_t sc__pid(void);
-/* Forget the cached pid (a fork child calls it before anything else). */
-void sc__pid_reset(void);
 
 /* The run directory, created (0700) on first use; NULL if unusable. */
 const char *sc__rundir(void);
@@ -162,6 +159,8 @@ uint32_t sc__offer_state(struct sc_board *b, int idx, uint64_t tag);
 /* Client: the process that claimed our offer, while it is claimed and
  * not done with (its OPEN may not be sent yet); 0 otherwise. */
 int32_t sc__offer_claimer(struct sc_board *b, int idx, uint64_t tag);
+/* Does process pid exist (kill(pid, 0); a zombie does)? */
+bool sc__pid_exists(int32_t pid);
 /* Is process pid alive (a zombie is not)? */
 bool sc__pid_alive(int32_t pid);
 /* Client: withdraw our offer if nobody claimed it (OFFERED or DECLINED →

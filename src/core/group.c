@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Link groups, listeners and the control thread.
+ * Link groups (link.h): a sealed memfd segment shared by two processes, and
+ * the SOCK_SEQPACKET Unix socket between them that carries its messages.
  *
  * Rendezvous: the connecting process creates a sealed memfd segment, connects
  * a SOCK_SEQPACKET Unix socket to the listener's path and sends HELLO with
@@ -9,9 +10,6 @@
  * named in the file system but the listener's own socket, and everything
  * goes away with the processes (kill -9 included): the socket's hang-up is
  * how the survivor learns of the death.
- *
- * Locks, in order: ctl.lock → group lock → listener lock.  Channel locks come
- * before group locks (notify.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -31,144 +29,13 @@
 #include "config.h"
 #include "conn.h"
 #include "link.h"
-#include "rundir.h"
 #include "listener.h"
 #include "notify.h"
 #include "txrx.h"
 #include "stats.h"
 #include "sys.h"
 
-#define SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
-
-static struct {
-	pthread_mutex_t lock;
-	bool running;
-	int epfd, wakefd;
-	int reserve_fd;                 /* spare fd to shed a connection at EMFILE */
-	int ngroups, nlisteners;
-	uint64_t next_lid;
-	struct sc_group *groups;
-	struct sc_listener *listeners;
-	struct sc_group *zombies;       /* dead, unused, to be freed by the thread */
-	/* after fork: our ancestors' control-thread eventfds, to ask one of
-	 * them to switch a connection we inherited (sc__kick_owner) */
-	int nkick;
-	pid_t kick_pid[8];
-	int kick_fd[8];
-} ctl = { .lock = PTHREAD_MUTEX_INITIALIZER, .epfd = -1, .wakefd = -1, .reserve_fd = -1 };
-
-/* epoll data: a group pointer, or a listener id with the top bit set (an id,
- * not a pointer, because a listener may be freed while its event is queued) */
-#define TAG_LISTENER (1ull << 63)
-
-static void *ctl_main(void *arg);
-static void ctl_switch_requests(void);
-static _Atomic bool ctl_kicked;         /* a KICK came on the rendezvous */
-
-/* Held bytes (SC_MORE, cork) exist: the control thread looks every
- * CORK_TICK_MS for holds to end (sc__cork_expire), until a look finds none. */
-#define CORK_TICK_MS 50
-static _Atomic bool cork_tick;
-
-void sc__cork_note(void)
-{
-	/* our hold's store before this load; the thread's clearing of the
-	 * flag before its look at the holds: one of us sees the other */
-	atomic_thread_fence(memory_order_seq_cst);
-	if (atomic_load(&cork_tick) || atomic_exchange(&cork_tick, true))
-		return;
-	uint64_t one = 1;
-	int fd = ctl.wakefd;
-	if (fd >= 0 && write(fd, &one, sizeof(one)) < 0) {
-	}
-}
-
-/* The control thread's cork scan holds g->lock while it wakes peers; a
- * wake-up that must first read a CELL message pumps g in place (and the
- * connections that pump refuses are finished once the lock is gone). */
-static __thread struct sc_group *pump_held;
-static __thread struct sc_conn *pump_refused;
-static void finish_refused(struct sc_conn *list);
-
-/* Control thread: end the holds that are due. */
-static void ctl_cork_scan(void)
-{
-	atomic_store(&cork_tick, false);
-	bool any = false;
-	uint64_t now = sc__now_ns();
-	pthread_mutex_lock(&ctl.lock);
-	for (struct sc_group *g = ctl.groups; g; g = g->next) {
-		pthread_mutex_lock(&g->lock);
-		pump_held = g;
-		for (uint32_t s = 0; s < g->nslots && !g->dead; s++) {
-			struct sc_conn *c = g->conns[s];
-			if (c && atomic_load(&c->corked)) {
-				sc__cork_expire(c, now);
-				any |= atomic_load(&c->corked);
-			}
-		}
-		pump_held = NULL;
-		pthread_mutex_unlock(&g->lock);
-	}
-	pthread_mutex_unlock(&ctl.lock);
-	struct sc_conn *refused = pump_refused;
-	pump_refused = NULL;
-	finish_refused(refused);
-	if (any)
-		atomic_store(&cork_tick, true);
-}
-static void group_pump_locked(struct sc_group *g, struct sc_conn **refused);
-
-/* Start the control thread if needed (ctl.lock held). */
-static int ctl_start(void)
-{
-	pthread_attr_t a;
-	pthread_t t;
-	sigset_t all, old;
-	int rc;
-
-	if (ctl.running)
-		return 0;
-	ctl.epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (ctl.epfd < 0)
-		return -errno;
-	ctl.wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (ctl.wakefd < 0) {
-		rc = -errno;
-		goto err_ep;
-	}
-	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
-	if (epoll_ctl(ctl.epfd, EPOLL_CTL_ADD, ctl.wakefd, &ev) < 0) {
-		rc = -errno;
-		goto err_wake;
-	}
-	/* the thread must never take the program's signals */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_attr_init(&a);
-	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-	rc = -pthread_create(&t, &a, ctl_main, NULL);
-	pthread_attr_destroy(&a);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc)
-		goto err_wake;
-	ctl.reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	ctl.running = true;
-	return 0;
-err_wake:
-	close(ctl.wakefd);
-err_ep:
-	close(ctl.epfd);
-	ctl.epfd = ctl.wakefd = -1;
-	return rc;
-}
-
-static void ctl_kick(void)
-{
-	uint64_t one = 1;
-	if (ctl.wakefd >= 0 && write(ctl.wakefd, &one, sizeof(one)) < 0) {
-	}
-}
+#include "ctl.h"
 
 /* ---- messages ------------------------------------------------------- */
 
@@ -251,7 +118,7 @@ static int recv_msg(struct sc_group *g, struct sc_msg *m, int *fd)
 
 /* ---- groups --------------------------------------------------------- */
 
-static struct sc_group *group_alloc(int side, int sock)
+struct sc_group *sc__group_alloc(int side, int sock)
 {
 	struct sc_group *g = calloc(1, sizeof(*g));
 
@@ -281,7 +148,7 @@ static void group_map_cells(struct sc_group *g)
 }
 
 /* Free a group nobody references any more (control thread, no locks). */
-static void group_free(struct sc_group *g)
+void sc__group_free(struct sc_group *g)
 {
 	for (int i = 0; i < SC_MAX_CELLS; i++)
 		if (g->peer_wake[i] >= 0)
@@ -301,7 +168,7 @@ static void group_maybe_zombie(struct sc_group *g)
 	if (!g->dead || g->nconns || g->zombie)
 		return;
 	g->zombie = true;
-	ctl_kick();
+	sc__ctl_kick();
 }
 
 static bool slot_free(struct sc_group *g, uint32_t s)
@@ -351,7 +218,7 @@ static int group_create(const char *path, struct sc_group **out)
 		rc = (errno == ENOENT || errno == ECONNREFUSED) ? -ECONNREFUSED : -errno;
 		goto err_sock;
 	}
-	g = group_alloc(0, sock);
+	g = sc__group_alloc(0, sock);
 	if (!g) {
 		rc = -ENOMEM;
 		goto err_sock;
@@ -416,16 +283,16 @@ err_memfd:
 	close(memfd);
 err_group:
 	g->sock = -1;
-	group_free(g);
+	sc__group_free(g);
 err_sock:
 	close(sock);
 	return rc;
 }
 
 /* Add g to the global list and the control thread's epoll (ctl.lock held). */
-static int group_register(struct sc_group *g)
+int sc__group_register(struct sc_group *g)
 {
-	int rc = ctl_start();
+	int rc = sc__ctl_start();
 	if (rc)
 		return rc;
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.ptr = g };
@@ -451,7 +318,7 @@ int sc__group_for_connect(const char *path, struct sc_group **out, uint32_t *slo
 		/* a peer that hung up (or closed its listener) since the control
 		 * thread last looked: find out now rather than open into it */
 		if (!g->dead)
-			group_pump_locked(g, NULL);
+			sc__group_pump_locked(g, NULL);
 		if (!g->dead && !g->no_new && (s = find_slot(g)) >= 0)
 			goto found;
 		pthread_mutex_unlock(&g->lock);
@@ -463,10 +330,10 @@ int sc__group_for_connect(const char *path, struct sc_group **out, uint32_t *slo
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&ctl.lock);
-	rc = group_register(g);
+	rc = sc__group_register(g);
 	if (rc) {
 		pthread_mutex_unlock(&ctl.lock);
-		group_free(g);
+		sc__group_free(g);
 		return rc;
 	}
 	pthread_mutex_lock(&g->lock);
@@ -528,7 +395,6 @@ void sc__group_release_slot(struct sc_group *g, uint32_t slot)
 	group_maybe_zombie(g);
 }
 
-static void switch_ask(struct sc_conn *c);
 
 void sc__group_kill(struct sc_group *g, int err)
 {
@@ -547,7 +413,7 @@ void sc__group_kill(struct sc_group *g, int err)
 			/* the peer froze it for a switch to TCP and went away
 			 * (exec): its kernel socket lives on; the switch ends
 			 * it, not its death */
-			switch_ask(c);
+			sc__group_switch_ask(c);
 			continue;
 		}
 		if (err == -ECONNRESET)
@@ -692,7 +558,7 @@ void (*sc__switch_hook)(struct sc_conn *c);
  * tag must name the connection now in the slot (a late message for a
  * closed one, or a peer's guess, touches nothing); a peer can only ever
  * switch its own connections with us. */
-static void switch_ask(struct sc_conn *c)
+void sc__group_switch_ask(struct sc_conn *c)
 {
 	int expected = SC_SW_NONE;
 	if (!sc__switch_hook)
@@ -709,12 +575,12 @@ static void group_switch(struct sc_group *g, const struct sc_msg *m)
 		return;
 	struct sc_conn *c = g->conns[m->slot];
 	if (c && c->tag && c->tag == m->tag)
-		switch_ask(c);
+		sc__group_switch_ask(c);
 }
 
 /* Drain the group socket (group locked).  Connections the listener refused
  * are returned in *refused for the caller to finish after unlocking. */
-static void group_pump_locked(struct sc_group *g, struct sc_conn **refused)
+void sc__group_pump_locked(struct sc_group *g, struct sc_conn **refused)
 {
 	struct sc_msg m;
 	int fd, rc;
@@ -727,7 +593,7 @@ static void group_pump_locked(struct sc_group *g, struct sc_conn **refused)
 			if (g->side == 1 && !g->hello_done && m.type == SC_MSG_KICK) {
 				/* not a group: a process that inherited one of
 				 * our connections asks us to look at sw_req */
-				atomic_store(&ctl_kicked, true);
+				atomic_store(&sc__ctl_kicked, true);
 				rc = -ECONNRESET;
 			} else if (g->side == 1 && !g->hello_done) {
 				rc = group_hello(g, &m, fd);
@@ -755,7 +621,7 @@ static void group_pump_locked(struct sc_group *g, struct sc_conn **refused)
 	}
 }
 
-static void finish_refused(struct sc_conn *list)
+void sc__group_finish_refused(struct sc_conn *list)
 {
 	while (list) {
 		struct sc_conn *next = list->next;
@@ -769,15 +635,15 @@ void sc__group_pump(struct sc_group *g)
 	struct sc_conn *refused = NULL;
 	int saved = errno;      /* reached from entry points that keep errno */
 
-	if (pump_held == g) {
-		group_pump_locked(g, &pump_refused);
+	if (sc__ctl_pump_held == g) {
+		sc__group_pump_locked(g, &sc__ctl_pump_refused);
 		errno = saved;
 		return;
 	}
 	pthread_mutex_lock(&g->lock);
-	group_pump_locked(g, &refused);
+	sc__group_pump_locked(g, &refused);
 	pthread_mutex_unlock(&g->lock);
-	finish_refused(refused);
+	sc__group_finish_refused(refused);
 	errno = saved;
 }
 
@@ -793,345 +659,3 @@ int sc__group_peer_wake(struct sc_group *g, uint32_t idx, uint32_t gen)
 	return __atomic_load_n(&g->peer_wake[idx], __ATOMIC_ACQUIRE);
 }
 
-/* ---- listeners ------------------------------------------------------ */
-
-int sc__listener_group_fds(struct sc_listener *l, int *fds, int max)
-{
-	int n = 0;
-
-	pthread_mutex_lock(&ctl.lock);
-	for (struct sc_group *g = ctl.groups; g && n < max; g = g->next)
-		if (g->side == 1 && g->listener == l && !__atomic_load_n(&g->dead, __ATOMIC_RELAXED))
-			fds[n++] = g->sock;
-	pthread_mutex_unlock(&ctl.lock);
-	return n;
-}
-
-void sc__listener_pump(struct sc_listener *l)
-{
-	int saved = errno;
-
-	pthread_mutex_lock(&ctl.lock);
-	for (struct sc_group *g = ctl.groups; g; g = g->next) {
-		if (g->side != 1 || g->listener != l)
-			continue;
-		struct sc_conn *refused = NULL;
-		pthread_mutex_lock(&g->lock);
-		if (!g->dead && g->hello_done)
-			group_pump_locked(g, &refused);
-		pthread_mutex_unlock(&g->lock);
-		finish_refused(refused);
-	}
-	pthread_mutex_unlock(&ctl.lock);
-	errno = saved;
-}
-
-int sc__listener_register(struct sc_listener *l)
-{
-	int rc;
-
-	pthread_mutex_lock(&ctl.lock);
-	rc = ctl_start();
-	if (!rc) {
-		l->id = ++ctl.next_lid;
-		struct epoll_event ev = { .events = EPOLLIN, .data.u64 = l->id | TAG_LISTENER };
-		if (epoll_ctl(ctl.epfd, EPOLL_CTL_ADD, l->sock, &ev) < 0) {
-			rc = -errno;
-		} else {
-			ctl.nlisteners++;
-			l->next = ctl.listeners;
-			ctl.listeners = l;
-		}
-	}
-	pthread_mutex_unlock(&ctl.lock);
-	return rc;
-}
-
-/* Detach l from the control thread and its groups: no OPEN reaches it after
- * this returns.  The peers of its idle groups learn it by a CLOSE message. */
-void sc__listener_unregister(struct sc_listener *l)
-{
-	pthread_mutex_lock(&ctl.lock);
-	epoll_ctl(ctl.epfd, EPOLL_CTL_DEL, l->sock, NULL);
-	ctl.nlisteners--;
-	for (struct sc_listener **pp = &ctl.listeners; *pp; pp = &(*pp)->next)
-		if (*pp == l) {
-			*pp = l->next;
-			break;
-		}
-	for (struct sc_group *g = ctl.groups; g; g = g->next) {
-		pthread_mutex_lock(&g->lock);
-		if (g->listener == l) {
-			struct sc_msg m = { .magic = SC_MSG_MAGIC, .type = SC_MSG_CLOSE,
-					    .version = SC_LAYOUT_VERSION };
-			g->listener = NULL;
-			if (!g->dead)
-				sc__group_send(g, &m, -1);
-		}
-		pthread_mutex_unlock(&g->lock);
-	}
-	ctl_kick();
-	pthread_mutex_unlock(&ctl.lock);
-}
-
-/* Control thread: new sockets on listener id (ctl.lock held). */
-static void ctl_accept(uint64_t id)
-{
-	struct sc_listener *l = ctl.listeners;
-
-	while (l && l->id != id)
-		l = l->next;
-	while (l) {
-		int s = accept4(l->sock, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (s < 0 && (errno == EMFILE || errno == ENFILE) && ctl.reserve_fd >= 0) {
-			/* out of fds: the pending connection would keep the
-			 * listener readable and this thread spinning; shed it
-			 * with the fd kept in reserve for that */
-			close(ctl.reserve_fd);
-			s = accept4(l->sock, NULL, NULL, SOCK_CLOEXEC);
-			if (s >= 0)
-				close(s);
-			ctl.reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-			/* EMFILE comes before EAGAIN: stop once none is pending */
-			if (s < 0)
-				return;
-			continue;
-		}
-		if (s < 0)
-			return;
-		struct sc_group *g = group_alloc(1, s);
-		if (!g) {
-			close(s);
-			continue;
-		}
-		struct ucred cr;
-		socklen_t crl = sizeof(cr);
-		if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cr, &crl) == 0)
-			g->peer_pid = cr.pid;
-		g->listener = l;
-		if (group_register(g)) {
-			g->sock = -1;
-			close(s);
-			group_free(g);
-		}
-	}
-}
-
-void (*sc__ctl_after_hook)(void);
-
-static void ctl_event(struct sc_group *g, uint32_t events)
-{
-	struct sc_conn *refused = NULL;
-
-	pthread_mutex_lock(&g->lock);
-	group_pump_locked(g, &refused);
-	if (!g->dead && (events & (EPOLLHUP | EPOLLRDHUP | EPOLLERR))) {
-		/* drained everything the peer sent before it hung up */
-		sc__group_kill(g, -ECONNRESET);
-	}
-	if (g->dead)
-		epoll_ctl(ctl.epfd, EPOLL_CTL_DEL, g->sock, NULL);
-	pthread_mutex_unlock(&g->lock);
-	finish_refused(refused);
-	if (sc__ctl_after_hook)
-		sc__ctl_after_hook();
-}
-
-/* Free zombie groups and decide whether to exit (ctl.lock held). */
-static bool ctl_reap(void)
-{
-	struct sc_group **pp = &ctl.groups;
-
-	while (*pp) {
-		struct sc_group *g = *pp;
-		pthread_mutex_lock(&g->lock);
-		bool gone = g->zombie && !g->nconns;
-		pthread_mutex_unlock(&g->lock);
-		if (gone) {
-			*pp = g->next;
-			ctl.ngroups--;
-			epoll_ctl(ctl.epfd, EPOLL_CTL_DEL, g->sock, NULL);
-			group_free(g);
-		} else {
-			pp = &g->next;
-		}
-	}
-	if (ctl.ngroups || ctl.nlisteners)
-		return false;
-	close(ctl.epfd);
-	close(ctl.wakefd);
-	if (ctl.reserve_fd >= 0)
-		close(ctl.reserve_fd);
-	ctl.epfd = ctl.wakefd = ctl.reserve_fd = -1;
-	ctl.running = false;
-	return true;
-}
-
-static void *ctl_main(void *arg)
-{
-	struct epoll_event ev[32];
-	uint64_t next_cork = 0;
-
-	for (;;) {
-		int n = epoll_wait(ctl.epfd, ev, 32, atomic_load(&cork_tick) ? CORK_TICK_MS : -1);
-		for (int i = 0; i < n; i++) {
-			uint64_t tag = ev[i].data.u64;
-			if (!tag) {
-				uint64_t v;
-				if (read(ctl.wakefd, &v, sizeof(v)) < 0) {
-				}
-				ctl_switch_requests();
-			} else if (ev[i].data.u64 & TAG_LISTENER) {
-				pthread_mutex_lock(&ctl.lock);
-				ctl_accept(ev[i].data.u64 & ~TAG_LISTENER);
-				pthread_mutex_unlock(&ctl.lock);
-			} else {
-				ctl_event((struct sc_group *)tag, ev[i].events);
-			}
-		}
-		if (atomic_exchange(&ctl_kicked, false))
-			ctl_switch_requests();
-		if (atomic_load(&cork_tick) && sc__now_ns() >= next_cork) {
-			ctl_cork_scan();
-			next_cork = sc__now_ns() + CORK_TICK_MS * 1000000ull;
-		}
-		pthread_mutex_lock(&ctl.lock);
-		bool done = ctl_reap();
-		pthread_mutex_unlock(&ctl.lock);
-		if (done)
-			return NULL;
-	}
-}
-
-/* fd still names an eventfd (a child may have closed the one it inherited
- * and got the number back for a file of its own) */
-static bool is_eventfd(int fd)
-{
-	char path[40], link[40];
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	ssize_t n = readlink(path, link, sizeof(link) - 1);
-	if (n < 0)
-		return false;
-	link[n] = 0;
-	return strcmp(link, "anon_inode:[eventfd]") == 0;
-}
-
-/* KICK on owner's rendezvous socket: needs no fd of ours (a child may have
- * closed every fd it inherited, and reused their numbers). */
-static int kick_rdv(pid_t owner)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	char path[sizeof(sa.sun_path)];
-	int rc = sc__rendezvous_path(owner, path, sizeof(path));
-	if (rc)
-		return rc;
-	memcpy(sa.sun_path, path, strlen(path));
-	int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (s < 0)
-		return -errno;
-	struct sc_msg m = { .magic = SC_MSG_MAGIC, .type = SC_MSG_KICK,
-			    .version = SC_LAYOUT_VERSION, .pid = sc__pid() };
-	while ((rc = connect(s, (struct sockaddr *)&sa, sizeof(sa))) < 0 && errno == EINTR)
-		;
-	if (rc == 0 && send(s, &m, sizeof(m), MSG_NOSIGNAL) != (ssize_t)sizeof(m))
-		rc = -1;
-	rc = rc < 0 ? -errno : 0;
-	close(s);
-	return rc;
-}
-
-int sc__kick_owner(pid_t owner)
-{
-	uint64_t one = 1;
-	if (kick_rdv(owner) == 0)
-		return 0;
-	/* no rendezvous (it could not be made): the owner's eventfd, kept
-	 * across fork, if it is still that */
-	if (owner == sc__pid() && ctl.wakefd >= 0)     /* a vfork child: our own memory */
-		return !is_eventfd(ctl.wakefd) ? -ESRCH :
-		       write(ctl.wakefd, &one, sizeof(one)) == sizeof(one) ? 0 : -errno;
-	for (int i = 0; i < ctl.nkick; i++)
-		if (ctl.kick_pid[i] == owner)
-			return !is_eventfd(ctl.kick_fd[i]) ? -ESRCH :
-			       write(ctl.kick_fd[i], &one, sizeof(one)) == sizeof(one) ||
-			       errno == EAGAIN ? 0 : -errno;
-	return -ESRCH;
-}
-
-/* Control thread, after a kick: switch requests from processes that
- * inherited one of our connections (sw_req in our side of the slot). */
-static void ctl_switch_requests(void)
-{
-	pthread_mutex_lock(&ctl.lock);
-	for (struct sc_group *g = ctl.groups; g; g = g->next) {
-		pthread_mutex_lock(&g->lock);
-		for (uint32_t s = 0; s < g->nslots; s++) {
-			struct sc_conn *c = g->conns[s];
-			uint32_t why;
-			if (c && atomic_load_explicit(&c->me->sw_req, memory_order_relaxed) &&
-			    (why = atomic_exchange(&c->me->sw_req, 0))) {
-				if (why & SC_SWREQ_EPOLL)
-					atomic_store(&c->sw_child_set, true);
-				switch_ask(c);
-			}
-		}
-		pthread_mutex_unlock(&g->lock);
-	}
-	pthread_mutex_unlock(&ctl.lock);
-}
-
-void sc__link_atfork_child(void)
-{
-	pthread_mutex_init(&ctl.lock, NULL);
-	atomic_store(&cork_tick, false);
-	/* the parent's control thread can still be asked to switch the
-	 * connections we inherit (its eventfd stays open here) */
-	if (ctl.wakefd >= 0 && ctl.nkick < 8) {
-		ctl.kick_pid[ctl.nkick] = getppid();
-		ctl.kick_fd[ctl.nkick++] = ctl.wakefd;
-		ctl.wakefd = -1;
-	}
-	for (struct sc_group *g = ctl.groups; g; g = g->next) {
-		if (g->sock >= 0)
-			close(g->sock);
-		g->sock = -1;
-		for (int i = 0; i < SC_MAX_CELLS; i++)
-			if (g->peer_wake[i] >= 0)
-				close(g->peer_wake[i]);
-	}
-	for (struct sc_listener *l = ctl.listeners; l; l = l->next)
-		close(l->sock);
-	if (ctl.epfd >= 0)
-		close(ctl.epfd);
-	if (ctl.wakefd >= 0)
-		close(ctl.wakefd);
-	if (ctl.reserve_fd >= 0)
-		close(ctl.reserve_fd);
-	/* the parent's structures stay allocated: its connections, copied
-	 * into the child, still point at them (and are never used here) */
-	ctl.groups = ctl.zombies = NULL;
-	ctl.listeners = NULL;
-	ctl.ngroups = ctl.nlisteners = 0;
-	ctl.running = false;
-	ctl.epfd = ctl.wakefd = ctl.reserve_fd = -1;
-}
-
-/* Live connections' counters (stats.c); a closing connection moves its
- * counters to the totals under its group lock, so none is counted twice. */
-void sc__stats_add_live(struct sc_stats *st)
-{
-	pthread_mutex_lock(&ctl.lock);
-	for (struct sc_group *g = ctl.groups; g; g = g->next) {
-		pthread_mutex_lock(&g->lock);
-		for (uint32_t s = 0; s < g->nslots; s++) {
-			struct sc_conn *c = g->conns[s];
-			if (!c)
-				continue;
-			st->bytes_sent += atomic_load_explicit(&c->bytes_sent, memory_order_relaxed);
-			st->bytes_received += atomic_load_explicit(&c->bytes_received, memory_order_relaxed);
-			st->spin_hits += atomic_load_explicit(&c->spin_hits, memory_order_relaxed);
-		}
-		pthread_mutex_unlock(&g->lock);
-	}
-	pthread_mutex_unlock(&ctl.lock);
-}

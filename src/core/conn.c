@@ -17,7 +17,6 @@
 
 #include "config.h"
 #include "conn.h"
-#include "rundir.h"
 #include "link.h"
 #include "listener.h"
 #include "notify.h"
@@ -25,7 +24,6 @@
 #include "txrx.h"
 #include "sys.h"
 
-#define API __attribute__((visibility("default")))
 
 int sc__conn_new(struct sc_group *g, uint32_t slot, struct sc_conn **out)
 {
@@ -125,7 +123,10 @@ static void conn_free(struct sc_conn *c, uint32_t last_flags)
 	if (c->own)
 		sc__chan_free(c->own);
 	pthread_mutex_lock(&g->lock);
-	sc__stats_retire(c);
+	/* its counters into the process totals */
+	SC_STAT_ADD(bytes_sent, atomic_load_explicit(&c->bytes_sent, memory_order_relaxed));
+	SC_STAT_ADD(bytes_received, atomic_load_explicit(&c->bytes_received, memory_order_relaxed));
+	SC_STAT_ADD(spin_hits, atomic_load_explicit(&c->spin_hits, memory_order_relaxed));
 	/* our cell may go to another channel: the peer must not wake it for
 	 * this slot any more */
 	atomic_store_explicit(&c->me->cell, SC_CELL_NONE, memory_order_relaxed);
@@ -336,7 +337,7 @@ static int unix_addr(const char *path, struct sockaddr_un *sa, socklen_t *len)
 	return 0;
 }
 
-API int sc_listen(const char *path, int backlog, struct sc_listener **out)
+SC_API int sc_listen(const char *path, int backlog, struct sc_listener **out)
 {
 	int saved = errno, rc;
 	struct sockaddr_un sa;
@@ -434,7 +435,7 @@ static struct sc_conn *listener_pop(struct sc_listener *l)
 	return c;
 }
 
-API int sc_accept(struct sc_listener *l, struct sc_conn **out, int flags)
+SC_API int sc_accept(struct sc_listener *l, struct sc_conn **out, int flags)
 {
 	int saved = errno;
 	struct sc_conn *c;
@@ -459,12 +460,12 @@ API int sc_accept(struct sc_listener *l, struct sc_conn **out, int flags)
 	return 0;
 }
 
-API int sc_listener_fd(const struct sc_listener *l)
+SC_API int sc_listener_fd(const struct sc_listener *l)
 {
 	return l ? l->efd : -EINVAL;
 }
 
-API void sc_listener_close(struct sc_listener *l)
+SC_API void sc_listener_close(struct sc_listener *l)
 {
 	int saved = errno;
 	struct sc_conn *c;
@@ -487,7 +488,7 @@ API void sc_listener_close(struct sc_listener *l)
 	errno = saved;
 }
 
-API int sc_connect(const char *path, struct sc_conn **out, int flags)
+SC_API int sc_connect(const char *path, struct sc_conn **out, int flags)
 {
 	return sc__connect_tagged(path, 0, flags, out);
 }
@@ -542,7 +543,7 @@ int sc__connect_tagged(const char *path, uint64_t tag, int flags, struct sc_conn
 
 /* ---- shutdown and close ----------------------------------------------- */
 
-API int sc_shutdown(struct sc_conn *c, int how)
+SC_API int sc_shutdown(struct sc_conn *c, int how)
 {
 	int saved = errno;
 
@@ -577,7 +578,7 @@ API int sc_shutdown(struct sc_conn *c, int how)
 	return 0;
 }
 
-API int sc_close(struct sc_conn *c)
+SC_API int sc_close(struct sc_conn *c)
 {
 	int saved = errno;
 	uint32_t f;
@@ -610,7 +611,7 @@ API int sc_close(struct sc_conn *c)
 	return 0;
 }
 
-API void sc_set_bufs(struct sc_conn *c, int sndbuf, int rcvbuf)
+SC_API void sc_set_bufs(struct sc_conn *c, int sndbuf, int rcvbuf)
 {
 	if (sndbuf >= 0)
 		atomic_store_explicit(&c->sndbuf, (uint32_t)sndbuf, memory_order_relaxed);
@@ -626,22 +627,22 @@ API void sc_set_bufs(struct sc_conn *c, int sndbuf, int rcvbuf)
 	}
 }
 
-API void sc_set_linger0(struct sc_conn *c, int on)
+SC_API void sc_set_linger0(struct sc_conn *c, int on)
 {
 	c->linger0 = on;
 }
 
-API void sc_set_nonblock(struct sc_conn *c, int on)
+SC_API void sc_set_nonblock(struct sc_conn *c, int on)
 {
 	c->nonblock = on;
 }
 
-API void sc_conn_set_user(struct sc_conn *c, void *user)
+SC_API void sc_conn_set_user(struct sc_conn *c, void *user)
 {
 	c->user = user;
 }
 
-API void *sc_conn_user(const struct sc_conn *c)
+SC_API void *sc_conn_user(const struct sc_conn *c)
 {
 	return c->user;
 }
@@ -714,7 +715,7 @@ void sc__switch_release(struct sc_conn *c)
 
 /* ---- introspection ---------------------------------------------------- */
 
-API int sc_conn_events(struct sc_conn *c)
+SC_API int sc_conn_events(struct sc_conn *c)
 {
 	int saved = errno;
 	int ev = 0;
@@ -787,12 +788,12 @@ int sc__conn_poll_arm_(struct sc_conn *c, bool want_out, bool sleeper)
 	return rc;
 }
 
-API int sc_conn_fd(struct sc_conn *c)
+SC_API int sc_conn_fd(struct sc_conn *c)
 {
 	return sc__conn_poll_arm(c, true);
 }
 
-API int sc_conn_info(struct sc_conn *c, struct sc_conn_info *info)
+SC_API int sc_conn_info(struct sc_conn *c, struct sc_conn_info *info)
 {
 	memset(info, 0, sizeof(*info));
 	info->conn_id = c->g->id << 8 | c->slot;
@@ -817,7 +818,7 @@ API int sc_conn_info(struct sc_conn *c, struct sc_conn_info *info)
 	return 0;
 }
 
-API int sc_config_check(void)
+SC_API int sc_config_check(void)
 {
 	return sc__config_load();
 }

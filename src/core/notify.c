@@ -529,9 +529,8 @@ int sc__chan_sleep(struct sc_chan *ch, int timeout_ms)
 
 /* ---- public channel API ------------------------------------------------ */
 
-#define API __attribute__((visibility("default")))
 
-API int sc_chan_open(struct sc_chan **out)
+SC_API int sc_chan_open(struct sc_chan **out)
 {
 	int saved = errno;
 	int rc = sc__chan_new(false, out);
@@ -540,12 +539,12 @@ API int sc_chan_open(struct sc_chan **out)
 	return rc;
 }
 
-API int sc_chan_fd(const struct sc_chan *ch)
+SC_API int sc_chan_fd(const struct sc_chan *ch)
 {
 	return ch->pfd;
 }
 
-API int sc_chan_bind(struct sc_conn *c, struct sc_chan *ch)
+SC_API int sc_chan_bind(struct sc_conn *c, struct sc_chan *ch)
 {
 	int saved = errno, rc = 0;
 
@@ -580,7 +579,7 @@ out:
 	return rc;
 }
 
-API void sc_chan_close(struct sc_chan *ch)
+SC_API void sc_chan_close(struct sc_chan *ch)
 {
 	int saved = errno;
 
@@ -738,7 +737,7 @@ bool sc__chan_readable(struct sc_chan *ch)
 	return r;
 }
 
-API int sc_chan_wait(struct sc_chan *ch, struct sc_conn **out, int n, int timeout_ms)
+SC_API int sc_chan_wait(struct sc_chan *ch, struct sc_conn **out, int n, int timeout_ms)
 {
 	int saved = errno, k, rc = 0;
 	struct timespec t0;

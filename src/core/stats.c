@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
+/* The process's counters (stats.h): a leaf, which every layer counts into. */
 #include <string.h>
 
-#include "conn.h"
 #include "stats.h"
 
 static struct sc_counters local;
@@ -20,20 +20,6 @@ const char *const sc__fallback_names[SC_FB_MAX] = {
 	[SC_FB_SWITCHED] = "switched_to_tcp",
 };
 
-#define GET(f) st->f = atomic_load_explicit(&sc__statp->f, memory_order_relaxed)
-
-__attribute__((visibility("default")))
-void sc_stats_get(struct sc_stats *st)
-{
-	memset(st, 0, sizeof(*st));
-	GET(conns_opened); GET(conns_closed); GET(conns_aborted); GET(conns_refused);
-	GET(proto_errors); GET(groups_created); GET(groups_joined);
-	GET(bytes_sent); GET(bytes_received); GET(wakeups_sent); GET(sleeps);
-	GET(spin_hits); GET(conns_accelerated); GET(conns_fallback);
-	GET(bytes_tcp_sent); GET(bytes_tcp_received);
-	sc__stats_add_live(st);
-}
-
 void sc__stats_move(struct sc_counters *to)
 {
 	_Atomic uint64_t *src = (_Atomic uint64_t *)sc__statp, *dst = (_Atomic uint64_t *)to;
@@ -42,11 +28,4 @@ void sc__stats_move(struct sc_counters *to)
 		atomic_fetch_add_explicit(&dst[i], atomic_load_explicit(&src[i], memory_order_relaxed),
 					  memory_order_relaxed);
 	sc__statp = to;
-}
-
-void sc__stats_retire(struct sc_conn *c)
-{
-	SC_STAT_ADD(bytes_sent, atomic_load_explicit(&c->bytes_sent, memory_order_relaxed));
-	SC_STAT_ADD(bytes_received, atomic_load_explicit(&c->bytes_received, memory_order_relaxed));
-	SC_STAT_ADD(spin_hits, atomic_load_explicit(&c->spin_hits, memory_order_relaxed));
 }

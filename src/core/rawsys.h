@@ -11,7 +11,7 @@
 #include <errno.h>
 #include <unistd.h>
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !defined(SC_RAWSYS_GENERIC)
 static inline long sc_raw_syscall6(long nr, long a, long b, long c, long d, long e, long f)
 {
 	register long r10 __asm__("r10") = d;

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "shortcut.h"
+#include "compat.h"
 #include "layout.h"
 #include "lock.h"
 #include "ring.h"
@@ -24,12 +25,6 @@
 #define SC_LF_DEATH_SWITCH 0x8u /* peer died having forked (SC_SF_FORKED): read
 				 * what it left, then go on over TCP */
 
-static inline uint64_t sc__now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 struct sc_conn {
 	struct sc_group *g;

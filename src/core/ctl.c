@@ -1,0 +1,494 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The control thread (link.h): one per process with link groups or
+ * listeners.  It accepts rendezvous connections, reads every group's
+ * control messages (HELLO, OPEN, CELL, SWITCH, KICK), notices a peer's
+ * death (its socket's hang-up), ends held sends (cork) on time, and frees
+ * dead groups.
+ *
+ * Locks, in order: ctl.lock → group lock → listener lock.  Channel locks come
+ * before group locks (notify.c).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "conn.h"
+#include "link.h"
+#include "listener.h"
+#include "notify.h"
+#include "txrx.h"
+#include "stats.h"
+#include "sys.h"
+
+#include "ctl.h"
+
+struct sc_ctl ctl = { .lock = PTHREAD_MUTEX_INITIALIZER, .epfd = -1, .wakefd = -1,
+		     .reserve_fd = -1 };
+
+static void *ctl_main(void *arg);
+static void ctl_switch_requests(void);
+_Atomic bool sc__ctl_kicked;         /* a KICK came on the rendezvous */
+
+/* Held bytes (SC_MORE, cork) exist: the control thread looks every
+ * CORK_TICK_MS for holds to end (sc__cork_expire), until a look finds none. */
+#define CORK_TICK_MS 50
+static _Atomic bool cork_tick;
+
+void sc__cork_note(void)
+{
+	/* our hold's store before this load; the thread's clearing of the
+	 * flag before its look at the holds: one of us sees the other */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load(&cork_tick) || atomic_exchange(&cork_tick, true))
+		return;
+	uint64_t one = 1;
+	int fd = ctl.wakefd;
+	if (fd >= 0 && write(fd, &one, sizeof(one)) < 0) {
+	}
+}
+
+__thread struct sc_group *sc__ctl_pump_held;
+__thread struct sc_conn *sc__ctl_pump_refused;
+
+/* Control thread: end the holds that are due. */
+static void ctl_cork_scan(void)
+{
+	atomic_store(&cork_tick, false);
+	bool any = false;
+	uint64_t now = sc__now_ns();
+	pthread_mutex_lock(&ctl.lock);
+	for (struct sc_group *g = ctl.groups; g; g = g->next) {
+		pthread_mutex_lock(&g->lock);
+		sc__ctl_pump_held = g;
+		for (uint32_t s = 0; s < g->nslots && !g->dead; s++) {
+			struct sc_conn *c = g->conns[s];
+			if (c && atomic_load(&c->corked)) {
+				sc__cork_expire(c, now);
+				any |= atomic_load(&c->corked);
+			}
+		}
+		sc__ctl_pump_held = NULL;
+		pthread_mutex_unlock(&g->lock);
+	}
+	pthread_mutex_unlock(&ctl.lock);
+	struct sc_conn *refused = sc__ctl_pump_refused;
+	sc__ctl_pump_refused = NULL;
+	sc__group_finish_refused(refused);
+	if (any)
+		atomic_store(&cork_tick, true);
+}
+
+/* Start the control thread if needed (ctl.lock held). */
+int sc__ctl_start(void)
+{
+	pthread_attr_t a;
+	pthread_t t;
+	sigset_t all, old;
+	int rc;
+
+	if (ctl.running)
+		return 0;
+	ctl.epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (ctl.epfd < 0)
+		return -errno;
+	ctl.wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (ctl.wakefd < 0) {
+		rc = -errno;
+		goto err_ep;
+	}
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+	if (epoll_ctl(ctl.epfd, EPOLL_CTL_ADD, ctl.wakefd, &ev) < 0) {
+		rc = -errno;
+		goto err_wake;
+	}
+	/* the thread must never take the program's signals */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	rc = -pthread_create(&t, &a, ctl_main, NULL);
+	pthread_attr_destroy(&a);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc)
+		goto err_wake;
+	ctl.reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	ctl.running = true;
+	return 0;
+err_wake:
+	close(ctl.wakefd);
+err_ep:
+	close(ctl.epfd);
+	ctl.epfd = ctl.wakefd = -1;
+	return rc;
+}
+
+void sc__ctl_kick(void)
+{
+	uint64_t one = 1;
+	if (ctl.wakefd >= 0 && write(ctl.wakefd, &one, sizeof(one)) < 0) {
+	}
+}
+
+/* ---- listeners ------------------------------------------------------ */
+
+int sc__listener_group_fds(struct sc_listener *l, int *fds, int max)
+{
+	int n = 0;
+
+	pthread_mutex_lock(&ctl.lock);
+	for (struct sc_group *g = ctl.groups; g && n < max; g = g->next)
+		if (g->side == 1 && g->listener == l && !__atomic_load_n(&g->dead, __ATOMIC_RELAXED))
+			fds[n++] = g->sock;
+	pthread_mutex_unlock(&ctl.lock);
+	return n;
+}
+
+void sc__listener_pump(struct sc_listener *l)
+{
+	int saved = errno;
+
+	pthread_mutex_lock(&ctl.lock);
+	for (struct sc_group *g = ctl.groups; g; g = g->next) {
+		if (g->side != 1 || g->listener != l)
+			continue;
+		struct sc_conn *refused = NULL;
+		pthread_mutex_lock(&g->lock);
+		if (!g->dead && g->hello_done)
+			sc__group_pump_locked(g, &refused);
+		pthread_mutex_unlock(&g->lock);
+		sc__group_finish_refused(refused);
+	}
+	pthread_mutex_unlock(&ctl.lock);
+	errno = saved;
+}
+
+int sc__listener_register(struct sc_listener *l)
+{
+	int rc;
+
+	pthread_mutex_lock(&ctl.lock);
+	rc = sc__ctl_start();
+	if (!rc) {
+		l->id = ++ctl.next_lid;
+		struct epoll_event ev = { .events = EPOLLIN, .data.u64 = l->id | TAG_LISTENER };
+		if (epoll_ctl(ctl.epfd, EPOLL_CTL_ADD, l->sock, &ev) < 0) {
+			rc = -errno;
+		} else {
+			ctl.nlisteners++;
+			l->next = ctl.listeners;
+			ctl.listeners = l;
+		}
+	}
+	pthread_mutex_unlock(&ctl.lock);
+	return rc;
+}
+
+/* Detach l from the control thread and its groups: no OPEN reaches it after
+ * this returns.  The peers of its idle groups learn it by a CLOSE message. */
+void sc__listener_unregister(struct sc_listener *l)
+{
+	pthread_mutex_lock(&ctl.lock);
+	epoll_ctl(ctl.epfd, EPOLL_CTL_DEL, l->sock, NULL);
+	ctl.nlisteners--;
+	for (struct sc_listener **pp = &ctl.listeners; *pp; pp = &(*pp)->next)
+		if (*pp == l) {
+			*pp = l->next;
+			break;
+		}
+	for (struct sc_group *g = ctl.groups; g; g = g->next) {
+		pthread_mutex_lock(&g->lock);
+		if (g->listener == l) {
+			struct sc_msg m = { .magic = SC_MSG_MAGIC, .type = SC_MSG_CLOSE,
+					    .version = SC_LAYOUT_VERSION };
+			g->listener = NULL;
+			if (!g->dead)
+				sc__group_send(g, &m, -1);
+		}
+		pthread_mutex_unlock(&g->lock);
+	}
+	sc__ctl_kick();
+	pthread_mutex_unlock(&ctl.lock);
+}
+
+/* Control thread: new sockets on listener id (ctl.lock held). */
+static void ctl_accept(uint64_t id)
+{
+	struct sc_listener *l = ctl.listeners;
+
+	while (l && l->id != id)
+		l = l->next;
+	while (l) {
+		int s = accept4(l->sock, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (s < 0 && (errno == EMFILE || errno == ENFILE) && ctl.reserve_fd >= 0) {
+			/* out of fds: the pending connection would keep the
+			 * listener readable and this thread spinning; shed it
+			 * with the fd kept in reserve for that */
+			close(ctl.reserve_fd);
+			s = accept4(l->sock, NULL, NULL, SOCK_CLOEXEC);
+			if (s >= 0)
+				close(s);
+			ctl.reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+			/* EMFILE comes before EAGAIN: stop once none is pending */
+			if (s < 0)
+				return;
+			continue;
+		}
+		if (s < 0)
+			return;
+		struct sc_group *g = sc__group_alloc(1, s);
+		if (!g) {
+			close(s);
+			continue;
+		}
+		struct ucred cr;
+		socklen_t crl = sizeof(cr);
+		if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cr, &crl) == 0)
+			g->peer_pid = cr.pid;
+		g->listener = l;
+		if (sc__group_register(g)) {
+			g->sock = -1;
+			close(s);
+			sc__group_free(g);
+		}
+	}
+}
+
+void (*sc__ctl_after_hook)(void);
+
+static void ctl_event(struct sc_group *g, uint32_t events)
+{
+	struct sc_conn *refused = NULL;
+
+	pthread_mutex_lock(&g->lock);
+	sc__group_pump_locked(g, &refused);
+	if (!g->dead && (events & (EPOLLHUP | EPOLLRDHUP | EPOLLERR))) {
+		/* drained everything the peer sent before it hung up */
+		sc__group_kill(g, -ECONNRESET);
+	}
+	if (g->dead)
+		epoll_ctl(ctl.epfd, EPOLL_CTL_DEL, g->sock, NULL);
+	pthread_mutex_unlock(&g->lock);
+	sc__group_finish_refused(refused);
+	if (sc__ctl_after_hook)
+		sc__ctl_after_hook();
+}
+
+/* Free zombie groups and decide whether to exit (ctl.lock held). */
+static bool ctl_reap(void)
+{
+	struct sc_group **pp = &ctl.groups;
+
+	while (*pp) {
+		struct sc_group *g = *pp;
+		pthread_mutex_lock(&g->lock);
+		bool gone = g->zombie && !g->nconns;
+		pthread_mutex_unlock(&g->lock);
+		if (gone) {
+			*pp = g->next;
+			ctl.ngroups--;
+			epoll_ctl(ctl.epfd, EPOLL_CTL_DEL, g->sock, NULL);
+			sc__group_free(g);
+		} else {
+			pp = &g->next;
+		}
+	}
+	if (ctl.ngroups || ctl.nlisteners)
+		return false;
+	close(ctl.epfd);
+	close(ctl.wakefd);
+	if (ctl.reserve_fd >= 0)
+		close(ctl.reserve_fd);
+	ctl.epfd = ctl.wakefd = ctl.reserve_fd = -1;
+	ctl.running = false;
+	return true;
+}
+
+static void *ctl_main(void *arg)
+{
+	struct epoll_event ev[32];
+	uint64_t next_cork = 0;
+
+	for (;;) {
+		int n = epoll_wait(ctl.epfd, ev, 32, atomic_load(&cork_tick) ? CORK_TICK_MS : -1);
+		for (int i = 0; i < n; i++) {
+			uint64_t tag = ev[i].data.u64;
+			if (!tag) {
+				uint64_t v;
+				if (read(ctl.wakefd, &v, sizeof(v)) < 0) {
+				}
+				ctl_switch_requests();
+			} else if (ev[i].data.u64 & TAG_LISTENER) {
+				pthread_mutex_lock(&ctl.lock);
+				ctl_accept(ev[i].data.u64 & ~TAG_LISTENER);
+				pthread_mutex_unlock(&ctl.lock);
+			} else {
+				ctl_event((struct sc_group *)tag, ev[i].events);
+			}
+		}
+		if (atomic_exchange(&sc__ctl_kicked, false))
+			ctl_switch_requests();
+		if (atomic_load(&cork_tick) && sc__now_ns() >= next_cork) {
+			ctl_cork_scan();
+			next_cork = sc__now_ns() + CORK_TICK_MS * 1000000ull;
+		}
+		pthread_mutex_lock(&ctl.lock);
+		bool done = ctl_reap();
+		pthread_mutex_unlock(&ctl.lock);
+		if (done)
+			return NULL;
+	}
+}
+
+/* fd still names an eventfd (a child may have closed the one it inherited
+ * and got the number back for a file of its own) */
+static bool is_eventfd(int fd)
+{
+	char path[40], link[40];
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(path, link, sizeof(link) - 1);
+	if (n < 0)
+		return false;
+	link[n] = 0;
+	return strcmp(link, "anon_inode:[eventfd]") == 0;
+}
+
+/* KICK on owner's rendezvous socket: needs no fd of ours (a child may have
+ * closed every fd it inherited, and reused their numbers). */
+static int kick_rdv(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int rc;
+	if (!path || strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	memcpy(sa.sun_path, path, strlen(path));
+	int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -errno;
+	struct sc_msg m = { .magic = SC_MSG_MAGIC, .type = SC_MSG_KICK,
+			    .version = SC_LAYOUT_VERSION, .pid = sc__pid() };
+	while ((rc = connect(s, (struct sockaddr *)&sa, sizeof(sa))) < 0 && errno == EINTR)
+		;
+	if (rc == 0 && send(s, &m, sizeof(m), MSG_NOSIGNAL) != (ssize_t)sizeof(m))
+		rc = -1;
+	rc = rc < 0 ? -errno : 0;
+	close(s);
+	return rc;
+}
+
+int sc__kick_owner(pid_t owner, const char *rdv_path)
+{
+	uint64_t one = 1;
+	if (kick_rdv(rdv_path) == 0)
+		return 0;
+	/* no rendezvous (it could not be made): the owner's eventfd, kept
+	 * across fork, if it is still that */
+	if (owner == sc__pid() && ctl.wakefd >= 0)     /* a vfork child: our own memory */
+		return !is_eventfd(ctl.wakefd) ? -ESRCH :
+		       write(ctl.wakefd, &one, sizeof(one)) == sizeof(one) ? 0 : -errno;
+	for (int i = 0; i < ctl.nkick; i++)
+		if (ctl.kick_pid[i] == owner)
+			return !is_eventfd(ctl.kick_fd[i]) ? -ESRCH :
+			       write(ctl.kick_fd[i], &one, sizeof(one)) == sizeof(one) ||
+			       errno == EAGAIN ? 0 : -errno;
+	return -ESRCH;
+}
+
+/* Control thread, after a kick: switch requests from processes that
+ * inherited one of our connections (sw_req in our side of the slot). */
+static void ctl_switch_requests(void)
+{
+	pthread_mutex_lock(&ctl.lock);
+	for (struct sc_group *g = ctl.groups; g; g = g->next) {
+		pthread_mutex_lock(&g->lock);
+		for (uint32_t s = 0; s < g->nslots; s++) {
+			struct sc_conn *c = g->conns[s];
+			uint32_t why;
+			if (c && atomic_load_explicit(&c->me->sw_req, memory_order_relaxed) &&
+			    (why = atomic_exchange(&c->me->sw_req, 0))) {
+				if (why & SC_SWREQ_EPOLL)
+					atomic_store(&c->sw_child_set, true);
+				sc__group_switch_ask(c);
+			}
+		}
+		pthread_mutex_unlock(&g->lock);
+	}
+	pthread_mutex_unlock(&ctl.lock);
+}
+
+void sc__link_atfork_child(void)
+{
+	pthread_mutex_init(&ctl.lock, NULL);
+	atomic_store(&cork_tick, false);
+	/* the parent's control thread can still be asked to switch the
+	 * connections we inherit (its eventfd stays open here) */
+	if (ctl.wakefd >= 0 && ctl.nkick < 8) {
+		ctl.kick_pid[ctl.nkick] = getppid();
+		ctl.kick_fd[ctl.nkick++] = ctl.wakefd;
+		ctl.wakefd = -1;
+	}
+	for (struct sc_group *g = ctl.groups; g; g = g->next) {
+		if (g->sock >= 0)
+			close(g->sock);
+		g->sock = -1;
+		for (int i = 0; i < SC_MAX_CELLS; i++)
+			if (g->peer_wake[i] >= 0)
+				close(g->peer_wake[i]);
+	}
+	for (struct sc_listener *l = ctl.listeners; l; l = l->next)
+		close(l->sock);
+	if (ctl.epfd >= 0)
+		close(ctl.epfd);
+	if (ctl.wakefd >= 0)
+		close(ctl.wakefd);
+	if (ctl.reserve_fd >= 0)
+		close(ctl.reserve_fd);
+	/* the parent's structures stay allocated: its connections, copied
+	 * into the child, still point at them (and are never used here) */
+	ctl.groups = ctl.zombies = NULL;
+	ctl.listeners = NULL;
+	ctl.ngroups = ctl.nlisteners = 0;
+	ctl.running = false;
+	ctl.epfd = ctl.wakefd = ctl.reserve_fd = -1;
+}
+
+/* The process's totals with its live connections' counters; a closing
+ * connection moves its counters to the totals under its group lock, so
+ * none is counted twice. */
+#define GET(f) st->f = atomic_load_explicit(&sc__statp->f, memory_order_relaxed)
+SC_API void sc_stats_get(struct sc_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	GET(conns_opened); GET(conns_closed); GET(conns_aborted); GET(conns_refused);
+	GET(proto_errors); GET(groups_created); GET(groups_joined);
+	GET(bytes_sent); GET(bytes_received); GET(wakeups_sent); GET(sleeps);
+	GET(spin_hits); GET(conns_accelerated); GET(conns_fallback);
+	GET(bytes_tcp_sent); GET(bytes_tcp_received);
+	pthread_mutex_lock(&ctl.lock);
+	for (struct sc_group *g = ctl.groups; g; g = g->next) {
+		pthread_mutex_lock(&g->lock);
+		for (uint32_t s = 0; s < g->nslots; s++) {
+			struct sc_conn *c = g->conns[s];
+			if (!c)
+				continue;
+			st->bytes_sent += atomic_load_explicit(&c->bytes_sent, memory_order_relaxed);
+			st->bytes_received += atomic_load_explicit(&c->bytes_received, memory_order_relaxed);
+			st->spin_hits += atomic_load_explicit(&c->spin_hits, memory_order_relaxed);
+		}
+		pthread_mutex_unlock(&g->lock);
+	}
+	pthread_mutex_unlock(&ctl.lock);
+}
+

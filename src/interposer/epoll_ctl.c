@@ -1,0 +1,599 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * epoll registrations: an accelerated fd bound to its set's completion
+ * channel (or watched through its own fd); epoll_create, epoll_ctl.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/sockios.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/select.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "conn.h"
+#include "link.h"
+#include "listener.h"
+#include "notify.h"
+#include "ring.h"
+#include "rundir.h"
+#include "stats.h"
+#include "txrx.h"
+#include "epoll.h"
+
+_Atomic int nforeign;
+const char ep_chan_mark;
+static void reg_unwatch(struct sc_ep *e, struct sc_epreg *r)
+{
+	if (r->foreign) {
+		r->foreign = false;
+		atomic_fetch_sub(&nforeign, 1);
+	}
+	for (int i = 0; i < 2; i++)
+		if (r->wfd[i] >= 0) {
+			R(epoll_ctl)(e->inner, EPOLL_CTL_DEL, r->wfd[i], NULL);
+			r->wfd[i] = -1;
+		}
+	r->kind = 0;
+}
+
+static void reg_watch_fd(struct sc_ep *e, struct sc_epreg *r, int i, int fd)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.ptr = r };
+	if (R(epoll_ctl)(e->inner, EPOLL_CTL_ADD, fd, &ev) == 0)
+		r->wfd[i] = fd;
+}
+
+void check_add(struct sc_ep *e, struct sc_epreg *r)
+{
+	if (r->listed || r->disabled || r->deleted)
+		return;
+	r->listed = true;
+	r->cnext = e->check;
+	e->check = r;
+}
+
+/* e->lock held: unlink r from the lists and free it. */
+void reg_free(struct sc_ep *e, struct sc_epreg *r)
+{
+	reg_unwatch(e, r);
+	if (r->shared && r->second && r->s->c) {
+		struct sc_conn *c = r->s->c;
+		pthread_mutex_lock(&c->bindlock);
+		int x = sc__chan_xindex(c, e->ch);
+		if (x >= 0) {
+			struct sc_epreg *head = c->userx[x];
+			if (head == r)
+				c->userx[x] = r->sib;
+			else
+				for (struct sc_epreg *q = head; q; q = q->sib)
+					if (q->sib == r) {
+						q->sib = r->sib;
+						break;
+					}
+			/* the last entry: the set stops watching it */
+			if (!c->userx[x])
+				sc__chan_detachx(e->ch, c, x);
+		}
+		pthread_mutex_unlock(&c->bindlock);
+	} else if (r->shared && r->s->c) {
+		struct sc_epreg *head = sc_conn_user(r->s->c);
+		if (head == r)
+			sc_conn_set_user(r->s->c, r->sib);     /* NULL: collected, ignored */
+		else
+			for (struct sc_epreg *q = head; q; q = q->sib)
+				if (q->sib == r) {
+					q->sib = r->sib;
+					break;
+				}
+	}
+	for (struct sc_epreg **pp = &e->fired; *pp; pp = &(*pp)->fnext)
+		if (*pp == r) {
+			*pp = r->fnext;
+			break;
+		}
+	for (struct sc_epreg **pp = &e->check; *pp; pp = &(*pp)->cnext)
+		if (*pp == r) {
+			*pp = r->cnext;
+			break;
+		}
+	for (struct sc_epreg **pp = &e->regs; *pp; pp = &(*pp)->next)
+		if (*pp == r) {
+			*pp = r->next;
+			break;
+		}
+	free(r);
+}
+
+static uint32_t poll_to_epoll(short r)
+{
+	uint32_t ev = 0;
+	if (r & POLLIN) ev |= EPOLLIN | EPOLLRDNORM;
+	if (r & POLLOUT) ev |= EPOLLOUT | EPOLLWRNORM;
+	if (r & POLLRDHUP) ev |= EPOLLRDHUP;
+	if (r & POLLHUP) ev |= EPOLLHUP;
+	if (r & POLLERR) ev |= EPOLLERR;
+	if (r & POLLPRI) ev |= EPOLLPRI;
+	return ev;
+}
+
+/* e->lock held: r's readiness now, keeping what the inner set watches in
+ * step with the connection's mode.  Returns 0 and frees r if the fd went
+ * back to plain TCP (the kernel set then watches it itself); *gone set. */
+/* e->lock held: the set's channel, created on first use, in the inner set. */
+int ep_chan_ensure(struct sc_ep *e)
+{
+	if (e->ch)
+		return 0;
+	struct sc_chan *ch;
+	if (sc_chan_open(&ch) < 0)
+		return -ENOMEM;
+	int cfd = sc_chan_fd(ch);
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = (void *)&ep_chan_mark };
+	if (cfd < 0 || R(epoll_ctl)(e->inner, EPOLL_CTL_ADD, cfd, &ev) < 0) {
+		sc_chan_close(ch);
+		return -ENOMEM;
+	}
+	e->ch = ch;
+	return 0;
+}
+
+/* e->lock held: bind c to the set's channel (created on first use). */
+static int ep_bind(struct sc_ep *e, struct sc_epreg *r, struct sc_conn *c)
+{
+	if (ep_chan_ensure(e) < 0)
+		return -ENOMEM;
+	struct sc_chan *cur = atomic_load(&c->chan);
+	if (cur && cur != c->own && cur != e->ch) {
+		/* in another epoll set's channel: ours watches it as one of
+		 * the connection's extra channels (the peer wakes every one),
+		 * if one is free */
+		pthread_mutex_lock(&c->bindlock);
+		int x = sc__chan_xindex(c, e->ch), rc = 0;
+		if (x >= 0) {
+			struct sc_epreg *q = c->userx[x];
+			while (q && q != r)
+				q = q->sib;
+			if (!q) {
+				r->sib = ((struct sc_epreg *)c->userx[x])->sib;
+				((struct sc_epreg *)c->userx[x])->sib = r;
+			}
+		} else {
+			x = sc__chan_xindex(c, NULL);   /* a free one */
+			if (x < 0)
+				rc = -EBUSY;    /* too many sets: it polls the first's fd */
+			else if ((rc = sc__chan_attachx(e->ch, c, x)) == 0) {
+				r->sib = NULL;
+				c->userx[x] = r;
+			}
+		}
+		pthread_mutex_unlock(&c->bindlock);
+		if (rc == 0) {
+			r->second = true;
+			/* what happened before the watch began is seen by
+			 * the caller's look; the next change wakes us */
+			atomic_fetch_or(&c->rx.h->rx_armed, SC_ARM_EDGE);
+		}
+		return rc;
+	}
+	struct sc_epreg *head = cur == e->ch ? sc_conn_user(c) : NULL;
+	if (head) {
+		/* another entry of ours has it (a dup'd fd): chain r to it */
+		for (struct sc_epreg *q = head; q; q = q->sib)
+			if (q == r)
+				return 0;
+		r->sib = head->sib;
+		head->sib = r;
+		return 0;
+	}
+	if (cur != e->ch && sc_chan_bind(c, e->ch) < 0)
+		return -ENOMEM;
+	r->sib = NULL;
+	sc_conn_set_user(c, r);
+	return 0;
+}
+
+void fired_add(struct sc_ep *e, struct sc_epreg *r);
+
+/* e->lock held: the connections of the set's channel that became ready
+ * since the last collect go on the check list; returns how many.  With
+ * arm, the channel's cells are armed first (sc_chan_wait with no wait):
+ * only a caller about to sleep arms them, so that a waker finding us
+ * awake makes no system call. */
+int ep_collect(struct sc_ep *e, bool arm)
+{
+	struct sc_conn *cs[64];
+	int total = 0, k;
+
+	if (!e->ch)
+		return 0;
+	do {
+		k = arm ? sc_chan_wait(e->ch, cs, 64, 0) : sc__chan_collect(e->ch, cs, 64);
+		if (k < 0)
+			k = 0;
+		for (int i = 0; i < k; i++) {
+			int x = atomic_load(&cs[i]->chan) == e->ch ? -1 : sc__chan_xindex(cs[i], e->ch);
+			struct sc_epreg *head = x >= 0 ? cs[i]->userx[x] : sc_conn_user(cs[i]);
+			for (struct sc_epreg *r = head; r; r = r->sib) {
+				check_add(e, r);
+				fired_add(e, r);
+			}
+			total++;
+		}
+	} while (k == 64);
+	return total;
+}
+
+uint32_t reg_eval(struct sc_ep *e, struct sc_epreg *r, bool *gone)
+{
+	struct sc_sock *s = r->s;
+	short want = POLLIN | POLLOUT | POLLRDHUP | POLLPRI;
+	int wfd;
+	*gone = false;
+	short rv = sock_revents(r->fd, s, want, &wfd, false);
+	int mode = atomic_load(&s->mode);
+	if (rv < 0 && mode != M_SHM) {
+		/* fell back to TCP: hand the fd to the kernel's own set */
+		struct epoll_event ev = { .events = r->events, .data = r->data };
+		if (!r->disabled)
+			R(epoll_ctl)(e->fd, EPOLL_CTL_ADD, r->fd, &ev);
+		reg_free(e, r);
+		*gone = true;
+		return 0;
+	}
+	if (rv < 0)
+		rv = 0;
+	if (r->kind != mode) {
+		reg_unwatch(e, r);
+		int efd = -1;
+		if (mode == M_PENDING) {
+			pthread_mutex_lock(&s->lock);
+			mode = atomic_load(&s->mode);
+			if (mode == M_PENDING) {
+				s->efd_exposed = true;  /* the inner set watches it */
+				efd = s->efd;
+			}
+			pthread_mutex_unlock(&s->lock);
+			if (mode != M_PENDING)
+				check_add(e, r);        /* settled meanwhile: look again */
+		}
+		r->kind = mode;
+		if (mode == M_PENDING) {
+			reg_watch_fd(e, r, 0, efd);
+			reg_watch_fd(e, r, 1, r->fd);
+		} else if (mode == M_SHM && s->owner == sc__pid()) {
+			if (ep_bind(e, r, s->c) == 0) {
+				r->shared = true;
+				sc__conn_poll_arm(s->c, (r->events & EPOLLOUT) ||
+						  (r->second && s->c->polled_out));
+			} else {
+				/* its own pollable fd, watched by the inner set */
+				int pfd = sc__conn_poll_arm(s->c, r->events & EPOLLOUT);
+				if (pfd >= 0)
+					reg_watch_fd(e, r, 0, pfd);
+				r->foreign = true;
+				atomic_fetch_add(&nforeign, 1);
+			}
+			/* anything that happened before the watch began */
+			rv = sock_revents(r->fd, s, want, &wfd, false);
+			if (rv < 0)
+				rv = 0;
+		}
+	}
+	return poll_to_epoll(rv) & (r->events | EPOLLHUP | EPOLLERR);
+}
+
+void fired_add(struct sc_ep *e, struct sc_epreg *r)
+{
+	if (!r->fired) {
+		r->fired = true;
+		r->fnext = e->fired;
+		e->fired = r;
+	}
+}
+
+/* A registration was made while threads sleep in the kernel's wait on e:
+ * arm the channel (its next event wakes them) and wake them now, to look
+ * (a look finding nothing sleeps again). */
+static void ep_wake_sleepers(struct sc_ep *e)
+{
+	ep_arm(e, true);
+	pthread_mutex_lock(&e->lock);
+	if (ep_chan_ensure(e) == 0)
+		sc__chan_signal(e->ch);
+	pthread_mutex_unlock(&e->lock);
+}
+
+SC_API int epoll_create(int size)
+{
+	int fd = R(epoll_create)(size);
+	ep_created(fd);
+	return fd;
+}
+
+SC_API int epoll_create1(int flags)
+{
+	int fd = R(epoll_create1)(flags);
+	ep_created(fd);
+	return fd;
+}
+
+SC_API int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+{
+	if (atomic_load_explicit(&ep_inh, memory_order_relaxed))
+		ep_inherited_use(ep_of(epfd));
+	if (ep_of(fd)) {
+		/* an epoll set of the program's going into another one: the
+		 * outer set gets a shadow that checks it before reporting, and
+		 * the kernel's set knows it by a cookie of ours (the program's
+		 * data may be another fd's too) */
+		struct sc_ep *o = op == EPOLL_CTL_DEL || !ev ? NULL :
+				  ep_get(epfd, op == EPOLL_CTL_ADD);
+		struct epoll_event kev;
+		if (o) {
+			pthread_mutex_lock(&o->lock);
+			uint64_t had = ep_nest_cookie(o, fd);
+			ep_nest_set(o, fd, EPOLL_CTL_ADD, ev->data.u64);
+			kev = *ev;
+			kev.data.u64 = ep_nest_cookie(o, fd);
+			int rc = kev.data.u64 ? R(epoll_ctl)(epfd, op, fd, &kev)
+					      : R(epoll_ctl)(epfd, op, fd, ev);
+			if (rc < 0 && !had) {
+				int e = errno;
+				ep_nest_set(o, fd, EPOLL_CTL_DEL, 0);
+				errno = e;
+			}
+			pthread_mutex_unlock(&o->lock);
+			if (rc == 0)
+				ep_expose_fd(fd);
+			return rc;
+		}
+		int rc = R(epoll_ctl)(epfd, op, fd, ev);
+		if (rc == 0 && op == EPOLL_CTL_DEL && (o = ep_get(epfd, false))) {
+			pthread_mutex_lock(&o->lock);
+			ep_nest_set(o, fd, EPOLL_CTL_DEL, 0);
+			pthread_mutex_unlock(&o->lock);
+		}
+		return rc;
+	}
+
+	struct sc_sock *s = sock_get(fd);
+	struct sc_ep *e = ep_get(epfd, false);
+	struct sc_epreg *r = NULL;
+	if (!e && s && atomic_load_explicit(&neps, memory_order_acquire) && !ep_of(epfd))
+		e = ep_copy_of(epfd, false);    /* a copy of a set of ours we did not see made? */
+
+	if (e) {
+		pthread_mutex_lock(&e->lock);
+		for (r = e->regs; r && r->fd != fd; r = r->next)
+			;
+		if (r && r->s != s) {
+			/* the fd number now names another socket */
+			reg_free(e, r);
+			r = NULL;
+		}
+		if (!r)
+			pthread_mutex_unlock(&e->lock);
+	}
+	if (!r) {
+		if (s && op == EPOLL_CTL_ADD && atomic_load(&s->mode) == M_SPENDING)
+			server_settle(fd, s);
+		int mode = s ? atomic_load(&s->mode) : M_TCP;
+		struct sc_ep *f = ep_of(epfd);
+		if (mode == M_SHM && op == EPOLL_CTL_ADD && f && atomic_load(&f->child_used)) {
+			/* a child waits in this set too: it can only see a
+			 * kernel socket (so long as it lives) */
+			if (child_may_hold(0)) {
+				sock_switch(fd, s);
+				mode = atomic_load(&s->mode);
+			} else {
+				atomic_store(&f->child_used, false);
+			}
+		}
+		if (op != EPOLL_CTL_ADD || (mode != M_PENDING && mode != M_SHM) || !ev)
+			return R(epoll_ctl)(epfd, op, fd, ev);
+		if (fd == epfd) {
+			errno = EINVAL;
+			return -1;
+		}
+		/* creating our shadow registers the cookie in epfd: the
+		 * kernel checks epfd there (EBADF, EINVAL) */
+		e = ep_get(epfd, true);
+		if (!e)
+			return -1;
+		r = calloc(1, sizeof(*r));
+		if (!r) {
+			errno = ENOMEM;
+			return -1;
+		}
+		r->fd = fd;
+		r->s = s;
+		r->deleted = true;
+		r->wfd[0] = r->wfd[1] = -1;
+		pthread_mutex_lock(&e->lock);
+		r->next = e->regs;
+		e->regs = r;
+	}
+	/* r is ours, e locked.  A deleted registration stays (dormant, its
+	 * watch in place) so that the DEL/ADD pairs event loops make per
+	 * request cost no system call. */
+	int rc = 0;
+	bool unbind = false;
+	switch (op) {
+	case EPOLL_CTL_ADD:
+		if (!r->deleted) {
+			errno = EEXIST;
+			rc = -1;
+			break;
+		}
+		/* the kernel's rule: EPOLLEXCLUSIVE goes with these only */
+		if ((ev->events & EPOLLEXCLUSIVE) &&
+		    (ev->events & ~(uint32_t)(EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP | EPOLLWAKEUP |
+					      EPOLLET | EPOLLEXCLUSIVE))) {
+			errno = EINVAL;
+			rc = -1;
+			break;
+		}
+		r->deleted = false;
+		r->exclusive = ev->events & EPOLLEXCLUSIVE;
+		r->events = ev->events & ~(EPOLLEXCLUSIVE | EPOLLWAKEUP);
+		r->data = ev->data;
+		r->disabled = false;
+		r->seen = 0;
+		r->sig_in = r->sig_out = r->sig_fl = 0;
+		r->force_edge = true;
+		if (r->kind == M_SHM)
+			fired_add(e, r);        /* re-arm for this interest */
+		bool gone;
+		reg_eval(e, r, &gone);  /* sets up the watch; may hand back to TCP */
+		if (!gone)
+			check_add(e, r);
+		break;
+	case EPOLL_CTL_DEL:
+		if (r->deleted) {
+			errno = ENOENT;
+			rc = -1;
+			break;
+		}
+		r->deleted = true;
+		unbind = r->shared && !r->second;     /* (a second channel stays) */
+		break;
+	case EPOLL_CTL_MOD:
+		if (r->deleted) {
+			errno = ENOENT;
+			rc = -1;
+			break;
+		}
+		if (!ev || (ev->events & EPOLLEXCLUSIVE) || r->exclusive) {
+			errno = EINVAL;
+			rc = -1;
+			break;
+		}
+		r->events = ev->events & ~EPOLLWAKEUP;
+		r->data = ev->data;
+		r->disabled = false;
+		r->force_edge = true;   /* polled afresh: an edge if ready */
+		check_add(e, r);
+		fired_add(e, r);        /* re-arm for the new interest before sleeping */
+		break;
+	default:
+		errno = EINVAL;
+		rc = -1;
+	}
+	pthread_mutex_unlock(&e->lock);
+	if (rc == 0 && op != EPOLL_CTL_DEL && atomic_load(&e->sleepers)) {
+		/* another thread is asleep in the kernel's wait on this set
+		 * (in ours, or passed through before the set had a shadow):
+		 * the kernel would wake it for an entry ready now, and for
+		 * the next event of this one */
+		int saved = errno;
+		ep_wake_sleepers(e);
+		errno = saved;
+	}
+	if (unbind && ep_elsewhere(e, s)) {
+		/* another set watches it through our channel, which only our
+		 * waits arm: the dormant entry lets go of it for good */
+		pthread_mutex_lock(&e->lock);
+		struct sc_epreg *q = e->regs;
+		while (q && q != r)
+			q = q->next;
+		bool sibs = false;      /* another live entry of ours (a dup'd fd) */
+		if (q && s->c)
+			for (struct sc_epreg *x = sc_conn_user(s->c); x; x = x->sib)
+				sibs |= x != r && !x->deleted;
+		if (q && r->deleted && r->shared && s->c && !sibs) {
+			/* every entry of the chain lets go, and is watched
+			 * anew if it is ADDed again */
+			for (struct sc_epreg *x = sc_conn_user(s->c), *nx; x; x = nx) {
+				nx = x->sib;
+				x->sib = NULL;
+				if (x != r) {
+					x->shared = false;
+					reg_unwatch(e, x);
+				}
+			}
+			sc_conn_set_user(s->c, NULL);
+			sc_chan_bind(s->c, NULL);
+			r->shared = false;
+			reg_unwatch(e, r);
+		}
+		pthread_mutex_unlock(&e->lock);
+		ep_rewatch(e, &s, 1);
+	}
+	if (e->exposed) {
+		/* watched from outside: readable as its entries now are */
+		int saved = errno;
+		ep_expose(e);
+		errno = saved;
+	}
+	return rc;
+}
+
+/* Connections in socks left a channel that other sets watched them
+ * through: those sets (but except) watch them anew, on their own channel. */
+void ep_rewatch(struct sc_ep *except, struct sc_sock **socks, size_t n)
+{
+	pthread_mutex_lock(&eps_lock);
+	for (struct sc_ep *o = eps; o; o = o->next) {
+		if (o == except)
+			continue;
+		pthread_mutex_lock(&o->lock);
+		struct sc_epreg *r = o->regs;
+		while (r) {
+			struct sc_epreg *next = r->next;        /* r may be freed */
+			for (size_t i = 0; i < n; i++)
+				if (r->s == socks[i] && r->kind == M_SHM && !r->shared && !r->deleted) {
+					bool gone;
+					reg_unwatch(o, r);
+					reg_eval(o, r, &gone);  /* binds it here now */
+					if (!gone)
+						check_add(o, r);
+					break;
+				}
+			r = next;
+		}
+		pthread_mutex_unlock(&o->lock);
+	}
+	pthread_mutex_unlock(&eps_lock);
+}
+
+/* Is s registered in a set other than e? */
+bool ep_elsewhere(struct sc_ep *e, struct sc_sock *s)
+{
+	bool found = false;
+	pthread_mutex_lock(&eps_lock);
+	for (struct sc_ep *o = eps; o && !found; o = o->next) {
+		if (o == e)
+			continue;
+		pthread_mutex_lock(&o->lock);
+		for (struct sc_epreg *r = o->regs; r && !found; r = r->next)
+			found = r->s == s && !r->deleted;
+		pthread_mutex_unlock(&o->lock);
+	}
+	pthread_mutex_unlock(&eps_lock);
+	return found;
+}

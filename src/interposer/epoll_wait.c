@@ -1,0 +1,602 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * epoll waits: re-arm, collect, evaluate, sleep; sets nested in other
+ * sets or polled (exposed).
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/sockios.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/select.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "conn.h"
+#include "link.h"
+#include "listener.h"
+#include "notify.h"
+#include "ring.h"
+#include "rundir.h"
+#include "stats.h"
+#include "txrx.h"
+#include "epoll.h"
+
+_Atomic int nexp_sig;
+/* EPOLLET: the connection's state as edges are told from (its cursors and
+ * flags).  Taken before its readiness is evaluated: a change after that
+ * shows at the next look instead of being counted as reported. */
+static void reg_sig(struct sc_epreg *r, uint64_t sig[3])
+{
+	sig[0] = r->sig_in;
+	sig[1] = r->sig_out;
+	sig[2] = r->sig_fl;
+	if (!r->s->c || atomic_load(&r->s->mode) != M_SHM)
+		return;
+	struct sc_conn *c = r->s->c;
+	uint64_t fl = atomic_load_explicit(&c->peer->flags, memory_order_acquire) |
+		      (uint64_t)atomic_load(&c->lflags) << 32;
+	sig[0] = atomic_load_explicit(&c->rx.h->prod, memory_order_acquire) ^ fl * 0x9e3779b97f4a7c15ull;
+	sig[1] = atomic_load_explicit(&c->tx.h->cons, memory_order_acquire) ^ fl * 0x9e3779b97f4a7c15ull;
+	sig[2] = fl | (uint64_t)r->s->sent_to_closed << 31;
+}
+
+/* EPOLLET: ev if the state (reg_sig, taken before ev) changed since last
+ * reported in a way the entry wants to hear of (new data, new room, a new
+ * state, as the kernel's wake-ups are; room when only input is wanted is
+ * no edge; a hang-up or error only when the state changed); an edge
+ * reports the whole present mask, as the kernel's does (a data arrival
+ * gives IN|OUT to an entry that wants both).  commit records it. */
+static uint32_t reg_edge(struct sc_epreg *r, uint32_t ev, const uint64_t sig[3], bool commit)
+{
+	if (!r->s->c || atomic_load(&r->s->mode) != M_SHM)
+		return ev;
+	bool edge = r->force_edge ||
+		    ((ev & (EPOLLHUP | EPOLLERR)) && sig[2] != r->sig_fl) ||
+		    ((r->events & (EPOLLIN | EPOLLRDHUP)) && sig[0] != r->sig_in) ||
+		    ((r->events & EPOLLOUT) && sig[1] != r->sig_out);
+	if (commit) {
+		r->sig_in = sig[0];
+		r->sig_out = sig[1];
+		r->sig_fl = sig[2];
+		r->force_edge = false;
+	}
+	return edge ? ev : 0;
+}
+
+/* Evaluate the check list into out[n..max); returns the new n. */
+static int ep_harvest(struct sc_ep *e, struct epoll_event *out, int n, int max, uint64_t call)
+{
+	pthread_mutex_lock(&e->lock);
+	struct sc_epreg *list = e->check;
+	e->check = NULL;
+	while (list) {
+		struct sc_epreg *r = list;
+		list = r->cnext;
+		r->listed = false;
+		if (r->disabled || r->deleted)
+			continue;
+		if (n >= max || r->seen == call) {
+			check_add(e, r);
+			continue;
+		}
+		bool gone;
+		uint64_t sig[3];
+		reg_sig(r, sig);
+		uint32_t ev = reg_eval(e, r, &gone);
+		if (!gone && r->foreign && !r->listed)
+			check_add(e, r);        /* its wake-ups may be another set's */
+		if (gone || !ev)
+			continue;
+		if ((r->events & EPOLLET) && !(ev = reg_edge(r, ev, sig, true)))
+			continue;
+		out[n].events = ev;
+		out[n].data = r->data;
+		n++;
+		r->seen = call;
+		if (r->events & EPOLLONESHOT)
+			r->disabled = true;
+		else if (!(r->events & EPOLLET))
+			check_add(e, r);        /* level: ask again next time */
+	}
+	pthread_mutex_unlock(&e->lock);
+	return n;
+}
+
+/* Re-arm every connection signalled since it was last armed, and queue it
+ * for a look (armed first, then looked at); collect the channel, arming
+ * its cells too when about to sleep.  Returns whether any was queued. */
+bool ep_arm(struct sc_ep *e, bool sleep)
+{
+	bool any = false;
+	pthread_mutex_lock(&e->lock);
+	while (e->fired) {
+		struct sc_epreg *r = e->fired;
+		e->fired = r->fnext;
+		r->fired = false;
+		struct sc_sock *s = r->s;
+		if (atomic_load(&s->mode) == M_SHM && s->owner == sc__pid()) {
+			if (!r->shared)
+				sc__chan_rearm_poll(s->c);
+			sc__conn_poll_arm(s->c, (r->events & EPOLLOUT) ||
+					  (r->second && s->c->polled_out));
+		}
+		check_add(e, r);
+		any = true;
+	}
+	/* anything that came meanwhile (and the cells armed, to sleep) */
+	if (ep_collect(e, sleep))
+		any = true;
+	pthread_mutex_unlock(&e->lock);
+	return any;
+}
+
+/*
+ * A set watched from outside (nested in another epoll set, or polled) is not
+ * armed by our epoll_wait while the program sleeps elsewhere: arm its
+ * channel now, and make its fd readable in the kernel if a registration is
+ * ready already (the kernel's rule: an epoll fd is readable while it has
+ * ready entries).  Called when it is added to a set or polled, and at the
+ * end of each of its own epoll_waits.
+ */
+static bool ep_ready_now(struct sc_ep *e)
+{
+	bool ready = false;
+	struct sc_epreg *r = e->check;
+	while (r && !ready) {
+		struct sc_epreg *next = r->cnext;       /* r may be freed */
+		bool gone;
+		uint32_t ev;
+		uint64_t sig[3];
+		reg_sig(r, sig);
+		if (!r->disabled && !r->deleted && (ev = reg_eval(e, r, &gone)) &&
+		    (!(r->events & EPOLLET) || reg_edge(r, ev, sig, false)))
+			ready = true;
+		r = next;
+	}
+	return ready;
+}
+
+void ep_hold(struct sc_ep *e, bool ready)
+{
+	if (ready != e->held) {
+		e->held = ready;
+		atomic_fetch_add(&nexp_sig, ready ? 1 : -1);
+	}
+}
+
+static void ep_expose_depth(struct sc_ep *e, int depth);
+
+/* The sets nested in e, armed and made readable as they should be. */
+static void ep_expose_nests(struct sc_ep *e, int depth)
+{
+	int nests[8], nk = 0;
+	if (!e->nests || depth >= 5)     /* the kernel nests no deeper */
+		return;
+	pthread_mutex_lock(&e->lock);
+	for (struct sc_epnest *k = e->nests; k && nk < 8; k = k->next)
+		nests[nk++] = k->fd;
+	pthread_mutex_unlock(&e->lock);
+	pthread_rwlock_rdlock(&ep_life);
+	for (int i = 0; i < nk; i++) {
+		struct sc_ep *k = ep_get(nests[i], false);
+		if (k && k != e && k->exposed)
+			ep_expose_depth(k, depth + 1);
+	}
+	pthread_rwlock_unlock(&ep_life);
+}
+
+static void ep_expose_depth(struct sc_ep *e, int depth)
+{
+	/* the sets nested in it first: their readiness is part of its own */
+	ep_expose_nests(e, depth);
+	pthread_mutex_lock(&e->lock);
+	if (ep_chan_ensure(e) < 0) {
+		pthread_mutex_unlock(&e->lock);
+		return;
+	}
+	pthread_mutex_unlock(&e->lock);
+	ep_arm(e, false);
+	pthread_mutex_lock(&e->lock);
+	bool ready = ep_ready_now(e);
+	if (ready) {
+		/* armed without a reset: the fd stays readable, and the
+		 * next arrival signals it again (a new edge for an EPOLLET
+		 * watcher, as the kernel gives one per arrival) */
+		sc__chan_arm_keep(e->ch);
+		if (!sc__chan_readable(e->ch))
+			sc__chan_signal(e->ch);
+	} else {
+		/* a wake-up left readable by an earlier arm_keep, or for an
+		 * entry since deleted or drained: reset, then arm */
+		sc__chan_reset(e->ch);
+		pthread_mutex_unlock(&e->lock);
+		ep_arm(e, true);
+		pthread_mutex_lock(&e->lock);
+		if ((ready = ep_ready_now(e)))
+			sc__chan_signal(e->ch);
+	}
+	ep_hold(e, ready);
+	pthread_mutex_unlock(&e->lock);
+}
+
+void ep_expose(struct sc_ep *e)
+{
+	ep_expose_depth(e, 0);
+}
+
+/* An event the kernel reported for a set nested in e (data as registered):
+ * is that set really ready?  Its channel may hold a wake-up for a
+ * connection since deleted or drained. */
+static bool ep_nest_ready(struct sc_ep *e, uint64_t *data)
+{
+	int fd = -1;
+	pthread_mutex_lock(&e->lock);
+	for (struct sc_epnest *k = e->nests; k; k = k->next)
+		if (k->cookie == *data) {
+			fd = k->fd;
+			*data = k->data;        /* the program's */
+		}
+	pthread_mutex_unlock(&e->lock);
+	if (fd < 0)
+		return false;           /* deleted meanwhile */
+	pthread_rwlock_rdlock(&ep_life);
+	struct sc_ep *k = fd >= 0 ? ep_get(fd, false) : NULL;
+	if (k && k != e)
+		ep_expose(k);
+	pthread_rwlock_unlock(&ep_life);
+	if (!k || k == e)
+		return true;
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	return R(poll)(&p, 1, 0) > 0;
+}
+
+/* e->lock held: remember (or forget) a set nested in e. */
+void ep_nest_set(struct sc_ep *e, int fd, int op, uint64_t data)
+{
+	static _Atomic uint32_t next_id;
+	struct sc_epnest **pp = &e->nests, *k;
+	while ((k = *pp) && k->fd != fd)
+		pp = &k->next;
+	if (op == EPOLL_CTL_DEL) {
+		if (k) {
+			*pp = k->next;
+			free(k);
+		}
+		return;
+	}
+	if (!k && (k = calloc(1, sizeof(*k)))) {
+		k->fd = fd;
+		k->cookie = nest_cookie(atomic_fetch_add(&next_id, 1));
+		k->next = e->nests;
+		e->nests = k;
+	}
+	if (k)
+		k->data = data;
+}
+
+/* e->lock held: the kernel set's data for the nested set fd (0: none). */
+uint64_t ep_nest_cookie(struct sc_ep *e, int fd)
+{
+	for (struct sc_epnest *k = e->nests; k; k = k->next)
+		if (k->fd == fd)
+			return k->cookie;
+	return 0;
+}
+
+/* Bytes were read from an accelerated fd while an exposed set is held
+ * readable: look again, as the kernel's nested poll would (LT: a set with
+ * nothing ready left is not readable). */
+void ep_refresh_exposed(void)
+{
+	struct sc_ep *list[16];
+	int n = 0, saved = errno;
+
+	pthread_rwlock_rdlock(&ep_life);
+	pthread_mutex_lock(&eps_lock);
+	for (struct sc_ep *e = eps; e && n < 16; e = e->next)
+		if (e->exposed && e->held)
+			list[n++] = e;
+	pthread_mutex_unlock(&eps_lock);
+	for (int i = 0; i < n; i++)
+		ep_expose(list[i]);
+	pthread_rwlock_unlock(&ep_life);
+	errno = saved;
+}
+
+/* fd is watched from outside (epoll_ctl into another set, poll, select):
+ * if it is an epoll set of the program's, expose it. */
+void ep_expose_fd(int fd)
+{
+	struct sc_ep *f = ep_of(fd);
+	if (!f)
+		return;
+	f->exposed = true;
+	pthread_rwlock_rdlock(&ep_life);
+	struct sc_ep *e = ep_get(fd, false);
+	if (e) {
+		int saved = errno;
+		ep_expose(e);
+		errno = saved;
+	}
+	pthread_rwlock_unlock(&ep_life);
+}
+
+static int ep_wait(struct sc_ep *e, int epfd, struct epoll_event *out, int max, int timeout,
+		   const sigset_t *mask);
+
+struct inh_nest inh_nests[64];
+int n_inh_nests;
+
+/* A kernel event with one of the cookies of a process sharing the set:
+ * the data to report for it (a nested set we inherited), or false to drop
+ * it (the other process's inner set, or a nested set we know nothing of). */
+static bool cookie_inherited(uint64_t *data)
+{
+	if (!is_nest_cookie(*data))
+		return false;
+	for (int j = 0; j < n_inh_nests; j++)
+		if (inh_nests[j].cookie == *data) {
+			*data = inh_nests[j].data;
+			return true;
+		}
+	return false;
+}
+
+/* The kernel's wait itself: epoll_pwait2 with the program's own timespec
+ * where it gave one (ms == EP_TS), else epoll_wait / epoll_pwait in ms. */
+#define EP_TS INT_MIN
+static int kernel_wait(int epfd, struct epoll_event *out, int max, int ms,
+		       const struct timespec *ts, const sigset_t *mask)
+{
+	if (ms == EP_TS)
+		return R(epoll_pwait2)(epfd, out, max, ts, mask);
+	return mask ? R(epoll_pwait)(epfd, out, max, ms, mask) : R(epoll_wait)(epfd, out, max, ms);
+}
+
+static int ms_left(uint64_t end)
+{
+	if (end == UINT64_MAX)
+		return -1;
+	uint64_t now = sc__now_ns();
+	return now >= end ? 0 : (int)((end - now + 999999) / 1000000);
+}
+
+/*
+ * A wait on a set with no shadow of ours (or an fd we know nothing of):
+ * the kernel's, but no cookie may reach the program.  A cookie of ours
+ * means the set got a shadow while we slept (another thread registered an
+ * accelerated fd) or is a copy of a shadowed set we did not see made: the
+ * wait goes on through the shadow.  Another process's (a set shared across
+ * fork) is dropped, or translated (a nested set we inherited).
+ */
+static int ep_kernel_wait(struct sc_ep *f, int epfd, struct epoll_event *out, int max,
+			  int timeout, const struct timespec *ts, const sigset_t *mask)
+{
+	uint64_t end = UINT64_MAX;
+	if (timeout >= 0)
+		end = sc__now_ns() + (uint64_t)timeout * 1000000u;
+	else if (timeout == EP_TS)
+		end = sc__now_ns() + (uint64_t)ts->tv_sec * 1000000000u + (uint64_t)ts->tv_nsec;
+	int t = timeout;
+	for (;;) {
+		if (f && t)
+			atomic_fetch_add(&f->sleepers, 1);
+		int k = kernel_wait(epfd, out, max, t, ts, mask);
+		if (f && t)
+			atomic_fetch_sub(&f->sleepers, 1);
+		if (k <= 0)
+			return k;
+		int m = 0;
+		uint64_t ours = 0;
+		for (int i = 0; i < k; i++) {
+			uint64_t v = out[i].data.u64;
+			if ((is_cookie(v) || is_nest_cookie(v)) && cookie_mine(v)) {
+				ours = v;
+				continue;
+			}
+			if (is_cookie(v) || (is_nest_cookie(v) && !cookie_inherited(&v)))
+				continue;
+			out[m] = out[i];
+			out[m++].data.u64 = v;
+		}
+		if (ours) {
+			/* the set is (a copy of) one of our shadowed sets now */
+			struct sc_ep *e = ep_get(epfd, false);
+			if (!e)
+				e = ep_copy_of(epfd, false);
+			if (e) {
+				int n = ep_wait(e, epfd, out + m, max - m, m ? 0 : ms_left(end), mask);
+				return n < 0 ? (m ? m : -1) : m + n;
+			}
+		}
+		if (m)
+			return m;
+		/* only cookies: wait on, for the time left */
+		t = ms_left(end);
+		ts = NULL;
+		if (t == 0)
+			return 0;
+	}
+}
+
+static int do_epoll_wait(int epfd, struct epoll_event *out, int max, int timeout,
+			 const struct timespec *ts, const sigset_t *mask)
+{
+	struct sc_ep *f = ep_of(epfd);
+	if (!f && atomic_load_explicit(&neps, memory_order_acquire)) {
+		/* an epoll fd we did not see made (SCM_RIGHTS): a copy of a
+		 * set of ours?  (looked at once: then it is known) */
+		ep_copy_of(epfd, true);
+		f = ep_of(epfd);
+	}
+	if (f && atomic_load_explicit(&ep_inh, memory_order_relaxed))
+		ep_inherited_use(f);
+	struct sc_ep *e = f && f->inner >= 0 ? f : NULL;
+	if (!e || max <= 0)
+		return ep_kernel_wait(f, epfd, out, max, timeout, ts, mask);
+	if (timeout == EP_TS) {
+		/* our sets wait in milliseconds: round up, as the kernel's
+		 * epoll_wait does (never wake before the time asked) */
+		uint64_t m = (uint64_t)ts->tv_sec * 1000 + ((uint64_t)ts->tv_nsec + 999999) / 1000000;
+		timeout = m > INT_MAX ? INT_MAX : (int)m;
+	}
+	int n = ep_wait(e, epfd, out, max, timeout, mask);
+	if (e->ch && atomic_load(&e->sleepers)) {
+		/* another thread sleeps in this set: leave the channel armed,
+		 * or a wake-up meant for it would not come */
+		int saved = errno;
+		ep_arm(e, true);
+		errno = saved;
+	}
+	if (e->exposed) {
+		int saved = errno;
+		ep_expose(e);
+		errno = saved;
+	}
+	return n;
+}
+
+static int ep_wait(struct sc_ep *e, int epfd, struct epoll_event *out, int max, int timeout,
+		   const sigset_t *mask)
+{
+	uint64_t end = timeout < 0 ? UINT64_MAX : sc__now_ns() + (uint64_t)timeout * 1000000u;
+	int n = 0;
+	pthread_mutex_lock(&e->lock);
+	uint64_t call = ++e->calls;
+	pthread_mutex_unlock(&e->lock);
+	for (;;) {
+		/* re-arm what was signalled and collect the channel at every
+		 * call, not only before sleeping: a program that polls with
+		 * a zero timeout would otherwise never be told again */
+		ep_arm(e, false);
+		n = ep_harvest(e, out, n, max, call);
+		if (n >= max)
+			return n;
+		uint64_t now = sc__now_ns();
+		int t = n ? 0 : end == UINT64_MAX ? -1 :
+			now >= end ? 0 : (int)((end - now + 999999) / 1000000);
+		if (t) {
+			/* about to sleep: arm the channel, then look once more
+			 * (whatever came before the arming is in the collect);
+			 * nested sets armed too, since nobody waits on them */
+			ep_expose_nests(e, 0);
+			ep_arm(e, true);
+
+			n = ep_harvest(e, out, n, max, call);
+			if (n >= max)
+				return n;
+			if (n)
+				t = 0;
+		}
+		/* no more than the room left: every event the kernel hands
+		 * over fits (an EPOLLET one dropped would be lost); when the
+		 * cookie takes a slot, the inner set's entries fill the rest */
+		struct epoll_event kbuf[64];
+		int room = max - n < 64 ? max - n : 64;
+		if (t)
+			atomic_fetch_add(&e->sleepers, 1);
+		int k = mask ? R(epoll_pwait)(epfd, kbuf, room, t, mask)
+			     : R(epoll_wait)(epfd, kbuf, room, t);
+		if (t)
+			atomic_fetch_sub(&e->sleepers, 1);
+		if (k < 0)
+			return n ? n : -1;
+		bool inner = false;
+		int kept = 0;
+		for (int i = 0; i < k; i++) {
+			uint64_t d = kbuf[i].data.u64;
+			if (d == e->cookie)
+				inner = true;
+			else if (is_cookie(d))
+				continue;       /* another process's (a set shared by fork) */
+			else if (is_nest_cookie(d)) {
+				if (cookie_mine(d) ? !ep_nest_ready(e, &d) : !cookie_inherited(&d))
+					continue;       /* a nested set with nothing ready */
+				out[n + kept] = kbuf[i];
+				out[n + kept++].data.u64 = d;
+			} else {
+				out[n + kept++] = kbuf[i];      /* k <= room */
+			}
+		}
+		n += kept;
+		if (inner) {
+			struct epoll_event iev[64];
+			int m = R(epoll_wait)(e->inner, iev, 64, 0);
+			pthread_mutex_lock(&e->lock);
+			for (int i = 0; i < m; i++) {
+				if (iev[i].data.ptr == &ep_chan_mark) {
+					/* a wake-up's datagram: reset the fd now,
+					 * or every call until we sleep again would
+					 * find the cookie (the tokens stay taken:
+					 * no more datagrams while we are awake) */
+					if (!atomic_load_explicit(&nforeign, memory_order_relaxed))
+						sc__chan_reset(e->ch);
+					ep_collect(e, false);
+					continue;
+				}
+				struct sc_epreg *r = iev[i].data.ptr;
+				/* still registered? (DEL may have raced) */
+				struct sc_epreg *q = e->regs;
+				while (q && q != r)
+					q = q->next;
+				if (q) {
+					check_add(e, r);
+					if (!r->fired) {
+						r->fired = true;
+						r->fnext = e->fired;
+						e->fired = r;
+					}
+				}
+			}
+			pthread_mutex_unlock(&e->lock);
+			/* evaluate them now; the kernel's part is already in
+			 * (asking it again would report a level fd twice) */
+			n = ep_harvest(e, out, n, max, call);
+		}
+		if (n || (t >= 0 && sc__now_ns() >= end))
+			return n;
+	}
+}
+
+SC_API int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
+{
+	return do_epoll_wait(epfd, ev, max, timeout < 0 ? -1 : timeout, NULL, NULL);
+}
+
+SC_API int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout,
+		       const sigset_t *mask)
+{
+	return do_epoll_wait(epfd, ev, max, timeout < 0 ? -1 : timeout, NULL, mask);
+}
+
+SC_API int epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct timespec *ts,
+			const sigset_t *mask)
+{
+	if (ts && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000))
+		return R(epoll_pwait2)(epfd, ev, max, ts, mask);        /* the kernel's EINVAL */
+	return do_epoll_wait(epfd, ev, max, ts ? EP_TS : -1, ts, mask);
+}

@@ -1,0 +1,251 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The fd table: which fds are sockets of ours, a socket's life (made,
+ * aliased by dup, released with its last fd), its `shortcut stat` record.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/sockios.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/select.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "conn.h"
+#include "link.h"
+#include "listener.h"
+#include "notify.h"
+#include "ring.h"
+#include "rundir.h"
+#include "stats.h"
+#include "txrx.h"
+#include "interposer.h"
+/* Describe an established connection of s in its stats record. */
+void rec_fill(struct sc_sock *s, int fd, uint32_t mode, int reason, int32_t peer_pid)
+{
+	if (!s->rec && !(s->rec = sc__rec_get()))
+		return;
+	struct sc_conn_rec *r = s->rec;
+	struct sockaddr_storage a;
+	socklen_t al = sizeof(a);
+	r->fd = fd;
+	r->peer_pid = peer_pid;
+	r->reason = reason >= 0 ? (uint32_t)reason + 1 : 0;
+	if (!r->lport && getsockname(fd, (struct sockaddr *)&a, &al) == 0)
+		sc__addr16((struct sockaddr *)&a, &r->laddr, &r->lport);
+	al = sizeof(a);
+	if (!r->pport && getpeername(fd, (struct sockaddr *)&a, &al) == 0)
+		sc__addr16((struct sockaddr *)&a, &r->paddr, &r->pport);
+	atomic_store_explicit(&r->mode, mode, memory_order_release);
+}
+
+pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+struct sc_sock *_Atomic *_Atomic pages[NPAGES];
+
+/* table_lock held */
+static bool sock_set(int fd, struct sc_sock *s)
+{
+	if ((unsigned)fd >= (NPAGES << PAGE_BITS))
+		return false;
+	struct sc_sock *_Atomic *p = atomic_load(&pages[fd >> PAGE_BITS]);
+	if (!p) {
+		if (!s)
+			return true;
+		p = calloc(1u << PAGE_BITS, sizeof(*p));
+		if (!p)
+			return false;
+		atomic_store_explicit(&pages[fd >> PAGE_BITS], p, memory_order_release);
+	}
+	atomic_store_explicit(&p[fd & ((1 << PAGE_BITS) - 1)], s, memory_order_release);
+	return true;
+}
+
+/* ---- sockets ------------------------------------------------------------ */
+
+static pthread_once_t stats_once = PTHREAD_ONCE_INIT;
+static void stats_open(void)
+{
+	/* disabled processes count too (their fallbacks say why) */
+	if (sc__rundir() && sc__stats_file_open() < 0)
+		LOG(1, "cannot create a stats file in the run directory");
+	if (!sc__rundir()) {
+		/* a failure that disables acceleration says so, once, when
+		 * the process first has a TCP socket it would have sped up */
+		char buf[600];
+		int n = snprintf(buf, sizeof(buf), "shortcut[%d]: run directory unusable: %s; "
+				 "this process runs without acceleration\n", (int)sc__pid(),
+				 sc__rundir_error());
+		if (n > (int)sizeof(buf) - 1)
+			n = (int)sizeof(buf) - 1;
+		if (R(write)(2, buf, (size_t)n) < 0) {
+		}
+	}
+}
+
+
+struct sc_sock *sock_new(int fd, int mode, bool nonblock)
+{
+	/* a socket now: whatever fd number this was before (an epoll set
+	 * closed behind our back) is not an epoll set any more */
+	if (ep_of(fd))
+		ep_close(fd);
+	/* the stats file appears with the process's first TCP socket */
+	pthread_once(&stats_once, stats_open);
+	struct sc_sock *s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_mutex_init(&s->wlock, NULL);
+	pthread_cond_init(&s->wcond, NULL);
+	s->mode = mode;
+	s->refs = 1;
+	s->nonblock = nonblock;
+	s->owner = sc__pid();
+	s->efd = -1;
+	s->offer = -1;
+	s->tos = s->tclass = -1;
+	s->cslot = -1;
+	s->declined = -1;
+	pthread_mutex_lock(&table_lock);
+	if (!sock_set(fd, s)) {
+		pthread_mutex_unlock(&table_lock);
+		free(s);
+		return NULL;
+	}
+	pthread_mutex_unlock(&table_lock);
+	return s;
+}
+
+/* The last fd naming s is gone (s no longer in the table). */
+
+void sock_release(struct sc_sock *s, int fd_of_release)
+{
+	ep_forget_sock(s);
+	pthread_mutex_lock(&s->lock);
+	/* bytes the program sent are the peer's: settle first (as the
+	 * kernel delivers them after close), then close as settled */
+	if (atomic_load(&s->mode) == M_PENDING && s->plen)
+		pending_settle(fd_of_release, s, true, (int)G.claim_ms);
+	int mode = atomic_load(&s->mode);
+	if (mode == M_TCP && s->c) {
+		/* switched back to TCP: the kernel socket's close is the close */
+		if (s->owner == sc__pid())
+			sc__switch_release(s->c);
+		s->c = NULL;
+	} else if (mode == M_SHM && s->c && s->owner == sc__pid() && fd_of_release >= 0 &&
+		   child_may_hold(s->fork_gen) && sw_orphan(fd_of_release, s)) {
+		/* a child forked since may hold the socket too (the kernel's
+		 * close sends no FIN then): the connection goes on, on TCP;
+		 * the switch thread switches it and frees s */
+		pthread_mutex_unlock(&s->lock);
+		return;
+	} else if (mode == M_SHM && s->c) {
+		if (s->owner == sc__pid()) {
+			if (s->linger0)
+				sc_set_linger0(s->c, 1);
+			sc_close(s->c);
+		}
+		s->c = NULL;
+	} else if (mode == M_PENDING) {
+		pending_unlink(s);
+		if (s->board && s->offer >= 0)
+			sc__offer_withdraw(s->board, s->offer, s->tag);
+		struct sc_conn *c = atomic_exchange(&s->attached, NULL);
+		if (c)
+			sc_close(c);
+	} else if (mode == M_LISTEN && s->board && s->owner == sc__pid()) {
+		sc__board_unlisten(s->board, s->ino);
+	}
+	if (s->declined >= 0 && s->board)
+		sc__offer_undecline(s->board, s->declined, &s->local);
+	if (s->efd >= 0)
+		R(close)(s->efd);
+	free(s->pbuf);
+	sc__rec_put(s->rec);
+	s->rec = NULL;
+	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_destroy(&s->lock);
+	pthread_mutex_destroy(&s->wlock);
+	pthread_cond_destroy(&s->wcond);
+	free(s);
+}
+
+/* fd is being closed (still open: same) or was replaced: drop its
+ * reference. */
+void fd_forget(int fd)
+{
+	fd_drop(fd, false);
+}
+
+/* A child of vfork (or clone with CLONE_VM) shares our memory, so our
+ * table, but not our fds: what it closes or dups is its own, and must not
+ * touch the table (Python's subprocess closes every fd in its vfork child
+ * before the exec).  getpid() only for fds we track. */
+bool in_vfork_child(void)
+{
+	return getpid() != sc__pid();
+}
+
+void fd_drop(int fd, bool same)
+{
+	struct sc_sock *s = sock_get(fd);
+	if (!s || in_vfork_child())
+		return;
+	pthread_mutex_lock(&table_lock);
+	s = sock_get(fd);
+	bool last = false;
+	if (s) {
+		sock_set(fd, NULL);
+		last = --s->refs == 0;
+	}
+	pthread_mutex_unlock(&table_lock);
+	if (last)
+		sock_release(s, same ? fd : -1);
+}
+
+void fd_alias(int oldfd, int newfd)
+{
+	struct sc_sock *s = sock_get(oldfd);
+	if (!s || newfd < 0 || in_vfork_child())
+		return;
+	pthread_mutex_lock(&table_lock);
+	if (sock_get(oldfd) == s && sock_set(newfd, s))
+		s->refs++;
+	pthread_mutex_unlock(&table_lock);
+}
+
+/* ---- pending clients ---------------------------------------------------- */
+
+
+void fallback_stat(struct sc_sock *s, int fd, enum sc_fallback why)
+{
+	if (fd >= 0)
+		rec_fill(s, fd, SC_REC_TCP, (int)why, 0);
+	sc__stat_fallback(why);
+	s->counted = true;
+	LOG(1, "connection stays on TCP: %s", sc__fallback_names[why]);
+}

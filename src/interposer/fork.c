@@ -1,0 +1,349 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fork, and connections shared between processes: children that use a
+ * connection their parent set up, owners that close or die.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/sockios.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/select.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "conn.h"
+#include "link.h"
+#include "listener.h"
+#include "notify.h"
+#include "ring.h"
+#include "rundir.h"
+#include "stats.h"
+#include "txrx.h"
+#include "interposer.h"
+
+_Atomic uint32_t nforks;
+/* ---- fork: sharing a connection with a child -----------------------------
+ *
+ * A connection on shared memory is its owner's (the process that set it
+ * up: its cursors live there).  A process that inherited it across fork
+ * and uses it (or execs with it) asks the owner to switch it back to TCP,
+ * through the owner's control thread, and waits for the switch; from then
+ * on both share the kernel socket as they would any.  The owner closing
+ * its fd while a child forked since is alive switches it too: the child
+ * may go on with it, and the kernel sends no FIN while it does.
+ */
+
+/* Children we forked (the last few), for child_may_hold. */
+static struct {
+	pthread_mutex_t lock;
+	int n;
+	pid_t pid[64];
+	uint32_t gen[64];
+} CHILDREN = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static bool child_alive(pid_t pid)
+{
+	siginfo_t si = { 0 };
+	/* not reaped, not exited (WNOWAIT leaves it for the program) */
+	return waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == 0;
+}
+
+static void child_add(pid_t pid)
+{
+	uint32_t gen = atomic_fetch_add(&nforks, 1) + 1;
+	pthread_mutex_lock(&CHILDREN.lock);
+	int k = 0;
+	for (int i = 0; i < CHILDREN.n; i++)        /* forget those gone */
+		if (child_alive(CHILDREN.pid[i])) {
+			CHILDREN.pid[k] = CHILDREN.pid[i];
+			CHILDREN.gen[k++] = CHILDREN.gen[i];
+		}
+	CHILDREN.n = k;
+	if (CHILDREN.n == 64) {                     /* the oldest goes */
+		memmove(CHILDREN.pid, CHILDREN.pid + 1, 63 * sizeof(CHILDREN.pid[0]));
+		memmove(CHILDREN.gen, CHILDREN.gen + 1, 63 * sizeof(CHILDREN.gen[0]));
+		CHILDREN.n--;
+	}
+	CHILDREN.pid[CHILDREN.n] = pid;
+	CHILDREN.gen[CHILDREN.n++] = gen;
+	pthread_mutex_unlock(&CHILDREN.lock);
+}
+
+/* May a child forked after fork number gen still hold our fds? */
+bool child_may_hold(uint32_t gen)
+{
+	if (atomic_load(&nforks) == gen)
+		return false;
+	bool any = false;
+	pthread_mutex_lock(&CHILDREN.lock);
+	for (int i = 0; i < CHILDREN.n && !any; i++)
+		any = CHILDREN.gen[i] > gen && child_alive(CHILDREN.pid[i]);
+	pthread_mutex_unlock(&CHILDREN.lock);
+	return any;
+}
+
+/* s is an inherited connection on shared memory (another process owns
+ * it): have the owner switch it to TCP, then use the kernel socket. */
+/* Is the owner of an inherited connection gone?  (A parent that exited may
+ * linger as a zombie: then we were re-parented.) */
+static bool owner_gone(pid_t owner, pid_t parent_at_fork)
+{
+	return (kill(owner, 0) < 0 && errno == ESRCH) ||
+	       (owner == parent_at_fork && getppid() != owner);
+}
+
+/* The owner died (having forked: the peer takes that as a switch): its
+ * half is final in shared memory, so we, holding its kernel socket, do
+ * what it would have: once the peer froze, re-send what the peer never
+ * read of the owner's bytes.  One inheritor does it (FROZEN taken as the
+ * claim); the others wait for its ONTCP. */
+static int owner_takeover(int fd, struct sc_conn *c)
+{
+	uint32_t old = atomic_fetch_or(&c->me->flags, SC_SF_FROZEN);
+	uint64_t dl = sc__now_ns() + SW_WAIT_NS;
+	unsigned us = 20;
+	if (old & SC_SF_FROZEN) {
+		while (!(atomic_load_explicit(&c->me->flags, memory_order_acquire) & SC_SF_ONTCP)) {
+			if (sc__now_ns() > dl)
+				return -ENOTCONN;
+			usleep(us);
+			if (us < 2000)
+				us *= 2;
+		}
+		return 0;
+	}
+	uint32_t pf;
+	while (!((pf = atomic_load_explicit(&c->peer->flags, memory_order_acquire)) &
+		 (SC_SF_FROZEN | SC_SF_CLOSED | SC_SF_ABORT | SC_SF_RELEASED)) && sc__now_ns() < dl) {
+		usleep(us);
+		if (us < 2000)
+			us *= 2;
+	}
+	if (pf & SC_SF_FROZEN) {
+		uint64_t pc = atomic_load_explicit(&c->s->consumed[!c->side].rx_consumed,
+						   memory_order_relaxed);
+		/* what the owner held back (MSG_MORE, cork) is its too */
+		sc__ring_take_held(&c->tx);
+		uint64_t prod = atomic_load_explicit(&c->tx.h->prod, memory_order_acquire);
+		if (prod - pc <= c->tx.size)
+			sw_resend(fd, c, pc, prod, -1);
+	}
+	/* the owner had shut down writing (not closed: it died): its FIN,
+	 * held back until the switch */
+	uint32_t mf = atomic_load_explicit(&c->me->flags, memory_order_acquire);
+	if ((mf & SC_SF_WR_DONE) && !(mf & SC_SF_CLOSED))
+		R(shutdown)(fd, SHUT_WR);
+	sc__conn_set_flags(c, SC_SF_ONTCP);
+	SC_STAT_ADD(fallback[SC_FB_SWITCHED], 1);       /* the owner's half, done here */
+	LOG(1, "an inherited connection: its owner died; switched back to TCP for it");
+	return 0;
+}
+
+int sw_request_owner_for(int fd, struct sc_sock *s, uint32_t why, uint64_t wait_ns)
+{
+	int saved = errno;
+	struct sc_conn *c = s->c;
+	int rc = 0;
+	if (atomic_load(&s->mode) != M_SHM || s->owner == getpid() || !c) {
+		errno = saved;
+		return 0;
+	}
+	/* no lock held while waiting: in a child of vfork, s is the parent's
+	 * own, and its switch thread takes s->lock to do what we ask */
+	uint32_t f = atomic_load_explicit(&c->me->flags, memory_order_acquire);
+	/* the slot holds another connection now: ours was let go of, which
+	 * its owner does while a child may hold it only once switched */
+	if (c->tag && atomic_load_explicit(&c->me->tag, memory_order_relaxed) != c->tag)
+		f = SC_SF_ONTCP;
+	if (!(f & SC_SF_ONTCP)) {
+		atomic_fetch_or(&c->me->sw_req, why);
+		char path[128];
+		rc = sc__kick_owner(s->owner, sc__rendezvous_path(s->owner, path, sizeof(path)) == 0
+					      ? path : NULL);
+		if (rc < 0 && owner_gone(s->owner, s->parent))
+			rc = 0;         /* gone: taken over below */
+		uint64_t dl = sc__now_ns() + wait_ns;
+		unsigned us = 20;
+		while (rc == 0) {
+			f = atomic_load_explicit(&c->me->flags, memory_order_acquire);
+			if (f & SC_SF_ONTCP)
+				break;
+			if (owner_gone(s->owner, s->parent)) {
+				rc = (f & SC_SF_FORKED) && !(f & (SC_SF_RELEASED | SC_SF_CLOSED)) ?
+				     owner_takeover(fd, c) : -ENOTCONN;
+				break;
+			}
+			if ((f & SC_SF_RELEASED) || sc__now_ns() > dl)
+				rc = -ENOTCONN;
+			else
+				usleep(us);
+			if (us < 2000)
+				us *= 2;
+		}
+	}
+	if (rc == 0) {
+		pthread_mutex_lock(&s->lock);
+		atomic_store_explicit(&s->mode, M_TCP, memory_order_release);
+		s->counted = true;
+		pthread_mutex_unlock(&s->lock);
+	} else {
+		LOG(1, "an inherited connection: its owner (pid %d) did not switch it to TCP",
+		    (int)s->owner);
+	}
+	errno = saved;
+	return rc;
+}
+
+/* Control thread, group lock held: a SWITCH arrived for c. */
+void sw_hook(struct sc_conn *c)
+{
+	(void)c;
+	sw_kick();
+}
+
+/* A socket still being set up when its fd goes to code without the
+ * library: decide now (an accepted one is claimed or declined; a client's
+ * offer is withdrawn unless already claimed, its buffered bytes sent), so
+ * that the peer neither waits for a claim nor loses bytes. */
+void settle_now(int fd, struct sc_sock *s)
+{
+	if (atomic_load(&s->mode) == M_SPENDING)
+		server_settle(fd, s);
+	if (atomic_load(&s->mode) == M_PENDING && s->owner == sc__pid()) {
+		pthread_mutex_lock(&s->lock);
+		if (atomic_load(&s->mode) == M_PENDING) {
+			s->deadline_ns = 0;     /* withdraw now, unless claimed */
+			pending_settle(fd, s, true, -1);
+		}
+		pthread_mutex_unlock(&s->lock);
+	}
+}
+
+/* ---- fork ----------------------------------------------------------------- */
+
+/* Every socket of the table (fork paths: no other thread runs). */
+static void socks_each(void (*fn)(struct sc_sock *s, pid_t a, pid_t b), pid_t a, pid_t b)
+{
+	for (int p = 0; p < NPAGES; p++) {
+		struct sc_sock *_Atomic *pg = atomic_load(&pages[p]);
+		if (!pg)
+			continue;
+		for (int i = 0; i < (1 << PAGE_BITS); i++) {
+			struct sc_sock *s = atomic_load(&pg[i]);
+			if (s)
+				fn(s, a, b);
+		}
+	}
+}
+
+/* A listening socket owned by parent is child's too: name it on its board. */
+static void listener_inherit(struct sc_sock *s, pid_t parent, pid_t child)
+{
+	if (child == sc__pid()) {
+		s->parent = parent;
+		/* a thread of the parent's (its switch thread) may have held
+		 * them at the fork: here nobody does */
+		pthread_mutex_init(&s->lock, NULL);
+		pthread_mutex_init(&s->wlock, NULL);
+		pthread_cond_init(&s->wcond, NULL);
+		/* a re-send under way is the parent's: tcp_gate waits for
+		 * the owner's ONTCP instead */
+	}
+	if (atomic_load(&s->mode) == M_LISTEN && s->board && s->owner == parent &&
+	    sc__board_listen_inherit(s->board, s->ino, parent, child) == 0 && child == sc__pid())
+		s->owner = child;
+	if (child == sc__pid())
+		s->rec = NULL;          /* in the child: records stay the parent's */
+}
+
+/* A connection of ours on shared memory is the child's too now: if we die
+ * first, the peer takes it as a switch to TCP (the child may go on). */
+static void mark_forked(struct sc_sock *s, pid_t parent, pid_t child)
+{
+	(void)child;
+	if (atomic_load(&s->mode) == M_SHM && s->owner == parent && s->c &&
+	    !(atomic_load_explicit(&s->c->me->flags, memory_order_relaxed) & SC_SF_FORKED))
+		sc__conn_set_flags(s->c, SC_SF_FORKED);
+}
+
+/* fork: the child holds our listening sockets too.  Name it on their
+ * boards before the parent goes on (it may close its copy at once, and a
+ * client must still find a live listener); the child does it again. */
+SC_API pid_t fork(void)
+{
+	pid_t child = R(fork)();
+	if (child <= 0)
+		return child;
+	int saved = errno;
+	child_add(child);
+	pthread_mutex_lock(&table_lock);        /* other threads run here */
+	socks_each(mark_forked, sc__pid(), child);
+	pthread_mutex_unlock(&table_lock);
+	socks_each(listener_inherit, sc__pid(), child);
+	ep_mark_shared();
+	errno = saved;
+	return child;
+}
+
+
+/* The forking process's pid, for the child's handler (the pid cache may be
+ * reset by then). */
+static pid_t fork_parent;
+
+void atfork_prepare(void)
+{
+	fork_parent = sc__pid();
+}
+
+void atfork_child(void)
+{
+	pid_t parent = fork_parent;
+
+	sc__pid_reset();        /* before anything records our pid */
+	(void)sc__pid();
+	sc__board_atfork_child();       /* the parent's listener locks stay its own */
+	/* listening sockets we inherited: we may accept on them too, so the
+	 * board names us as well (the parent may close its copy) */
+	socks_each(listener_inherit, parent, sc__pid());
+	/* The control thread did not come along: the child starts its own
+	 * rendezvous and link groups when it needs them.  Connections the
+	 * parent accelerated stay the parent's (s->owner); the child's
+	 * close() of them only drops its fd. */
+	pthread_mutex_init(&G.rdv_lock, NULL);
+	pthread_mutex_init(&G.create_lock, NULL);
+	pthread_mutex_init(&table_lock, NULL);
+	G.rdv = NULL;
+	G.pending = NULL;
+	sc__link_atfork_child();
+	ep_atfork_child();
+	sw_atfork_child();      /* the switch thread did not come along */
+	CHILDREN.n = 0;         /* those were our siblings */
+	pthread_mutex_init(&CHILDREN.lock, NULL);
+	/* the child counts in a file of its own */
+	if (sc__rundir() && sc__stats_file_open_child() < 0)
+		LOG(1, "cannot create a stats file in the run directory");
+}

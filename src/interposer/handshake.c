@@ -1,0 +1,453 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Setting a connection up: socket, connect (the offer), listen (the
+ * board entry), accept and the first use of an accepted socket (the claim).
+ * docs/interposer.md §3.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/sockios.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/select.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "conn.h"
+#include "link.h"
+#include "listener.h"
+#include "notify.h"
+#include "ring.h"
+#include "rundir.h"
+#include "stats.h"
+#include "txrx.h"
+#include "interposer.h"
+/* ---- classification ------------------------------------------------------ */
+
+static bool is_tcp_type(int type, int protocol)
+{
+	return (type & 0xf) == SOCK_STREAM && (protocol == 0 || protocol == IPPROTO_TCP);
+}
+
+static uint64_t fd_ino(int fd)
+{
+	struct stat st;
+	return fstat(fd, &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+/* ---- connect / listen / accept ---------------------------------------- */
+
+SC_API int socket(int domain, int type, int protocol)
+{
+	int fd = R(socket)(domain, type, protocol);
+	if (fd >= 0 && (domain == AF_INET || domain == AF_INET6) && is_tcp_type(type, protocol))
+		sock_new(fd, M_TCP, type & SOCK_NONBLOCK);
+	return fd;
+}
+
+/* Offer tags: unique per process and unpredictable enough (a random
+ * per-process key through splitmix64); 56 bits, never 0. */
+static uint64_t next_tag(void)
+{
+	static _Atomic uint64_t key, ctr;
+	uint64_t k = atomic_load_explicit(&key, memory_order_relaxed);
+	if (!k) {
+		if (getentropy(&k, sizeof(k)) < 0 || !k)
+			k = (uint64_t)sc__now_ns() ^ (uint64_t)sc__pid() << 40 ^ 0x9e3779b97f4a7c15ull;
+		uint64_t zero = 0;
+		if (!atomic_compare_exchange_strong(&key, &zero, k))
+			k = zero;
+	}
+	for (;;) {
+		uint64_t z = k + atomic_fetch_add(&ctr, 1) * 0x9e3779b97f4a7c15ull;
+		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+		z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+		z = (z ^ (z >> 31)) & SC_TAG_MASK;
+		if (z)
+			return z;
+	}
+}
+
+/* An accelerated connection costs a few fds besides its socket (its
+ * pollable channel, an eventfd, a wake socket; the peer holds one of ours):
+ * a process near its RLIMIT_NOFILE stays on TCP rather than run out of fds
+ * in the middle of a wait.  fds are allocated lowest first, so the socket's
+ * number tells how many are open. */
+static bool fd_headroom(int fd)
+{
+	static _Atomic long limit;
+	long l = atomic_load_explicit(&limit, memory_order_relaxed);
+	if (!l) {
+		struct rlimit rl;
+		l = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ?
+		    (long)rl.rlim_cur : 1L << 20;
+		atomic_store_explicit(&limit, l, memory_order_relaxed);
+	}
+	return (long)fd + 64 < l - l / 4;
+}
+
+/* Before the real connect: is there an accelerated listener for addr, and
+ * can we take part?  Marks the SYN and prepares the pending state. */
+static int offer_prepare(int fd, struct sc_sock *s, const struct sockaddr *addr,
+			 struct sc_addr16 *dst, enum sc_fallback *why)
+{
+	uint16_t dport;
+
+	if (!sc__addr16(addr, dst, &dport) || !dport) {
+		*why = SC_FB_NO_LISTENER;
+		return -1;
+	}
+	if (sc__addr_is_any(dst)) {       /* connect(0.0.0.0) means this host */
+		static const struct sc_addr16 lo4 = { { [10] = 0xff, [11] = 0xff, [12] = 127, [15] = 1 } };
+		static const struct sc_addr16 lo6 = { { [15] = 1 } };
+		*dst = addr->sa_family == AF_INET ? lo4 : lo6;
+	}
+	struct sc_board *b = sc__board(dport, false);
+	if (!b || !sc__board_serves(b, dst)) {
+		*why = SC_FB_NO_LISTENER;
+		return -1;
+	}
+	/* data in the SYN, or a repaired socket (a DSCP of the program's own
+	 * is put back once the SYN is out: only the SYN carries our mark, and
+	 * it never leaves the host) */
+	if (s->fastopen) {
+		*why = SC_FB_UNSUPPORTED;
+		return -1;
+	}
+	if (!fd_headroom(fd)) {
+		*why = SC_FB_LIMITS;
+		return -1;
+	}
+	if (rdv_ensure() < 0) {
+		*why = SC_FB_RENDEZVOUS;
+		return -1;
+	}
+	s->pbuf = malloc(PBUF_CAP);
+	if (s->efd < 0)
+		s->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (!s->pbuf || s->efd < 0) {
+		free(s->pbuf);
+		s->pbuf = NULL;
+		*why = SC_FB_NOMEM;
+		return -1;
+	}
+	int tos = SC_SYN_TOS;
+	if (R(setsockopt)(fd, IPPROTO_IP, IP_TOS, &tos, sizeof(tos)) < 0 &&
+	    (addr->sa_family != AF_INET6 ||
+	     R(setsockopt)(fd, IPPROTO_IPV6, IPV6_TCLASS, &tos, sizeof(tos)) < 0)) {
+		free(s->pbuf);
+		s->pbuf = NULL;
+		*why = SC_FB_UNSUPPORTED;
+		return -1;
+	}
+	if (addr->sa_family == AF_INET6)
+		R(setsockopt)(fd, IPPROTO_IPV6, IPV6_TCLASS, &tos, sizeof(tos));
+	s->board = b;
+	s->dst = *dst;
+	/* until the offer is posted, the acceptor may wait for it */
+	s->cslot = sc__board_connecting(b);
+	return 0;
+}
+
+/* The SYN is out: the program's own IP_TOS / IPV6_TCLASS (or none) back,
+ * and our connecting slot freed. */
+static void offer_unmark(int fd, struct sc_sock *s, int family)
+{
+	int tos = s->tos >= 0 ? s->tos : 0, tclass = s->tclass >= 0 ? s->tclass : 0;
+	R(setsockopt)(fd, IPPROTO_IP, IP_TOS, &tos, sizeof(tos));
+	if (family == AF_INET6)
+		R(setsockopt)(fd, IPPROTO_IPV6, IPV6_TCLASS, &tclass, sizeof(tclass));
+	if (s->cslot >= 0 && s->board)
+		sc__board_connected(s->board, s->cslot);
+	s->cslot = -1;
+}
+
+/* After the real connect (made, or in progress): unmark, and post the
+ * offer under the port the kernel gave us. */
+static int offer_post(int fd, struct sc_sock *s, int family, const struct sc_addr16 *dst,
+		      enum sc_fallback *why)
+{
+	struct sockaddr_storage me;
+	socklen_t ml = sizeof(me);
+	struct sc_addr16 mine;
+	uint16_t cport;
+
+	if (getsockname(fd, (struct sockaddr *)&me, &ml) < 0 ||
+	    !sc__addr16((struct sockaddr *)&me, &mine, &cport) || !cport) {
+		offer_unmark(fd, s, family);
+		*why = SC_FB_LIMITS;
+		return -1;
+	}
+	s->tag = next_tag();
+	pthread_mutex_lock(&G.rdv_lock);
+	s->pnext = G.pending;
+	G.pending = s;
+	pthread_mutex_unlock(&G.rdv_lock);
+	s->offer = sc__offer_post(s->board, cport, dst, s->tag);
+	offer_unmark(fd, s, family);
+	if (s->offer < 0) {
+		pending_unlink(s);
+		/* declined: the accepting side saw no mark (a retransmitted
+		 * SYN) or gave up waiting; busy: another namespace's offer */
+		*why = s->offer == -ECONNREFUSED ? SC_FB_PEER_PLAIN : SC_FB_LIMITS;
+		s->offer = -1;
+		return -1;
+	}
+	s->deadline_ns = sc__now_ns() + (uint64_t)G.claim_ms * 1000000u;
+	atomic_store(&s->mode, M_PENDING);
+	rec_fill(s, fd, SC_REC_PENDING, -1, 0);
+	LOG(3, "offer %d posted", s->offer);
+	return 0;
+}
+
+SC_API int connect(int fd, const struct sockaddr *addr, socklen_t alen)
+{
+	struct sc_sock *s = sock_get(fd);
+	enum sc_fallback why = SC_FB_NO_LISTENER;
+	struct sc_addr16 dst;
+	bool marked = false;
+
+	if (!s || atomic_load(&s->mode) != M_TCP || s->counted || !addr ||
+	    alen < sizeof(sa_family_t)) {
+		LOG(3, "connect(%d) passes: %s", fd, !s ? "untracked" : "not fresh");
+		return R(connect)(fd, addr, alen);
+	}
+	pthread_mutex_lock(&s->lock);
+	if (G.disabled || off_file())
+		why = SC_FB_DISABLED;
+	else if (G.uring)
+		why = SC_FB_UNSUPPORTED;
+	else
+		marked = offer_prepare(fd, s, addr, &dst, &why) == 0;
+	int rc = R(connect)(fd, addr, alen);
+	int err = errno;
+	bool made = rc == 0 || err == EINPROGRESS;
+	bool offered = false;
+	if (marked) {
+		if (made)
+			offered = offer_post(fd, s, addr->sa_family, &dst, &why) == 0;
+		else
+			offer_unmark(fd, s, addr->sa_family);
+		if (!offered) {
+			free(s->pbuf);
+			s->pbuf = NULL;
+		}
+	}
+	if (made && !offered)
+		fallback_stat(s, fd, why);
+	pthread_mutex_unlock(&s->lock);
+	errno = err;
+	return rc;
+}
+
+SC_API int listen(int fd, int backlog)
+{
+	struct sc_sock *s = sock_get(fd);
+	int rc = R(listen)(fd, backlog);
+
+	if (rc < 0 || !s || G.disabled || G.uring || atomic_load(&s->mode) != M_TCP)
+		return rc;
+	int saved = errno;
+	struct sockaddr_storage me;
+	socklen_t ml = sizeof(me);
+	struct sc_addr16 a;
+	uint16_t port;
+	int one = 1;
+	/* keep each SYN's headers: an accelerated client marks its SYN */
+	R(setsockopt)(fd, IPPROTO_TCP, TCP_SAVE_SYN, &one, sizeof(one));
+	if (getsockname(fd, (struct sockaddr *)&me, &ml) == 0 &&
+	    sc__addr16((struct sockaddr *)&me, &a, &port)) {
+		pthread_mutex_lock(&s->lock);
+		s->board = sc__board(port, true);
+		s->ino = fd_ino(fd);
+		if (s->board && sc__board_listen(s->board, &a, s->ino) == 0) {
+			atomic_store(&s->mode, M_LISTEN);
+			LOG(2, "listening on port %u, accelerated", port);
+		} else {
+			LOG(1, "cannot register the listener on port %u", port);
+		}
+		pthread_mutex_unlock(&s->lock);
+	}
+	errno = saved;
+	return rc;
+}
+
+/* A connection we accepted on an accelerated listener: claim its offer. */
+/* An accepted connection's first use in this process (not accept() itself:
+ * a server that forks per connection uses it in the child, which must be
+ * the one to claim it).  s->lock held; the mode leaves M_SPENDING. */
+static void server_claim(int nfd, struct sc_sock *s)
+{
+	struct sockaddr_storage me, peer;
+	socklen_t ml = sizeof(me), pl = sizeof(peer);
+	struct sc_addr16 local, remote;
+	uint16_t lport, cport;
+	int32_t pid;
+	uint64_t tag;
+
+	atomic_store(&s->mode, M_TCP);  /* unless claimed below */
+	s->owner = sc__pid();
+	if (getsockname(nfd, (struct sockaddr *)&me, &ml) < 0 ||
+	    getpeername(nfd, (struct sockaddr *)&peer, &pl) < 0 ||
+	    !sc__addr16((struct sockaddr *)&me, &local, &lport) ||
+	    !sc__addr16((struct sockaddr *)&peer, &remote, &cport)) {
+		fallback_stat(s, nfd, SC_FB_PEER_PLAIN);
+		return;
+	}
+	/* the record gets the addresses we have (rec_fill then asks nothing) */
+	if (s->rec || (s->rec = sc__rec_get())) {
+		s->rec->laddr = local;
+		s->rec->lport = lport;
+		s->rec->paddr = remote;
+		s->rec->pport = cport;
+	}
+	struct sc_board *b = s->board ? s->board : sc__board(lport, false);
+	if (!b) {
+		fallback_stat(s, nfd, SC_FB_PEER_PLAIN);
+		return;
+	}
+	/* the SYN tells whether the client is accelerated (TCP_SAVE_SYN) */
+	bool room = fd_headroom(nfd);
+	uint8_t syn[128];
+	socklen_t sl = sizeof(syn);
+	bool marked = false;
+	if (R(getsockopt)(nfd, IPPROTO_TCP, TCP_SAVED_SYN, syn, &sl) == 0 && sl >= 2) {
+		int tos = (syn[0] >> 4) == 4 ? syn[1] : (syn[0] >> 4) == 6 ?
+			  ((syn[0] & 0x0f) << 4 | syn[1] >> 4) : 0;
+		marked = (tos & 0xfc) == SC_SYN_TOS;
+	}
+	/* marked: its offer follows its connect() by microseconds; wait for
+	 * it while a client is between its connect() and its offer (bounded),
+	 * else decline the 4-tuple so it learns.  A marked SYN with nobody
+	 * connecting is not waited for: anyone can mark a SYN. */
+	uint64_t until = sc__now_ns() + (marked && room ? 200000000u : 0);
+	int idx;
+	for (unsigned spin = 0;; spin++) {
+		idx = sc__offer_claim(b, cport, &local, &pid, &tag);
+		if (idx >= 0)
+			break;
+		if (sc__offer_withdrawn(b, cport, &local)) {
+			/* it connected and closed before we looked (a port
+			 * probe, wrk's test connection): nothing to set up,
+			 * and no reason to wait */
+			fallback_stat(s, nfd, SC_FB_PEER_CLOSED);
+			return;
+		}
+		bool waited_out = sc__now_ns() >= until;
+		if (waited_out || !sc__board_anyone_connecting(b)) {
+			int didx;
+			if (sc__offer_decline_tuple(b, cport, &local, &didx) == -EAGAIN)
+				continue;       /* it came: claim it */
+			s->declined = didx;
+			s->board = b;
+			s->local = local;
+			fallback_stat(s, nfd, !room ? SC_FB_LIMITS :
+					      marked && waited_out ? SC_FB_CLAIM_TIMEOUT :
+					      SC_FB_PEER_PLAIN);
+			return;
+		}
+		if (spin < 64) {
+			sched_yield();
+		} else {
+			struct timespec ts = { 0, 50000 };
+			nanosleep(&ts, NULL);
+		}
+	}
+	if (!room || off_file() || G.uring) {
+		/* the client learns it from the board and stays on TCP */
+		sc__offer_decline(b, idx, tag);
+		fallback_stat(s, nfd, !room ? SC_FB_LIMITS : G.uring ? SC_FB_UNSUPPORTED :
+				      SC_FB_DISABLED);
+		return;
+	}
+	char path[128];
+	struct sc_conn *c = NULL;
+	int rc = sc__rendezvous_path(pid, path, sizeof(path));
+	if (!rc)
+		rc = sc__connect_tagged(path, tag, 0, &c);      /* blocking: per call */
+	if (rc) {
+		/* the client learns it from the board and stays on TCP */
+		sc__offer_decline(b, idx, tag);
+		fallback_stat(s, nfd, rc == -ENOMEM ? SC_FB_NOMEM : SC_FB_RENDEZVOUS);
+		return;
+	}
+	sc__offer_done(b, idx);
+	s->c = c;
+	s->counted = true;
+	sc_set_bufs(c, s->sndbuf, s->rcvbuf);
+	sc_set_cork(c, s->cork);
+	atomic_store_explicit(&s->mode, M_SHM, memory_order_release);
+	SC_STAT_ADD(conns_accelerated, 1);
+	rec_fill(s, nfd, SC_REC_SHM, -1, pid);
+	s->fork_gen = atomic_load(&nforks);
+	sw_start();
+	LOG(1, "connection on shared memory (server, peer pid %d)", (int)pid);
+}
+
+void server_settle(int fd, struct sc_sock *s)
+{
+	pthread_mutex_lock(&s->lock);
+	if (atomic_load(&s->mode) == M_SPENDING)
+		server_claim(fd, s);
+	pthread_mutex_unlock(&s->lock);
+}
+
+SC_API int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
+{
+	int nfd = R(accept4)(fd, addr, alen, flags);
+	struct sc_sock *ls;
+
+	if (nfd >= 0 && (ls = sock_get(fd))) {
+		int saved = errno;
+		if (atomic_load(&ls->mode) == M_LISTEN) {
+			/* claimed at its first use (see server_claim) */
+			struct sc_sock *s = sock_new(nfd, G.disabled ? M_TCP : M_SPENDING,
+						     flags & SOCK_NONBLOCK);
+			if (s && G.disabled)
+				fallback_stat(s, nfd, SC_FB_DISABLED);
+			else if (s)
+				s->board = ls->board;
+			if (s) {
+				/* the kernel's accepted socket has the
+				 * listener's buffer sizes */
+				s->sndbuf = ls->sndbuf;
+				s->rcvbuf = ls->rcvbuf;
+				s->cork = ls->cork;
+			}
+		} else {
+			struct sc_sock *s = sock_new(nfd, M_TCP, flags & SOCK_NONBLOCK);
+			if (s && G.disabled)
+				fallback_stat(s, nfd, SC_FB_DISABLED);
+		}
+		errno = saved;
+	}
+	return nfd;
+}
+
+SC_API int accept(int fd, struct sockaddr *addr, socklen_t *alen)
+{
+	return accept4(fd, addr, alen, 0);
+}

@@ -1,0 +1,247 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The interposer's own header: what its files share.  The interposer is the
+ * top layer (libshortcut.so only): it keeps the program's fd table, maps its
+ * socket calls onto the shared-memory core (src/core) and finds peers
+ * through the run directory (src/rundir).  Nothing below calls up into it,
+ * except through the hooks the core offers (link.h).
+ *
+ * One concern per file:
+ *   real.c        the real libc functions (calls.h: every call we define)
+ *   preload.c     start-up, configuration, logging
+ *   fdtable.c     fd -> socket table, a socket's life, dup aliasing, records
+ *   pending.c     a client whose offer is not answered yet; OPENs for it
+ *   handshake.c   socket, connect, listen, accept: offers and claims
+ *   data.c        the send and receive families, sendfile, splice
+ *   sockopt.c     getsockopt, setsockopt, ioctl, fcntl
+ *   close.c       shutdown, close, close_range, closefrom, dup*
+ *   switch.c      switching a live connection back to TCP
+ *   fork.c        fork, and connections shared with children and owners
+ *   exec.c        the exec family, posix_spawn, system, popen
+ *   uring.c       io_uring set-up, syscall()
+ *   poll.c        poll, select and the readiness of one socket
+ *   epoll_set.c   epoll sets: one per open file description, cookies, life
+ *   epoll_ctl.c   registrations, channels, epoll_ctl
+ *   epoll_wait.c  the waits, nested and exposed sets
+ */
+#ifndef SC_INTERPOSER_H
+#define SC_INTERPOSER_H
+
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include "calls.h"
+#include "compat.h"
+#include "conn.h"
+#include "rundir.h"
+#include "stats.h"
+
+/* ---- the real functions (real.c) ----------------------------------------- */
+
+extern ssize_t __read_chk(int, void *, size_t, size_t);
+extern ssize_t __recv_chk(int, void *, size_t, size_t, int);
+extern ssize_t __recvfrom_chk(int, void *, size_t, size_t, int, struct sockaddr *, socklen_t *);
+extern int __poll_chk(struct pollfd *, nfds_t, int, size_t);
+extern int __ppoll_chk(struct pollfd *, nfds_t, const struct timespec *, const sigset_t *, size_t);
+struct io_uring;
+struct io_uring_params;
+
+#define SC_REAL_DECL(f, file) extern __typeof__(f) *real_##f;
+#define SC_REAL_DECLT(f, file, type) typedef __typeof__(type) sc_real_t_##f; extern sc_real_t_##f *real_##f;
+SC_CALLS(SC_REAL_DECL, SC_REAL_DECLT)
+
+extern pthread_once_t real_once;
+void real_init(void);
+/* The libc function f itself (loaded on first use). */
+#define R(f) (pthread_once(&real_once, real_init), real_##f)
+
+/* ---- the process (preload.c) -------------------------------------------- */
+
+struct sc_sock;
+struct sc_listener;
+
+struct sc_interposer {
+	bool disabled;
+	int log;
+	uint32_t claim_ms;
+	bool ok;                /* configuration valid and run directory usable */
+	bool uring;             /* the program set up an io_uring: nothing new */
+	struct sc_listener *rdv;        /* our rendezvous (clients), lazily */
+	pthread_mutex_t rdv_lock;       /* pending (taken under a group lock) */
+	pthread_mutex_t create_lock;    /* rdv creation (takes link locks) */
+	struct sc_sock *pending;        /* offers waiting for their OPEN */
+};
+extern struct sc_interposer G;
+
+void log_line(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define LOG(lvl, ...) do { if (G.log >= (lvl)) log_line((lvl), __VA_ARGS__); } while (0)
+
+/* ---- a socket of the program's (fdtable.c) ------------------------------- */
+
+enum { M_TCP, M_LISTEN, M_SPENDING, M_PENDING, M_SHM };
+
+#define PBUF_CAP SC_RING_MIN    /* a pending client's buffer: fits any ring */
+
+struct sc_sock {
+	pthread_mutex_t lock;   /* mode changes, the pending state */
+	pthread_mutex_t wlock;  /* with wcond: sends wait while resending */
+	pthread_cond_t wcond;
+	_Atomic bool resending; /* switched back to TCP, and the bytes the peer
+				 * never read are being re-sent (tcp_gate) */
+	_Atomic int mode;
+	int refs;               /* fds naming it (dup), under table_lock */
+	bool nonblock;          /* O_NONBLOCK of the open file description */
+	bool counted;           /* an established connection (bytes_tcp_*) */
+	bool linger0;
+	bool shut_wr;           /* we shut down writing */
+	bool err_reported;      /* a reset was reported once (as sk_err) */
+	bool sent_to_closed;    /* one send went to a closed peer (TCP: then RST) */
+	bool fastopen;          /* TCP_FASTOPEN_CONNECT / TCP_REPAIR set: stays TCP */
+	uint64_t rcvtimeo_ns, sndtimeo_ns;      /* SO_RCVTIMEO / SO_SNDTIMEO, 0: none */
+	int rcvlowat;                   /* SO_RCVLOWAT as the kernel keeps it; 0/1: none */
+	int sndbuf, rcvbuf;     /* SO_SNDBUF / SO_RCVBUF as set (half the kernel's); 0: not */
+	bool cork;              /* TCP_CORK */
+	int tos, tclass;        /* the program's own IP_TOS, IPV6_TCLASS (-1: none) */
+	int cslot;              /* our connecting slot on the board (-1: none) */
+	int declined;           /* board entry we declined for this connection, or -1 */
+	uint32_t fork_gen;      /* forks we had made when it went to shared memory */
+	pid_t parent;           /* in a fork child: the parent (owner_gone) */
+	struct sc_addr16 local; /* its local address (as the entry names it) */
+	pid_t owner;            /* the process whose shared-memory state it is */
+	struct sc_conn *c;      /* M_SHM */
+	/* M_LISTEN */
+	struct sc_board *board;
+	uint64_t ino;
+	/* M_PENDING: the client side of an offer */
+	uint64_t tag;
+	int offer;
+	uint64_t deadline_ns;
+	struct sc_addr16 dst;   /* where it connected (its listener's liveness) */
+	char *pbuf;
+	size_t plen;
+	int efd;                /* readable once the OPEN arrived */
+	bool efd_exposed;       /* ... handed to a poller or an epoll set (kept
+				 * for the socket's life: they may still name it) */
+	struct sc_conn *_Atomic attached;
+	struct sc_sock *pnext;  /* pending list */
+	struct sc_conn_rec *rec;        /* `shortcut stat` record, or NULL */
+};
+
+/* fd -> socket: pages of 4096 pointers, allocated on demand; written
+ * under table_lock, read without */
+#define PAGE_BITS 12
+#define NPAGES 256
+extern pthread_mutex_t table_lock;
+extern struct sc_sock *_Atomic *_Atomic pages[NPAGES];
+
+static inline struct sc_sock *sock_get(int fd)
+{
+	if ((unsigned)fd >= (NPAGES << PAGE_BITS))
+		return NULL;
+	struct sc_sock *_Atomic *p = atomic_load_explicit(&pages[fd >> PAGE_BITS],
+							 memory_order_acquire);
+	return p ? atomic_load_explicit(&p[fd & ((1 << PAGE_BITS) - 1)], memory_order_acquire)
+		 : NULL;
+}
+
+/* A record's byte counter (one writer in practice; a racing thread costs
+ * a count). */
+static inline void rec_add(_Atomic uint64_t *ctr, ssize_t n)
+{
+	if (n > 0)
+		atomic_store_explicit(ctr, atomic_load_explicit(ctr, memory_order_relaxed) +
+				      (uint64_t)n, memory_order_relaxed);
+}
+
+void rec_fill(struct sc_sock *s, int fd, uint32_t mode, int reason, int32_t peer_pid);
+void fallback_stat(struct sc_sock *s, int fd, enum sc_fallback why);
+struct sc_sock *sock_new(int fd, int mode, bool nonblock);
+void sock_release(struct sc_sock *s, int fd_of_release);
+/* fd no longer names its socket: replaced (fd_forget) or being closed
+ * (fd_drop with closing: the socket's last fd closes the connection) */
+void fd_forget(int fd);
+void fd_drop(int fd, bool closing);
+void fd_alias(int oldfd, int newfd);
+bool in_vfork_child(void);
+
+/* ---- set-up (pending.c, handshake.c) ------------------------------------- */
+
+void pending_unlink(struct sc_sock *s);
+int pending_settle(int fd, struct sc_sock *s, bool block, int max_ms);
+int rdv_ensure(void);
+void server_settle(int fd, struct sc_sock *s);
+extern _Atomic uint32_t nforks;        /* fork()s this process made (fork.c) */
+
+/* ---- data (data.c) -------------------------------------------------------- */
+
+int64_t rx_avail(struct sc_conn *c);
+int64_t lowat_target(struct sc_sock *s, size_t len);
+/* A connection bound to an epoll set's channel: a poller sleeping on that
+ * channel's fd can lose its wake-up to the set's own waiter, which resets
+ * the fd when it wakes (the datagram is gone before the poller looks).  So
+ * such a poller looks again every SHARED_SLICE_MS. */
+#define SHARED_SLICE_MS 5
+bool on_shared_chan(struct sc_sock *s);
+bool switching(struct sc_conn *c);
+
+/* ---- back to TCP (switch.c) ------------------------------------------------ */
+
+#define SW_WAIT_NS      (5ull * 1000000000u)    /* for the peer to freeze */
+#define SW_SEND_MS      30000                   /* to re-send on TCP */
+#define SW_EXIT_MS      5000                    /* exit waits for switches under way */
+
+int sock_switch(int fd, struct sc_sock *s);
+int sock_switch_bounded(int fd, struct sc_sock *s, uint64_t wait_ns, int resend_ms);
+uint64_t sw_resend(int fd, struct sc_conn *c, uint64_t from, uint64_t to, int max_ms);
+void tcp_gate(struct sc_sock *s);
+bool sw_orphan(int fd, struct sc_sock *s);
+void sw_scan(bool all, bool cloexec_too, bool block);
+bool off_file(void);
+void sw_start(void);
+void sw_kick(void);
+void sw_ask(struct sc_conn *c);
+void sw_rights(const struct msghdr *m);
+void listener_withdraw(struct sc_sock *s);
+int hidden_in(unsigned first, unsigned last, int *out, int max);
+void sw_atfork_child(void);
+
+/* ---- processes (fork.c, exec.c) ---------------------------------------------- */
+
+bool child_may_hold(uint32_t gen);
+int sw_request_owner_for(int fd, struct sc_sock *s, uint32_t why, uint64_t wait_ns);
+static inline int sw_request_owner(int fd, struct sc_sock *s)
+{
+	return sw_request_owner_for(fd, s, SC_SWREQ_USE, 30000000000ull);
+}
+void sw_hook(struct sc_conn *c);
+void settle_now(int fd, struct sc_sock *s);
+void atfork_prepare(void);
+void atfork_child(void);
+void fds_each(void (*fn)(int fd, struct sc_sock *s, bool vforked), bool vforked);
+void exec_prepare(bool spawn);
+
+/* ---- readiness (poll.c, epoll_*.c) -------------------------------------------- */
+
+short sock_revents(int fd, struct sc_sock *s, short want, int *waitfd, bool arm);
+
+struct sc_ep;
+struct sc_ep *ep_of(int fd);
+void ep_close(int epfd);
+void ep_close_range(unsigned first, unsigned last);
+void ep_dup(int oldfd, int newfd);
+void ep_mark_shared(void);
+void ep_atfork_child(void);
+void ep_switched(struct sc_sock *s, bool child_set);
+void ep_forget_sock(struct sc_sock *s);
+void ep_expose_fd(int fd);
+void ep_refresh_exposed(void);
+extern _Atomic int nexp_sig;    /* exposed sets we hold readable (ep_expose) */
+
+#endif

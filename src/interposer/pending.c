@@ -1,0 +1,317 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A client whose offer is not answered yet (M_PENDING): its private
+ * buffer, the OPEN that makes it shared memory, or its way to TCP.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/sockios.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/select.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "conn.h"
+#include "link.h"
+#include "listener.h"
+#include "notify.h"
+#include "ring.h"
+#include "rundir.h"
+#include "stats.h"
+#include "txrx.h"
+#include "interposer.h"
+/* s->lock held: s is settled.  Its eventfd is signalled no more (the
+ * control thread writes it under rdv_lock, for listed sockets only); one
+ * that never went out of the library goes now (a connection's fd costs
+ * then only its socket). */
+void pending_unlink(struct sc_sock *s)
+{
+	pthread_mutex_lock(&G.rdv_lock);
+	for (struct sc_sock **pp = &G.pending; *pp; pp = &(*pp)->pnext)
+		if (*pp == s) {
+			*pp = s->pnext;
+			break;
+		}
+	pthread_mutex_unlock(&G.rdv_lock);
+	if (s->efd >= 0 && !s->efd_exposed) {
+		R(close)(s->efd);
+		s->efd = -1;
+	}
+}
+
+/* ---- rendezvous: OPENs for our offers ----------------------------------- */
+
+static int pending_to_shm(struct sc_sock *s);
+
+/* Control thread, group lock held: an OPEN carrying a tag arrived. */
+static int rdv_deliver(struct sc_listener *l, struct sc_conn *c)
+{
+	uint64_t one = 1;
+	int rc = -ECONNREFUSED;
+
+	pthread_mutex_lock(&G.rdv_lock);
+	for (struct sc_sock *s = G.pending; s; s = s->pnext) {
+		if (s->tag != c->tag || !c->tag)
+			continue;
+		struct sc_conn *none = NULL;
+		if (atomic_compare_exchange_strong(&s->attached, &none, c)) {
+			if (R(write)(s->efd, &one, sizeof(one)) < 0) {
+			}
+			rc = 0;
+		}
+		break;
+	}
+	pthread_mutex_unlock(&G.rdv_lock);
+	return rc;
+}
+
+/* Control thread, no lock held: an OPEN may have arrived for a client
+ * that is not in a socket call (it wrote, then waits on something else):
+ * move its buffered bytes now, or they would sit there. */
+static void rdv_after(void)
+{
+	for (;;) {
+		struct sc_sock *found = NULL;
+		pthread_mutex_lock(&G.rdv_lock);
+		for (struct sc_sock *s = G.pending; s; s = s->pnext)
+			if (atomic_load(&s->attached) && pthread_mutex_trylock(&s->lock) == 0) {
+				found = s;
+				break;
+			}
+		pthread_mutex_unlock(&G.rdv_lock);
+		if (!found)
+			return;
+		/* the socket is ours to settle (a caller holding its lock
+		 * would settle it itself) */
+		if (atomic_load(&found->mode) == M_PENDING && atomic_load(&found->attached))
+			pending_to_shm(found);
+		pthread_mutex_unlock(&found->lock);
+	}
+}
+
+int rdv_ensure(void)
+{
+	char path[128];
+	int rc = 0;
+
+	if (atomic_load_explicit((struct sc_listener *_Atomic *)&G.rdv, memory_order_acquire))
+		return 0;
+	pthread_mutex_lock(&G.create_lock);
+	if (!G.rdv) {
+		struct sc_listener *l;
+		rc = sc__rendezvous_path(sc__pid(), path, sizeof(path));
+		if (!rc)
+			rc = sc_listen(path, 4096, &l);
+		if (!rc) {
+			l->deliver = rdv_deliver;
+			sc__ctl_after_hook = rdv_after;
+			atomic_store_explicit((struct sc_listener *_Atomic *)&G.rdv, l,
+					      memory_order_release);
+		}
+	}
+	pthread_mutex_unlock(&G.create_lock);
+	return rc;
+}
+
+
+/* Write all of buf to the kernel socket, waiting for room if needed. */
+static int tcp_write_all(int fd, const char *buf, size_t len)
+{
+	while (len) {
+		ssize_t n = R(send)(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+			struct pollfd p = { .fd = fd, .events = POLLOUT };
+			R(poll)(&p, 1, 1000);
+			continue;
+		}
+		if (n < 0)
+			return -errno;
+		SC_STAT_ADD(bytes_tcp_sent, (uint64_t)n);
+		buf += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* s->lock held: the offer lost; continue on TCP. */
+static int pending_to_tcp(int fd, struct sc_sock *s, enum sc_fallback why)
+{
+	int rc = 0;
+	pending_unlink(s);
+	if (s->plen)
+		rc = tcp_write_all(fd, s->pbuf, s->plen);
+	free(s->pbuf);
+	s->pbuf = NULL;
+	s->plen = 0;
+	fallback_stat(s, fd, why);
+	atomic_store_explicit(&s->mode, M_TCP, memory_order_release);
+	return rc;
+}
+
+/* s->lock held: the OPEN arrived; continue on shared memory. */
+static int pending_to_shm(struct sc_sock *s)
+{
+	struct sc_conn *c = atomic_exchange(&s->attached, NULL);
+	pending_unlink(s);
+	s->offer = -1;          /* the claimer frees the entry */
+	s->c = c;
+	sc_set_nonblock(c, 0);          /* O_NONBLOCK is applied per call */
+	if (s->plen) {
+		/* an empty ring of at least PBUF_CAP bytes: never waits */
+		ssize_t n = sc_send(c, s->pbuf, s->plen, SC_NONBLOCK);
+		if (n == -SC_ESWITCHED) {
+			/* the peer is switching to TCP already: the bytes go
+			 * there, after the switch (sock_switch_bounded) */
+			n = 0;
+		} else if (n != (ssize_t)s->plen) {
+			LOG(1, "pending bytes did not fit (%zd)", n);
+			n = (ssize_t)s->plen;
+		}
+		if (n > 0)
+			memmove(s->pbuf, s->pbuf + n, s->plen - (size_t)n);
+		s->plen -= (size_t)n;
+	}
+	if (!s->plen) {
+		free(s->pbuf);
+		s->pbuf = NULL;
+	}
+	s->counted = true;
+	SC_STAT_ADD(conns_accelerated, 1);
+	sc_set_bufs(c, s->sndbuf, s->rcvbuf);
+	sc_set_cork(c, s->cork);
+	atomic_store_explicit(&s->mode, M_SHM, memory_order_release);
+	if (s->rec) {
+		struct sc_conn_info ci;
+		sc_conn_info(c, &ci);
+		s->rec->peer_pid = ci.peer_pid;
+		atomic_store_explicit(&s->rec->mode, SC_REC_SHM, memory_order_release);
+	}
+	s->fork_gen = atomic_load(&nforks);
+	sw_start();
+	LOG(1, "connection on shared memory (client)");
+	return 0;
+}
+
+/* Try to settle a pending client (s->lock held).  Returns 0 when the mode
+ * is no longer M_PENDING, -EAGAIN if it must wait (and !block). */
+/* The process that claimed our offer died (the kernel socket ended: FIN
+ * or RST) before its OPEN was done with.  The OPEN may still be in our
+ * rendezvous, sent just before: a last look (bounded), then plain TCP,
+ * where the program reads the end.  (Before, this waited for ever.) */
+static int pending_claimer_died(int fd, struct sc_sock *s)
+{
+	uint64_t end = sc__now_ns() + 200000000u;
+	while (!atomic_load(&s->attached) && sc__now_ns() < end) {
+		if (G.rdv)
+			sc__listener_pump(G.rdv);
+		struct pollfd p = { .fd = s->efd, .events = POLLIN };
+		if (!atomic_load(&s->attached))
+			R(poll)(&p, 1, 10);
+	}
+	/* off the pending list under the lock that deliveries take: an OPEN
+	 * read from now on finds no socket, and is refused */
+	pthread_mutex_lock(&G.rdv_lock);
+	bool attached = atomic_load(&s->attached);
+	if (!attached)
+		for (struct sc_sock **pp = &G.pending; *pp; pp = &(*pp)->pnext)
+			if (*pp == s) {
+				*pp = s->pnext;
+				break;
+			}
+	pthread_mutex_unlock(&G.rdv_lock);
+	if (attached)
+		return pending_to_shm(s);
+	s->offer = -1;
+	LOG(1, "the process that claimed a connection died before setting it up: TCP");
+	return pending_to_tcp(fd, s, SC_FB_RENDEZVOUS);        /* unlinks: no OPEN later */
+}
+
+int pending_settle(int fd, struct sc_sock *s, bool block, int max_ms)
+{
+	uint64_t start = sc__now_ns();
+
+	for (;;) {
+		if (atomic_load(&s->mode) != M_PENDING)
+			return 0;
+		if (!atomic_load(&s->attached) && G.rdv &&
+		    sc__offer_state(s->board, s->offer, s->tag) == SC_OFFER_CLAIMED)
+			sc__listener_pump(G.rdv);       /* the OPEN may be waiting */
+		if (atomic_load(&s->attached))
+			return pending_to_shm(s);
+		uint32_t st = sc__offer_state(s->board, s->offer, s->tag);
+		if (st == SC_OFFER_DECLINED) {
+			sc__offer_withdraw(s->board, s->offer, s->tag);
+			s->offer = -1;
+			return pending_to_tcp(fd, s, SC_FB_RENDEZVOUS);
+		}
+		/* anything on TCP (data, FIN, RST, a failed connect) before the
+		 * OPEN: the peer is plain, since an accelerated one sends the
+		 * OPEN before it returns from accept */
+		char b;
+		ssize_t n = R(recv)(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+		bool tcp_active = n >= 0 || (errno != EAGAIN && errno != EINTR);
+		bool late = sc__now_ns() > s->deadline_ns;
+		/* the listener gone meanwhile (killed, exec'd, withdrawn):
+		 * nobody will claim the offer */
+		bool gone = st == SC_OFFER_OFFERED && !sc__board_serves(s->board, &s->dst);
+		if (tcp_active || late || gone) {
+			if (sc__offer_withdraw(s->board, s->offer, s->tag)) {
+				s->offer = -1;
+				return pending_to_tcp(fd, s, tcp_active ? SC_FB_PEER_PLAIN :
+							     gone ? SC_FB_NO_LISTENER :
+							     SC_FB_CLAIM_TIMEOUT);
+			}
+			/* claimed: the OPEN is on its way, or declined */
+			block = true;
+		}
+		int32_t who;
+		if (tcp_active && n <= 0 && st == SC_OFFER_CLAIMED &&
+		    (who = sc__offer_claimer(s->board, s->offer, s->tag)) > 0 &&
+		    !sc__pid_alive(who))
+			return pending_claimer_died(fd, s);
+		if (!block)
+			return -EAGAIN;
+		if (max_ms >= 0 && sc__now_ns() - start > (uint64_t)max_ms * 1000000u)
+			return -EAGAIN;
+		/* wait for: the OPEN delivered (eventfd), anything on TCP, or
+		 * the OPEN itself on one of our rendezvous groups (we then
+		 * read it ourselves: one wake-up instead of the control
+		 * thread's and then ours) */
+		struct pollfd p[2 + 16] = { { .fd = s->efd, .events = POLLIN },
+					    { .fd = fd, .events = POLLIN } };
+		int np = 2;
+		if (G.rdv) {
+			int gfds[16];
+			int ng = sc__listener_group_fds(G.rdv, gfds, 16);
+			for (int i = 0; i < ng; i++)
+				p[np++] = (struct pollfd){ .fd = gfds[i], .events = POLLIN };
+		}
+		if (tcp_active)
+			p[1].fd = -1;   /* it has told us all it can */
+		R(poll)(p, (nfds_t)np, 20);
+	}
+}

@@ -1,0 +1,700 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Switching a live connection back to TCP at a clean cut (exec,
+ * SCM_RIGHTS, io_uring, `shortcut off`, a child using it): freeze, re-send
+ * what the peer never read, go on over TCP.  docs/interposer.md §6a.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/sockios.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/select.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "conn.h"
+#include "link.h"
+#include "listener.h"
+#include "notify.h"
+#include "ring.h"
+#include "rundir.h"
+#include "stats.h"
+#include "txrx.h"
+#include "interposer.h"
+static struct {
+	pthread_mutex_t lock;
+	int efd;                /* kicks the switch thread */
+	bool running;
+	_Atomic bool started;   /* running (read without the lock) */
+	int ino;                /* its inotify on the run directory */
+} SW = { .lock = PTHREAD_MUTEX_INITIALIZER, .efd = -1, .ino = -1 };
+
+/* Re-send [from, to) of c's send ring on fd (the kernel socket).  Blocks,
+ * within SW_SEND_MS, while the kernel's buffers are full.  Returns the
+ * bytes that could not be sent. */
+uint64_t sw_resend(int fd, struct sc_conn *c, uint64_t from, uint64_t to, int max_ms)
+{
+	uint64_t end = max_ms < 0 ? UINT64_MAX : sc__now_ns() + (uint64_t)max_ms * 1000000u;
+	while (from < to) {
+		uint32_t pos = (uint32_t)(from & (c->tx.size - 1));
+		size_t n = c->tx.size - pos;
+		if (n > to - from)
+			n = (size_t)(to - from);
+		ssize_t k = R(send)(fd, c->tx.data + pos, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (k > 0) {
+			from += (uint64_t)k;
+			continue;
+		}
+		if (k < 0 && errno == EINTR)
+			continue;
+		uint64_t now = sc__now_ns();
+		if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK) || now >= end)
+			break;  /* the connection is gone: nothing reads it */
+		struct pollfd p = { .fd = fd, .events = POLLOUT };
+		R(poll)(&p, 1, end == UINT64_MAX ? 1000 : (int)((end - now) / 1000000u) + 1);
+	}
+	return to - from;
+}
+
+/* fds of ours that name a program's kernel socket (re-sends, the switch
+ * thread's batch): a fork child must not keep them (its peer would wait
+ * for their close to see EOF) */
+static pthread_mutex_t hidden_lock = PTHREAD_MUTEX_INITIALIZER;
+static int hidden[64], nhidden;
+
+static void hidden_add(int fd)
+{
+	pthread_mutex_lock(&hidden_lock);
+	if (nhidden < 64)
+		hidden[nhidden++] = fd;
+	pthread_mutex_unlock(&hidden_lock);
+}
+
+static void hidden_del(int fd)
+{
+	pthread_mutex_lock(&hidden_lock);
+	for (int i = 0; i < nhidden; i++)
+		if (hidden[i] == fd) {
+			hidden[i] = hidden[--nhidden];
+			break;
+		}
+	pthread_mutex_unlock(&hidden_lock);
+}
+
+/* In a fork child: close the parent's hidden fds. */
+static void hidden_atfork_child(void)
+{
+	pthread_mutex_init(&hidden_lock, NULL);
+	for (int i = 0; i < nhidden; i++)
+		R(close)(hidden[i]);
+	nhidden = 0;
+}
+
+/* The fds of ours among [first, last] (close_range leaves them out). */
+int hidden_in(unsigned first, unsigned last, int *out, int max)
+{
+	int n = 0;
+	pthread_mutex_lock(&hidden_lock);
+	for (int i = 0; i < nhidden && n < max; i++)
+		if ((unsigned)hidden[i] >= first && (unsigned)hidden[i] <= last)
+			out[n++] = hidden[i];
+	pthread_mutex_unlock(&hidden_lock);
+	return n;
+}
+
+/* Drop a reference taken on s (the last frees it). */
+static void sock_unref(struct sc_sock *s)
+{
+	pthread_mutex_lock(&table_lock);
+	bool last = --s->refs == 0;
+	pthread_mutex_unlock(&table_lock);
+	if (last)
+		sock_release(s, -1);
+}
+
+/* The re-send of a switch: what the peer never read of ours, then the
+ * bytes a client buffered before its connection was set up that never
+ * reached the ring (the peer froze first). */
+struct sw_job {
+	struct sc_sock *s;
+	struct sc_conn *c;
+	int kfd;
+	uint64_t from, to;
+	char *pbuf;
+	size_t plen;
+	bool fin;               /* we shut down writing: our FIN goes after */
+	uint64_t lost;
+};
+
+/* Send what there is to send, waiting up to max_ms (-1: as long as it
+ * takes, 0: not at all); true when all of it went (or cannot go). */
+static bool sw_job_run(struct sw_job *j, int max_ms)
+{
+	if (j->kfd < 0) {
+		j->lost = j->to - j->from + j->plen;
+		return true;
+	}
+	uint64_t left = sw_resend(j->kfd, j->c, j->from, j->to, max_ms);
+	j->from = j->to - left;
+	if (left && max_ms != 0) {
+		j->lost = left;         /* gone, or the exec could not wait */
+		return true;
+	}
+	if (left)
+		return false;
+	while (j->plen) {
+		ssize_t n = R(send)(j->kfd, j->pbuf, j->plen, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n > 0) {
+			memmove(j->pbuf, j->pbuf + n, j->plen - (size_t)n);
+			j->plen -= (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			if (max_ms == 0)
+				return false;
+			struct pollfd p = { .fd = j->kfd, .events = POLLOUT };
+			R(poll)(&p, 1, 1000);
+			continue;
+		}
+		j->lost += j->plen;
+		break;
+	}
+	return true;
+}
+
+/* The re-send is done: ONTCP (a child waiting to write sees it only now),
+ * our sends go on, the references go. */
+static void sw_job_finish(struct sw_job *j, bool heap)
+{
+	struct sc_sock *s = j->s;
+	if (j->kfd >= 0 && j->fin)
+		R(shutdown)(j->kfd, SHUT_WR);   /* our FIN, held back till now */
+	if (j->kfd >= 0) {
+		hidden_del(j->kfd);
+		R(close)(j->kfd);
+	}
+	free(j->pbuf);
+	sc__switch_done(j->c);
+	pthread_mutex_lock(&s->wlock);
+	atomic_store(&s->resending, false);
+	pthread_cond_broadcast(&s->wcond);
+	pthread_mutex_unlock(&s->wlock);
+	if (j->lost)
+		LOG(1, "switch to TCP: %llu bytes the peer had not read are lost (%s)",
+		    (unsigned long long)j->lost, "the connection is gone");
+	else
+		LOG(1, "connection switched back to TCP");
+	sock_unref(s);
+	if (heap)
+		free(j);
+}
+
+/* Switches under way in other threads (a re-send in a thread of its own,
+ * an orphan): the process's exit waits for them (sw_atexit). */
+static _Atomic int sw_inflight;
+
+static void *sw_job_main(void *arg)
+{
+	struct sw_job *j = arg;
+	sw_job_run(j, -1);
+	sw_job_finish(j, true);
+	atomic_fetch_sub(&sw_inflight, 1);
+	return NULL;
+}
+
+/* A re-send the kernel does not take at once gets a thread of its own (it
+ * waits for the peer to read: one slow peer must hold up nothing else). */
+static void sw_job_thread(struct sw_job *j)
+{
+	pthread_t t;
+	pthread_attr_t a;
+	sigset_t all, old;
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	atomic_fetch_add(&sw_inflight, 1);
+	int rc = pthread_create(&t, &a, sw_job_main, j);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&a);
+	if (rc) {
+		atomic_fetch_sub(&sw_inflight, 1);
+		sw_job_run(j, -1);
+		sw_job_finish(j, true);
+	}
+}
+
+/* Before a send (or a FIN, or the fd leaving) on a socket switched back
+ * to TCP: the re-send goes first.  In a process that inherited it across
+ * fork, the owner's re-send: its ONTCP. */
+void tcp_gate(struct sc_sock *s)
+{
+	if (!s || !s->c || !atomic_load_explicit(&s->resending, memory_order_acquire))
+		return;
+	if (s->owner != sc__pid()) {
+		uint64_t dl = sc__now_ns() + 30000000000ull;
+		while (!(atomic_load_explicit(&s->c->me->flags, memory_order_acquire) & SC_SF_ONTCP) &&
+		       sc__now_ns() < dl)
+			usleep(200);
+		atomic_store(&s->resending, false);
+		return;
+	}
+	pthread_mutex_lock(&s->wlock);
+	while (atomic_load(&s->resending))
+		pthread_cond_wait(&s->wcond, &s->wlock);
+	pthread_mutex_unlock(&s->wlock);
+}
+
+/* Switch s (an accelerated connection of ours named by fd) back to TCP.
+ * Freezes our half, then waits up to wait_ns for the peer's; once both
+ * are frozen the socket is TCP for readers at once (what the peer never
+ * read of ours is re-sent by it), while writers wait on s->wlock until
+ * we re-sent what the peer never read (for up to resend_ms; -1: as long
+ * as it takes, as a kernel send would).  Returns 1 when switched (or not
+ * ours to switch any more), 0 if the peer has not frozen yet (our half
+ * stays frozen: the peer's SWITCH brings the switch thread back), or
+ * -ENOTCONN for a connection another process owns. */
+int sock_switch_bounded(int fd, struct sc_sock *s, uint64_t wait_ns, int resend_ms)
+{
+	int saved = errno;
+	pthread_mutex_lock(&s->lock);
+	struct sc_conn *c = s->c;
+	if (atomic_load(&s->mode) != M_SHM || s->owner != sc__pid() || !c) {
+		int mode = atomic_load(&s->mode);
+		pthread_mutex_unlock(&s->lock);
+		errno = saved;
+		return mode == M_SHM ? -ENOTCONN : 1;
+	}
+	sc__lock(&c->txlock);
+	sc__lock(&c->rxlock);
+	sc__switch_freeze(c);
+	sc__unlock(&c->rxlock);
+	sc__unlock(&c->txlock);
+	/* (our calls on it meanwhile find it frozen and wait for s->lock) */
+	uint64_t from, to, dl = sc__now_ns() + wait_ns;
+	unsigned us = 20;
+	bool ready;
+	while (!(ready = sc__switch_range(c, &from, &to)) && sc__now_ns() < dl) {
+		usleep(us);
+		if (us < 2000)
+			us *= 2;
+	}
+	if (!ready) {
+		pthread_mutex_unlock(&s->lock);
+		errno = saved;
+		return 0;
+	}
+	/* the re-send: our own fd for it (the program may close its fd once
+	 * we let go of s->lock), and a reference on s */
+	struct sw_job *j = calloc(1, sizeof(*j));
+	int kfd = from != to || s->plen || s->shut_wr ? R(fcntl)(fd, F_DUPFD_CLOEXEC, 0) : -1;
+	if (kfd >= 0)
+		hidden_add(kfd);
+	pthread_mutex_lock(&table_lock);
+	s->refs++;
+	pthread_mutex_unlock(&table_lock);
+	if (j) {
+		*j = (struct sw_job){ .s = s, .c = c, .kfd = kfd, .from = from, .to = to,
+				      .pbuf = s->pbuf, .plen = s->plen, .fin = s->shut_wr };
+		s->pbuf = NULL;
+		s->plen = 0;
+	}
+	atomic_store(&s->resending, true);      /* sends wait (tcp_gate) */
+	atomic_store_explicit(&s->mode, M_TCP, memory_order_release);
+	/* the kernel's epoll sets watch it from now on (at once: a process
+	 * sharing a set with us may be waiting in it) */
+	ep_switched(s, atomic_load(&c->sw_child_set));
+	/* pollers and epoll sets look again: readers go on over TCP now,
+	 * while we re-send (the peer may have to read for it to go) */
+	pthread_mutex_lock(&c->g->lock);
+	sc__notify_self(c);
+	pthread_mutex_unlock(&c->g->lock);
+	SC_STAT_ADD(fallback[SC_FB_SWITCHED], 1);
+	if (s->rec) {
+		s->rec->reason = SC_FB_SWITCHED + 1;
+		atomic_store_explicit(&s->rec->mode, SC_REC_TCP, memory_order_release);
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (!j) {
+		/* no memory for the job: do it here */
+		struct sw_job local = { .s = s, .c = c, .kfd = kfd, .from = from, .to = to,
+					.fin = s->shut_wr };
+		sw_job_run(&local, resend_ms);
+		sw_job_finish(&local, false);
+	} else if (resend_ms >= 0 || sw_job_run(j, 0)) {
+		/* an exec waits (the thread would not survive it); else
+		 * done at once */
+		if (resend_ms >= 0)
+			sw_job_run(j, resend_ms);
+		sw_job_finish(j, true);
+	} else {
+		sw_job_thread(j);
+	}
+	errno = saved;
+	return 1;
+}
+
+/* A program's call that needs the switch done: wait for the peer as long
+ * as it takes (as a call on a socket whose peer is stopped would). */
+int sock_switch(int fd, struct sc_sock *s)
+{
+	int rc;
+	while ((rc = sock_switch_bounded(fd, s, SW_WAIT_NS, -1)) == 0)
+		;
+	return rc < 0 ? rc : 0;
+}
+
+/* Connections closed by the program while a child may hold them (see
+ * sock_release): the switch thread finishes their switch, then frees
+ * them.  Each holds its own fd for the kernel socket. */
+static struct sw_orphan {
+	struct sc_sock *s;
+	int fd;
+	struct sw_orphan *next;
+} *sw_orphans;
+
+static void sw_orphans_run(void)
+{
+	pthread_mutex_lock(&SW.lock);
+	struct sw_orphan *list = sw_orphans;
+	sw_orphans = NULL;
+	pthread_mutex_unlock(&SW.lock);
+	while (list) {
+		struct sw_orphan *o = list;
+		list = o->next;
+		if (sock_switch_bounded(o->fd, o->s, 0, -1) == 0) {
+			pthread_mutex_lock(&SW.lock);   /* the peer's SWITCH brings us back */
+			o->next = sw_orphans;
+			sw_orphans = o;
+			pthread_mutex_unlock(&SW.lock);
+			continue;
+		}
+		hidden_del(o->fd);
+		R(close)(o->fd);
+		sock_unref(o->s);
+		free(o);
+		atomic_fetch_sub(&sw_inflight, 1);
+	}
+}
+
+/* Hand s (its last fd being closed) to the switch thread; false if it
+ * cannot take it (then it closes as usual). */
+bool sw_orphan(int fd, struct sc_sock *s)
+{
+	struct sw_orphan *o = malloc(sizeof(*o));
+	int kfd = o ? R(fcntl)(fd, F_DUPFD_CLOEXEC, 0) : -1;
+	if (kfd < 0) {
+		free(o);
+		return false;
+	}
+	o->s = s;
+	o->fd = kfd;
+	hidden_add(kfd);
+	pthread_mutex_lock(&table_lock);
+	s->refs = 1;            /* the orphan's own (sock_unref frees it) */
+	pthread_mutex_unlock(&table_lock);
+	sw_ask(s->c);
+	atomic_fetch_add(&sw_inflight, 1);
+	pthread_mutex_lock(&SW.lock);
+	o->next = sw_orphans;
+	sw_orphans = o;
+	pthread_mutex_unlock(&SW.lock);
+	sw_kick();
+	return true;
+}
+
+/* Switch every accelerated connection of ours that wants it: asked by the
+ * peer or frozen and waiting for the peer (the switch thread: block
+ * false, it does not wait), or all of them (all: before an exec, which
+ * waits).  No lock held. */
+void sw_scan(bool all, bool cloexec_too, bool block)
+{
+	size_t n = 0, cap = 0;
+	struct sw_item { struct sc_sock *s; int fd; } *batch = NULL;
+	pthread_mutex_lock(&table_lock);
+	for (int p = 0; p < NPAGES; p++) {
+		struct sc_sock *_Atomic *pg = atomic_load(&pages[p]);
+		if (!pg)
+			continue;
+		for (int i = 0; i < (1 << PAGE_BITS); i++) {
+			struct sc_sock *s = atomic_load(&pg[i]);
+			int fd = (p << PAGE_BITS) | i;
+			if (!s || atomic_load(&s->mode) != M_SHM || s->owner != sc__pid() || !s->c)
+				continue;
+			int sw = atomic_load(&s->c->sw);
+			if (!all && sw != SC_SW_ASKED && sw != SC_SW_FROZEN)
+				continue;
+			if (!cloexec_too && (R(fcntl)(fd, F_GETFD) & FD_CLOEXEC))
+				continue;
+			bool dup = false;
+			for (size_t j = 0; j < n && !dup; j++)
+				dup = batch[j].s == s;
+			if (dup)
+				continue;
+			if (n == cap) {
+				size_t nc = cap ? cap * 2 : 32;
+				void *q = realloc(batch, nc * sizeof(*batch));
+				if (!q)
+					break;
+				batch = q;
+				cap = nc;
+			}
+			/* our own fd for the kernel socket: the program may
+			 * close its fd meanwhile */
+			int kfd = R(fcntl)(fd, F_DUPFD_CLOEXEC, 0);
+			if (kfd < 0)
+				continue;
+			hidden_add(kfd);
+			s->refs++;
+			batch[n].s = s;
+			batch[n++].fd = kfd;
+		}
+	}
+	pthread_mutex_unlock(&table_lock);
+	for (size_t j = 0; j < n; j++) {
+		if (block) {
+			/* an exec: waits, but not for ever for a peer that
+			 * does not answer or read */
+			if (sock_switch_bounded(batch[j].fd, batch[j].s, SW_WAIT_NS, SW_SEND_MS) == 0)
+				LOG(1, "exec: the peer of a connection did not answer; it stays on "
+				    "shared memory, which the new image cannot read");
+		} else {
+			sock_switch_bounded(batch[j].fd, batch[j].s, 0, -1);
+		}
+		hidden_del(batch[j].fd);
+		R(close)(batch[j].fd);
+		sock_unref(batch[j].s);
+	}
+	free(batch);
+}
+
+static void *sw_main(void *arg)
+{
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	/* the kill switch: its file appearing in the run directory */
+	int ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+	if (ino >= 0 && (!sc__rundir() ||
+			 inotify_add_watch(ino, sc__rundir(), IN_CREATE | IN_MOVED_TO) < 0)) {
+		R(close)(ino);
+		ino = -1;
+	}
+	SW.ino = ino;
+	bool look = true;
+	for (;;) {
+		if (look && off_file())
+			sw_scan(true, true, false);
+		look = false;
+		struct pollfd p[2] = { { .fd = SW.efd, .events = POLLIN },
+				       { .fd = ino, .events = POLLIN } };
+		/* orphans waiting for a peer that may close instead of
+		 * freezing (no SWITCH then): looked at every second */
+		int rc = R(poll)(p, 2, sw_orphans ? 1000 : -1);
+		if (rc < 0)
+			continue;
+		if (rc == 0) {
+			sw_orphans_run();
+			continue;
+		}
+		char buf[4096];
+		if (p[1].revents) {
+			while (R(read)(ino, buf, sizeof(buf)) > 0)
+				;
+			look = true;
+		}
+		uint64_t v;
+		if (p[0].revents && R(read)(SW.efd, &v, sizeof(v)) > 0) {
+			sw_scan(off_file(), true, false);
+			sw_orphans_run();
+		}
+	}
+	return NULL;
+}
+
+/* Is the kill switch on (`shortcut off`)?  One access() per call: asked
+ * when a connection is set up, never on the data path. */
+static char off_path[PATH_MAX];
+static pthread_once_t off_once = PTHREAD_ONCE_INIT;
+static void off_init(void)
+{
+	if (sc__rundir())
+		snprintf(off_path, sizeof(off_path), "%s/%s", sc__rundir(), SC_OFF_FILE);
+}
+
+bool off_file(void)
+{
+	pthread_once(&off_once, off_init);
+	int saved = errno;
+	bool on = off_path[0] && access(off_path, F_OK) == 0;
+	errno = saved;
+	return on;
+}
+
+/* The switch thread runs while we have accelerated connections (it
+ * watches the kill switch); started with the first one. */
+void sw_start(void)
+{
+	if (!atomic_load_explicit(&SW.started, memory_order_relaxed)) {
+		/* a child of ours reaches us there to ask for a switch
+		 * (sc__kick_owner), whatever fds it closed */
+		rdv_ensure();
+		sw_kick();
+	}
+}
+
+/* exit(): the switches under way in our threads finish first (an owner
+ * that closed a connection a child holds and then exits would otherwise
+ * leave the bytes the peer had not read in shared memory, unsent); not for
+ * ever, as a stopped peer cannot answer.  _exit and a crash do not wait. */
+static void sw_atexit(void)
+{
+	for (int i = 0; i < SW_EXIT_MS && atomic_load(&sw_inflight) > 0; i++)
+		usleep(1000);
+	/* our rendezvous socket's name goes with us (every process with an
+	 * accelerated connection has one: prefork servers would fill the
+	 * run directory); a killed process leaves it, as a stale name that
+	 * the next process with the pid replaces */
+	char path[128];
+	if (G.rdv && getpid() == sc__pid() && sc__rendezvous_path(sc__pid(), path, sizeof(path)) == 0)
+		unlink(path);
+}
+
+static void sw_atexit_once(void)
+{
+	atexit(sw_atexit);
+}
+
+/* Wake the switch thread (started on first use). */
+void sw_kick(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, sw_atexit_once);
+	pthread_mutex_lock(&SW.lock);
+	if (!SW.running) {
+		if (SW.efd < 0)
+			SW.efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		pthread_t t;
+		pthread_attr_t a;
+		sigset_t all, old;
+		pthread_attr_init(&a);
+		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+		/* born with every signal blocked: none is delivered to it */
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		if (SW.efd >= 0 && pthread_create(&t, &a, sw_main, NULL) == 0) {
+			SW.running = true;
+			atomic_store(&SW.started, true);
+		}
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		pthread_attr_destroy(&a);
+	}
+	uint64_t one = 1;
+	if (SW.efd >= 0 && R(write)(SW.efd, &one, sizeof(one)) < 0)
+		one = 0;        /* a saturated counter is readable anyway */
+	pthread_mutex_unlock(&SW.lock);
+}
+
+/* The peer froze c: switch our half too (the switch thread does it). */
+void sw_ask(struct sc_conn *c)
+{
+	int expected = SC_SW_NONE;
+	if (atomic_compare_exchange_strong(&c->sw, &expected, SC_SW_ASKED))
+		sw_kick();
+}
+
+/* An fd going to code without the library: switch it first. */
+/* A listener of ours that can no longer deliver shared memory (its fd
+ * passed to another process, io_uring set up): its board entry goes at
+ * once, so that no client waits for an answer that will not come; its
+ * connections are plain TCP from now on. */
+void listener_withdraw(struct sc_sock *s)
+{
+	pthread_mutex_lock(&s->lock);
+	if (atomic_load(&s->mode) == M_LISTEN && s->board && s->owner == sc__pid()) {
+		sc__board_unlisten(s->board, s->ino);
+		atomic_store(&s->mode, M_TCP);
+		LOG(2, "listener withdrawn from the board");
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void sw_fd(int fd)
+{
+	struct sc_sock *s = sock_get(fd);
+	if (s && atomic_load(&s->mode) == M_LISTEN)
+		listener_withdraw(s);   /* the receiver accepts past us */
+	if (s && (atomic_load(&s->mode) == M_SPENDING || atomic_load(&s->mode) == M_PENDING))
+		settle_now(fd, s);
+	if (s && atomic_load(&s->mode) == M_SHM)
+		s->owner == sc__pid() ? (void)sock_switch(fd, s) : (void)sw_request_owner(fd, s);
+	tcp_gate(s);            /* the receiver writes after our re-send */
+}
+
+/* The accelerated fds in an SCM_RIGHTS message. */
+void sw_rights(const struct msghdr *m)
+{
+	if (!m || !m->msg_controllen || !m->msg_control)
+		return;
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(m); cm; cm = CMSG_NXTHDR((struct msghdr *)m, cm)) {
+		/* a malformed header is the kernel's to refuse (EINVAL) */
+		size_t room = m->msg_controllen - (size_t)((char *)cm - (char *)m->msg_control);
+		if (cm->cmsg_len < CMSG_LEN(0) || cm->cmsg_len > room)
+			break;
+		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+			size_t nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			for (size_t i = 0; i < nfd; i++) {
+				int pfd;
+				memcpy(&pfd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+				sw_fd(pfd);
+			}
+		}
+	}
+}
+
+/* In a fork child: the switch thread, its jobs and orphans stayed with
+ * the parent, and so did our dups of kernel sockets. */
+void sw_atfork_child(void)
+{
+	hidden_atfork_child();
+	for (struct sw_orphan *o = sw_orphans, *next; o; o = next) {
+		next = o->next;         /* (their fds were hidden ones) */
+		free(o);
+	}
+	sw_orphans = NULL;
+	atomic_store(&sw_inflight, 0);
+	pthread_mutex_init(&SW.lock, NULL);
+	if (SW.efd >= 0)
+		R(close)(SW.efd);
+	if (SW.ino >= 0)
+		R(close)(SW.ino);
+	SW.efd = SW.ino = -1;
+	SW.running = false;
+	atomic_store(&SW.started, false);
+}

@@ -1,0 +1,183 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The run directory (SHORTCUT_RUNDIR) and the names in it: its path,
+ * made private on first use; addresses; processes' liveness; rendezvous
+ * socket names.
+ */
+#include <errno.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rundir.h"
+#include "stats.h"
+#include "sys.h"
+
+static pthread_once_t dir_once = PTHREAD_ONCE_INIT;
+static char dir[256];
+static bool dir_ok;
+static char dir_err[400];
+static uint64_t netns_ino;
+
+static int mkdir_private(const char *p)
+{
+	struct stat st;
+	int saved = errno;
+
+	if (mkdir(p, 0700) < 0 && errno != EEXIST) {
+		snprintf(dir_err, sizeof(dir_err), "%s: cannot create it (%s); set "
+			 "SHORTCUT_RUNDIR to a directory this user may create", p, strerror(errno));
+		errno = saved;
+		return -1;
+	}
+	if (lstat(p, &st) < 0) {
+		snprintf(dir_err, sizeof(dir_err), "%s: %s", p, strerror(errno));
+		errno = saved;
+		return -1;
+	}
+	/* another user's directory would let them impersonate listeners */
+	if (!S_ISDIR(st.st_mode)) {
+		snprintf(dir_err, sizeof(dir_err), "%s: not a directory; set SHORTCUT_RUNDIR "
+			 "to a directory path", p);
+		return -1;
+	}
+	if (st.st_uid != geteuid()) {
+		snprintf(dir_err, sizeof(dir_err), "%s: owned by uid %u, not by this user (uid %u); "
+			 "run both ends as one user, or set SHORTCUT_RUNDIR to a directory of "
+			 "this user's on both sides", p, (unsigned)st.st_uid, (unsigned)geteuid());
+		return -1;
+	}
+	errno = saved;
+	return 0;
+}
+
+static void dir_init(void)
+{
+	const char *e = getenv("SHORTCUT_RUNDIR");
+	const char *x = getenv("XDG_RUNTIME_DIR");
+	struct stat st;
+	int n;
+
+	if (e && *e)
+		n = snprintf(dir, sizeof(dir), "%s", e);
+	else if (x && *x)
+		n = snprintf(dir, sizeof(dir), "%s/shortcut", x);
+	else
+		n = snprintf(dir, sizeof(dir), "/tmp/shortcut-%u", (unsigned)geteuid());
+	/* room for "/p-PID.sock" inside sun_path (108 bytes) */
+	if (n <= 0 || n >= 80)
+		snprintf(dir_err, sizeof(dir_err), "%.100s...: longer than 79 bytes (a Unix "
+			 "socket name must fit); set SHORTCUT_RUNDIR to a shorter path", dir);
+	else
+		dir_ok = mkdir_private(dir) == 0;
+	if (stat("/proc/self/ns/net", &st) == 0)
+		netns_ino = st.st_ino;
+}
+
+const char *sc__rundir(void)
+{
+	pthread_once(&dir_once, dir_init);
+	return dir_ok ? dir : NULL;
+}
+
+const char *sc__rundir_error(void)
+{
+	pthread_once(&dir_once, dir_init);
+	return dir_ok ? "" : dir_err;
+}
+
+uint64_t sc__netns(void)
+{
+	pthread_once(&dir_once, dir_init);
+	return netns_ino;
+}
+
+/* ---- addresses ---------------------------------------------------------- */
+
+bool sc__addr16(const struct sockaddr *sa, struct sc_addr16 *out, uint16_t *port)
+{
+	memset(out, 0, sizeof(*out));
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
+		out->b[10] = out->b[11] = 0xff;
+		memcpy(&out->b[12], &s4->sin_addr, 4);
+		if (port)
+			*port = ntohs(s4->sin_port);
+		return true;
+	}
+	if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+		memcpy(out->b, &s6->sin6_addr, 16);
+		if (port)
+			*port = ntohs(s6->sin6_port);
+		return true;
+	}
+	return false;
+}
+
+static bool is_v4(const struct sc_addr16 *a)
+{
+	static const uint8_t pre[12] = { [10] = 0xff, [11] = 0xff };
+	return !memcmp(a->b, pre, 12);
+}
+
+bool sc__addr_is_loopback(const struct sc_addr16 *a)
+{
+	static const uint8_t one[16] = { [15] = 1 };
+	if (is_v4(a))
+		return a->b[12] == 127;
+	return !memcmp(a->b, one, 16);
+}
+
+bool sc__addr_is_any(const struct sc_addr16 *a)
+{
+	static const uint8_t zero[16];
+	if (is_v4(a))
+		return !memcmp(&a->b[12], zero, 4);
+	return !memcmp(a->b, zero, 16);
+}
+
+bool sc__pid_exists(int32_t pid)
+{
+	return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+}
+
+bool sc__pid_alive(int32_t pid)
+{
+	if (!sc__pid_exists(pid))
+		return false;
+	/* a zombie answers kill(0) but will never do anything again */
+	char path[64], st[256];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return true;
+	ssize_t n = read(fd, st, sizeof(st) - 1);
+	close(fd);
+	if (n <= 0)
+		return true;
+	st[n] = 0;
+	const char *p = strrchr(st, ')');
+	return !(p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'));
+}
+
+int sc__rendezvous_path(int32_t pid, char *buf, size_t len)
+{
+	const char *d = sc__rundir();
+	if (!d)
+		return -ENOENT;
+	int n = snprintf(buf, len, "%s/p-%d.sock", d, (int)pid);
+	return n > 0 && (size_t)n < len ? 0 : -ENAMETOOLONG;
+}

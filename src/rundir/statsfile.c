@@ -1,0 +1,264 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Stats files: each process's counters and connection records in the
+ * run directory, where `shortcut stats` and `shortcut stat` read them; the
+ * files of dead processes folded into stats-retired.
+ */
+#include <errno.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rundir.h"
+#include "stats.h"
+#include "sys.h"
+
+static struct sc_stats_file *_Atomic stats_file;
+static _Atomic uint32_t rec_hint;
+
+struct sc_conn_rec *sc__rec_get(void)
+{
+	struct sc_stats_file *f = atomic_load_explicit(&stats_file, memory_order_acquire);
+	if (!f)
+		return NULL;
+	uint32_t h = atomic_fetch_add_explicit(&rec_hint, 1, memory_order_relaxed);
+	for (uint32_t i = 0; i < SC_STAT_RECS; i++) {
+		struct sc_conn_rec *r = &f->recs[(h + i) % SC_STAT_RECS];
+		uint32_t z = SC_REC_FREE;
+		if (atomic_load_explicit(&r->mode, memory_order_relaxed) == SC_REC_FREE &&
+		    atomic_compare_exchange_strong(&r->mode, &z, SC_REC_TCP)) {
+			atomic_store_explicit(&r->bytes_sent, 0, memory_order_relaxed);
+			atomic_store_explicit(&r->bytes_received, 0, memory_order_relaxed);
+			r->reason = 0;
+			r->peer_pid = 0;
+			r->fd = -1;
+			r->lport = r->pport = 0;        /* a recycled record: filled anew */
+			memset(&r->laddr, 0, sizeof(r->laddr));
+			memset(&r->paddr, 0, sizeof(r->paddr));
+			return r;
+		}
+	}
+	return NULL;
+}
+
+void sc__rec_put(struct sc_conn_rec *r)
+{
+	if (r)
+		atomic_store_explicit(&r->mode, SC_REC_FREE, memory_order_release);
+}
+
+static int stats_open(bool child);
+
+int sc__stats_file_open(void)
+{
+	return stats_open(false);
+}
+
+int sc__stats_file_open_child(void)
+{
+	/* only if the parent had one: a child that never opens a TCP
+	 * socket (fork + exec of a helper) leaves no file behind */
+	if (!atomic_exchange(&stats_file, NULL))
+		return 0;
+	return stats_open(true);
+}
+
+static int stats_open(bool child)
+{
+	const char *d = sc__rundir();
+	char path[320];
+	uint32_t r = 0;
+	int fd, saved = errno;
+
+	if (!d)
+		return -ENOENT;
+	if (getentropy(&r, sizeof(r)) < 0)
+		r = (uint32_t)(uintptr_t)&r;
+	snprintf(path, sizeof(path), "%s/stats-%d-%08x", d, (int)sc__pid(), r);
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0 || ftruncate(fd, sizeof(struct sc_stats_file)) < 0) {
+		int rc = -errno;
+		if (fd >= 0)
+			close(fd);
+		errno = saved;
+		return rc;
+	}
+	struct sc_stats_file *f = mmap(NULL, sizeof(*f), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (f == MAP_FAILED) {
+		errno = saved;
+		return -ENOMEM;
+	}
+	f->pid = sc__pid();
+	f->version = SC_STATS_VERSION;
+	int cf = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+	if (cf >= 0) {
+		ssize_t n = read(cf, f->comm, sizeof(f->comm) - 1);
+		if (n > 0 && f->comm[n - 1] == '\n')
+			f->comm[n - 1] = 0;
+		close(cf);
+	}
+	if (child)
+		sc__statp = &f->c;      /* the parent's counts stay in its file */
+	else
+		sc__stats_move(&f->c);
+	atomic_store_explicit(&stats_file, f, memory_order_release);
+	__atomic_store_n(&f->magic, SC_STATS_MAGIC, __ATOMIC_RELEASE);
+	/* the files of processes that died since are collected now and then
+	 * (a pgbench -C run left 1,612 of them) */
+	sc__stats_collect(false);
+	errno = saved;
+	return 0;
+}
+
+/* ---- collecting the stats files of dead processes ---------------------- */
+
+static struct sc_stats_retired *_Atomic retired;
+static int retired_fd = -1;
+static pthread_mutex_t retired_lock = PTHREAD_MUTEX_INITIALIZER;
+
+struct sc_stats_retired *sc__stats_retired(int *fdp)
+{
+	struct sc_stats_retired *r = atomic_load_explicit(&retired, memory_order_acquire);
+	const char *d;
+	if (r || !(d = sc__rundir())) {
+		if (fdp)
+			*fdp = retired_fd;
+		return r;
+	}
+	int saved = errno;
+	pthread_mutex_lock(&retired_lock);
+	r = atomic_load_explicit(&retired, memory_order_relaxed);
+	if (!r) {
+		char path[320];
+		struct stat st;
+		snprintf(path, sizeof(path), "%s/" SC_RETIRED_FILE, d);
+		int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+		    st.st_uid == geteuid() &&
+		    (st.st_size == sizeof(*r) || (st.st_size == 0 && ftruncate(fd, sizeof(*r)) == 0))) {
+			void *m = mmap(NULL, sizeof(*r), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+			if (m != MAP_FAILED) {
+				r = m;
+				uint32_t zero = 0;
+				if (__atomic_compare_exchange_n(&r->magic, &zero, SC_RETIRED_MAGIC, false,
+								__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+					r->version = SC_STATS_VERSION;
+				if (r->magic != SC_RETIRED_MAGIC) {
+					munmap(m, sizeof(*r));
+					r = NULL;
+				}
+			}
+		}
+		if (r) {
+			retired_fd = fd;
+			atomic_store_explicit(&retired, r, memory_order_release);
+		} else if (fd >= 0) {
+			close(fd);
+		}
+	}
+	pthread_mutex_unlock(&retired_lock);
+	if (fdp)
+		*fdp = retired_fd;
+	errno = saved;
+	return r;
+}
+
+/* retired's flock held exclusively: fold one dead process's file into it
+ * (what it counted, and the bytes of shared-memory connections it never
+ * closed, as `shortcut stats` counts them) */
+static void fold(struct sc_stats_retired *r, const struct sc_stats_file *f)
+{
+	const _Atomic uint64_t *src = (const _Atomic uint64_t *)&f->c;
+	_Atomic uint64_t *dst = (_Atomic uint64_t *)&r->c;
+	for (size_t i = 0; i < sizeof(f->c) / 8; i++)
+		atomic_fetch_add_explicit(&dst[i], atomic_load_explicit(&src[i], memory_order_relaxed),
+					  memory_order_relaxed);
+	for (int i = 0; i < SC_STAT_RECS; i++) {
+		const struct sc_conn_rec *rec = &f->recs[i];
+		if (atomic_load_explicit(&rec->mode, memory_order_acquire) != SC_REC_SHM)
+			continue;
+		atomic_fetch_add_explicit(&r->c.bytes_sent, atomic_load(&rec->bytes_sent),
+					  memory_order_relaxed);
+		atomic_fetch_add_explicit(&r->c.bytes_received, atomic_load(&rec->bytes_received),
+					  memory_order_relaxed);
+	}
+	r->processes++;
+}
+
+void sc__stats_collect(bool force)
+{
+	int rfd;
+	struct sc_stats_retired *r = sc__stats_retired(&rfd);
+	const char *d = sc__rundir();
+	if (!r || !d)
+		return;
+	if (!force && atomic_fetch_add_explicit(&r->opens, 1, memory_order_relaxed) % 64)
+		return;
+	int saved = errno;
+	int dfd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *dp = dfd >= 0 ? fdopendir(dfd) : NULL;
+	/* a description of our own for the lock (a fork child shares the
+	 * mapping's with its parent, and flock would not keep them apart) */
+	int lfd = dp ? openat(dfd, SC_RETIRED_FILE, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) : -1;
+	if (lfd < 0) {
+		if (dp)
+			closedir(dp);
+		else if (dfd >= 0)
+			close(dfd);
+		errno = saved;
+		return;
+	}
+	(void)rfd;
+	flock(lfd, LOCK_EX);
+	struct dirent *e;
+	while ((e = readdir(dp))) {
+		int pid = 0;
+		if (sscanf(e->d_name, "p-%d.sock", &pid) == 1) {
+			/* a dead process's rendezvous name (a live one's stays) */
+			if (pid > 0 && pid != sc__pid() && !sc__pid_exists(pid))
+				unlinkat(dfd, e->d_name, 0);
+			continue;
+		}
+		if (strncmp(e->d_name, "stats-", 6) || sscanf(e->d_name, "stats-%d-", &pid) != 1)
+			continue;
+		if (pid == sc__pid() || sc__pid_alive(pid))
+			continue;
+		int fd = openat(dfd, e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		struct stat st;
+		if (fd < 0 || fstat(fd, &st) < 0 || st.st_size != sizeof(struct sc_stats_file)) {
+			if (fd >= 0)
+				close(fd);
+			continue;
+		}
+		struct sc_stats_file *f = mmap(NULL, sizeof(*f), PROT_READ, MAP_SHARED, fd, 0);
+		close(fd);
+		if (f == MAP_FAILED)
+			continue;
+		/* a file whose process died before it was written is dropped
+		 * too; one in another format stays for its own tools */
+		bool ours = __atomic_load_n(&f->magic, __ATOMIC_ACQUIRE) == SC_STATS_MAGIC &&
+			    f->version == SC_STATS_VERSION && f->pid == pid;
+		bool blank = !__atomic_load_n(&f->magic, __ATOMIC_ACQUIRE);
+		/* removed first: of two collectors, the one whose unlink
+		 * succeeded folds it */
+		if ((ours || blank) && unlinkat(dfd, e->d_name, 0) == 0 && ours)
+			fold(r, f);
+		munmap(f, sizeof(*f));
+	}
+	close(lfd);             /* (the lock goes with it) */
+	closedir(dp);
+	errno = saved;
+}
