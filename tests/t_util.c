@@ -279,6 +279,37 @@ pid_t t_ppid_of(pid_t pid)
 	return ppid;
 }
 
+char t_state_of(pid_t pid, pid_t tid)
+{
+	char p[64], buf[512], *rp;
+	FILE *f;
+	char st = '?';
+
+	snprintf(p, sizeof p, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+	f = fopen(p, "r");
+	if (!f)
+		return '?';
+	if (fgets(buf, sizeof buf, f) && (rp = strrchr(buf, ')')) != NULL && rp[1] == ' ')
+		st = rp[2];
+	fclose(f);
+	return st;
+}
+
+void t_wait_asleep(pid_t pid, pid_t tid, unsigned limit_ms, const char *what)
+{
+	uint64_t t0 = t_now_ms();
+	char st;
+
+	while ((st = t_state_of(pid, tid)) != 'S') {
+		if (t_now_ms() - t0 > limit_ms)
+			T_FAIL("%s: thread %d of process %d not asleep after %u ms (state %c)",
+			       what, (int)tid, (int)pid, limit_ms, st);
+		struct timespec ts = { 0, 500000 };
+
+		nanosleep(&ts, NULL);
+	}
+}
+
 const char *t_status_str(int status)
 {
 	static __thread char buf[96];

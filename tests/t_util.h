@@ -111,6 +111,16 @@ int t_wait_status(pid_t pid);
 /* Parent pid of another process (from /proc/PID/stat), -1 if unknown. */
 pid_t t_ppid_of(pid_t pid);
 
+/* State letter of thread tid of process pid (/proc/PID/task/TID/stat: 'R',
+ * 'S', 'T', ...), '?' if unknown. */
+char t_state_of(pid_t pid, pid_t tid);
+
+/* Wait until that thread is asleep (state S): blocked in the call the test
+ * sequenced it into, as long as it had nothing else to sleep in since the
+ * caller last woke it (through a pipe) or started it.  Fails after
+ * limit_ms (a hang guard, not a deadline). */
+void t_wait_asleep(pid_t pid, pid_t tid, unsigned limit_ms, const char *what);
+
 /* "exited 3" / "killed by signal 9 (Killed)" */
 const char *t_status_str(int status);
 

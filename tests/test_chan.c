@@ -96,8 +96,20 @@ static int gone_server(const char *path, void *arg)
 
 	T_OK(sc_listen(path, 0, &l));
 	T_OK(sc_accept(l, &c, 0));
-	/* give the client's process time to exit (its group is then dead) */
-	t_sleep_ms(300);
+	/* the client's process has exited (its group is then dead): wait for
+	 * it (a zombie, or reaped and gone), not for a fixed time */
+	{
+		struct sc_conn_info info;
+		uint64_t t0 = t_now_ms();
+		char st;
+
+		T_OK(sc_conn_info(c, &info));
+		while ((st = t_state_of(info.peer_pid, info.peer_pid)) != 'Z' && st != '?') {
+			T_ASSERTF(t_now_ms() - t0 < 10000, "the client (pid %d) did not exit: "
+				  "state %c", (int)info.peer_pid, st);
+			t_sleep_ms(1);
+		}
+	}
 	T_OK(sc_conn_fd(c));
 	T_OK(sc_chan_open(&ch));
 	T_OK(sc_chan_bind(c, ch));

@@ -5,7 +5,10 @@
  * ring).  The wait must end with -ECONNRESET (or 0 / a partial count for
  * send) within 1 s.  Both roles: the killed peer connected to us, or it
  * accepted our connection.  Afterwards every fd, memfd mapping and file the
- * library used must be gone.
+ * library used must be gone.  The kill comes once our waiting thread is
+ * asleep in the call (its state), not after a fixed time; the fds and
+ * mappings are given 10 s to go (they go as soon as they can: a hang
+ * guard, not a deadline).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -62,7 +65,7 @@ static int victim_main(void *arg)
 
 struct killer {
 	pid_t pid;
-	unsigned delay_ms;
+	pid_t waiter;               /* our thread that waits in the call */
 	uint64_t t_kill_us;
 };
 
@@ -70,7 +73,8 @@ static void *killer_main(void *p)
 {
 	struct killer *k = p;
 
-	t_sleep_ms(k->delay_ms);
+	/* the waiter had nothing to sleep in before the call */
+	t_wait_asleep(getpid(), k->waiter, 10000, "kill: our thread in its wait");
 	k->t_kill_us = t_now_us();
 	if (kill(k->pid, SIGKILL) != 0)
 		T_FAIL("kill(%d): %s", (int)k->pid, strerror(errno));
@@ -89,7 +93,7 @@ static void run_case(struct victim *v, struct sc_listener *l, int in_send)
 {
 	struct sc_conn *c = NULL;
 	struct sc_conn_info info;
-	struct killer k = { v->pid, 300, 0 };
+	struct killer k = { v->pid, (pid_t)gettid(), 0 };
 	pthread_t th;
 	char buf[HELLO_LEN];
 	uint64_t t_ret, ms;
@@ -222,7 +226,7 @@ int main(void)
 
 	t_log("kill: all closed -> fds and memfd mappings back to %d / %d, "
 	      "no new /dev/shm entries", fds0, maps0);
-	end = t_now_ms() + 1000;
+	end = t_now_ms() + 10000;
 	for (;;) {
 		fds = t_fd_count();
 		maps = t_maps_count("memfd:");

@@ -7,6 +7,11 @@
  * client closes a random half (server must see EOF on exactly those), the
  * server closes the other half (client sees EOF), and everything is closed
  * in random order.  1000 connections need >= 4 link groups of 255.
+ * The client closes its half only once the server says it has left the
+ * request loop: a connection the server has answered may still be
+ * reported to it in the same sc_chan_wait batch, and an EOF there (the
+ * client having read every reply and closed already) is not what the
+ * request loop checks.
  */
 #include <errno.h>
 #include <string.h>
@@ -19,7 +24,7 @@
 #define MSG 48
 #define MIN_GROUPS 4
 
-static int pipe_c2s[2];
+static int pipe_c2s[2], pipe_s2c[2];
 static uint64_t base_seed;
 
 static void make_msg(char *m, const char *dir, int idx)
@@ -98,6 +103,7 @@ static int server(const char *path, void *arg)
 
 	T_ASSERT(conns != NULL);
 	close(pipe_c2s[1]);
+	close(pipe_s2c[0]);
 	t_rng_seed(&rng, base_seed ^ 0x5e);
 	T_OK(sc_listen(path, NCONN, &l));
 	T_OK(sc_chan_open(&ch));
@@ -142,6 +148,7 @@ static int server(const char *path, void *arg)
 	      NCONN, waits, reported);
 	for (int i = 0; i < NCONN; i++)
 		by_idx[conns[i].idx] = &conns[i];
+	t_write_full(pipe_s2c[1], "r", 1);      /* out of the request loop */
 
 	/* the client closes a random half and tells us which */
 	t_read_full(pipe_c2s[0], closed_by_client, NCONN);
@@ -215,6 +222,7 @@ static int client(const char *path, void *arg)
 
 	T_ASSERT(c != NULL);
 	close(pipe_c2s[0]);
+	close(pipe_s2c[1]);
 	t_rng_seed(&rng, base_seed ^ 0xc1);
 	c[0] = t_connect_retry(path, 0, 5000);
 	for (int i = 1; i < NCONN; i++) {
@@ -251,7 +259,13 @@ static int client(const char *path, void *arg)
 	}
 	t_log("many: client sent and received %d distinct messages", NCONN);
 
-	/* close a random half in random order */
+	/* close a random half in random order, once the server is done with
+	 * the requests */
+	{
+		char r;
+
+		t_read_full(pipe_s2c[0], &r, 1);
+	}
 	memset(closed, 0, sizeof closed);
 	t_shuffle(&rng, order, NCONN);
 	for (int i = 0; i < NCONN / 2; i++) {
@@ -297,6 +311,7 @@ int main(void)
 	}
 	base_seed = t_seed();
 	T_EQ(pipe(pipe_c2s), 0);
+	T_EQ(pipe(pipe_s2c), 0);
 	t_log("many: %d connections between two processes, one completion channel "
 	      "on the server", NCONN);
 	t_run_pair(t_listen_path(path), server, client, NULL);

@@ -10,7 +10,10 @@
  *    within 1 s of the peer's send, and recv gets the data;
  *  - SC_NONBLOCK at sc_connect and sc_set_nonblock make plain calls
  *    nonblocking; sc_conn_events reports SC_EV_IN / SC_EV_OUT.
- * Steps are sequenced through two pipes between the processes.
+ * Steps are sequenced through two pipes between the processes.  The wake-up
+ * time is counted from the client's send (it passes its clock reading),
+ * not from when the server told it to send; "the client sits in poll()"
+ * is the state of its thread (it passes its pid), not a fixed sleep.
  */
 #include <errno.h>
 #include <poll.h>
@@ -26,6 +29,7 @@
 #define WAKE_LIMIT_MS 1000
 
 static int to_client[2], to_server[2];   /* pipes */
+static pid_t client_pid;                 /* in the server */
 
 static void put(int fd, uint64_t v) { t_write_full(fd, &v, sizeof v); }
 static uint64_t get(int fd) { uint64_t v; t_read_full(fd, &v, sizeof v); return v; }
@@ -43,6 +47,7 @@ static int server(const char *path, void *arg)
 	T_ASSERT(buf != NULL);
 	close(to_client[0]);
 	close(to_server[1]);
+	client_pid = (pid_t)get(to_server[0]);
 	T_OK(sc_listen(path, 0, &l));
 	lfd = sc_listener_fd(l);
 	T_ASSERT(lfd >= 0);
@@ -75,7 +80,8 @@ static int server(const char *path, void *arg)
 	T_EQ(fill, RING);
 	ev = sc_conn_events(c);
 	T_ASSERTF(ev & SC_EV_IN, "events 0x%x with a full receive ring", ev);
-	t_sleep_ms(100);     /* let the client sit in poll() */
+	/* the client sits in poll() */
+	t_wait_asleep(client_pid, client_pid, 10000, "nonblock: the client");
 	for (uint64_t off = 0; off < fill;) {
 		size_t n = fill - off < 5000 ? (size_t)(fill - off) : 5000;
 
@@ -101,8 +107,14 @@ static int server(const char *path, void *arg)
 	T_EQ(sc_recv(c, buf, 100, 0), -EAGAIN);
 	sc_set_nonblock(c, 0);
 	put(to_client[1], 2);                /* "send now" */
-	waited = t_wait_events(c, SC_EV_IN, 5000, "server waiting for data");
-	t_log("nonblock:   woke after %llu ms", (unsigned long long)waited);
+	t_wait_events(c, SC_EV_IN, 10000, "server waiting for data");
+	t0 = t_now_ms();
+	{
+		uint64_t sent_at = get(to_server[0]);   /* the client's clock at its send */
+
+		waited = t0 > sent_at ? t0 - sent_at : 0;
+	}
+	t_log("nonblock:   woke %llu ms after the client's send", (unsigned long long)waited);
 	T_ASSERTF(waited <= WAKE_LIMIT_MS, "wake-up took %llu ms", (unsigned long long)waited);
 	r = sc_recv(c, buf, 1000, SC_NONBLOCK);
 	T_EQ(r, 333);
@@ -134,6 +146,7 @@ static int client(const char *path, void *arg)
 	T_ASSERT(buf != NULL);
 	close(to_client[1]);
 	close(to_server[0]);
+	put(to_server[1], (uint64_t)getpid());
 	T_EQ(get(to_client[0]), 1);
 	c = t_connect_retry(path, SC_NONBLOCK, 5000);
 	T_EQ(sc_conn_info(c, &info), 0);
@@ -176,8 +189,8 @@ static int client(const char *path, void *arg)
 	ev = sc_conn_events(c);
 	T_ASSERTF(!(ev & SC_EV_OUT), "events 0x%x with a full send ring", ev);
 	put(to_server[1], fill);
-	waited = t_wait_events(c, SC_EV_OUT, 5000, "client waiting for space");
-	t_log("nonblock:   space after %llu ms (the peer waits 100 ms)",
+	waited = t_wait_events(c, SC_EV_OUT, 10000, "client waiting for space");
+	t_log("nonblock:   space after %llu ms (the peer waits until we sleep)",
 	      (unsigned long long)waited);
 	t_pat_fill(SEED_FILL, fill, buf, 1000);
 	T_EQ(sc_send(c, buf, 1000, SC_NONBLOCK), 1000);
@@ -185,7 +198,12 @@ static int client(const char *path, void *arg)
 	/* 3. the server waits for our send */
 	T_EQ(get(to_client[0]), 2);
 	t_pat_fill(SEED_MSG, 0, buf, 333);
-	T_EQ(sc_send(c, buf, 333, 0), 333);
+	{
+		uint64_t t = t_now_ms();
+
+		T_EQ(sc_send(c, buf, 333, 0), 333);
+		put(to_server[1], t);
+	}
 
 	/* 4. our plain recv is nonblocking */
 	t_log("nonblock: SC_NONBLOCK at sc_connect -> plain recv -EAGAIN until data");

@@ -7,7 +7,9 @@
  * wake-up).  Now each link group gets its own wake socket; this test has a
  * hostile peer do both to its end while an honest peer keeps sending, and
  * checks that the victim's sc_chan_wait keeps its timeouts and sees every
- * honest byte.
+ * honest byte.  The honest peer is started once the victim has accepted
+ * the hostile one (so c[0] is the hostile peer's by construction, not by a
+ * sleep), and stays until it is killed at the end.
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -20,7 +22,7 @@
 #include "t_util.h"
 
 static char path[T_PATH_MAX];
-static int bound[2], tampered[2], go[2];
+static int bound[2], tampered[2], go[2], first[2];
 
 static void sig(int fd, char v) { t_write_full(fd, &v, 1); }
 static char wt(int fd) { char b; t_read_full(fd, &b, 1); return b; }
@@ -34,7 +36,8 @@ static int victim(void *arg)
 
 	alarm(30);
 	T_OK(sc_listen(path, 0, &l));
-	T_OK(sc_accept(l, &c[0], 0));
+	T_OK(sc_accept(l, &c[0], 0));          /* the hostile peer's */
+	sig(first[1], 1);
 	T_OK(sc_accept(l, &c[1], 0));
 	T_OK(sc_chan_open(&ch));
 	for (int i = 0; i < 2; i++)
@@ -94,7 +97,8 @@ static int honest(void *arg)
 		t_send_all(c, "x", 1);
 		t_sleep_ms(50);
 	}
-	t_sleep_ms(2000);       /* stay until the victim read everything */
+	for (;;)                /* stay until the victim read everything */
+		pause();
 	sc_close(c);
 	return 0;
 }
@@ -104,11 +108,12 @@ int main(void)
 	T_OK(pipe(bound));
 	T_OK(pipe(tampered));
 	T_OK(pipe(go));
+	T_OK(pipe(first));
 	t_listen_path(path);
 	t_log("a peer that tampers with its wake socket cannot stall or rob the victim");
 	pid_t v = t_fork(victim, NULL);
 	pid_t h = t_fork(hostile, NULL);
-	t_sleep_ms(200);                /* the hostile peer connects first */
+	wt(first[0]);                   /* the hostile peer connected first */
 	pid_t o = t_fork(honest, NULL);
 	sig(go[1], 1);
 	t_wait_ok(v);

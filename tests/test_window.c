@@ -15,6 +15,9 @@
  *  6. the server unsets its rcvbuf (0): the client's poll wakes and the
  *     window is the whole ring again.
  * Each case has its own connection; steps are sequenced through two pipes.
+ * Where a case needs the client asleep (5: blocked in its send at the
+ * window, 6: in poll), the server waits for the state of the client's
+ * thread (the client sends its pid first), not for a fixed time.
  */
 #include <errno.h>
 #include <poll.h>
@@ -31,6 +34,7 @@
 #define WIDEN_LIMIT_MS 2000
 
 static int to_client[2], to_server[2];   /* pipes */
+static pid_t client_pid;                 /* in the server */
 
 static void put(int fd, uint64_t v) { t_write_full(fd, &v, sizeof v); }
 static uint64_t get(int fd) { uint64_t v; t_read_full(fd, &v, sizeof v); return v; }
@@ -241,7 +245,8 @@ static void server_5(struct sc_listener *l, char *buf)
 		t_sleep_ms(1);
 	}
 	T_EQ(av, WIN3);
-	t_sleep_ms(100);                /* let the sender go to sleep */
+	/* the sender blocked at the window: asleep in its send */
+	t_wait_asleep(client_pid, client_pid, 10000, "window 5: the sender");
 	T_EQ(peek_avail(c, buf, SEND5), WIN3);
 	/* widen: the blocked sender goes on without us reading */
 	sc_set_bufs(c, -1, 65536);
@@ -298,7 +303,8 @@ static void server_6(struct sc_listener *l, char *buf)
 	sc_set_bufs(c, -1, 4096);
 	put(to_client[1], 6);
 	T_EQ(get(to_server[0]), WIN3);
-	t_sleep_ms(50);                 /* let the client sit in poll() */
+	/* the client sits in poll() */
+	t_wait_asleep(client_pid, client_pid, 10000, "window 6: the client");
 	sc_set_bufs(c, -1, 0);
 	T_EQ(get(to_server[0]), RING);
 	T_EQ(peek_avail(c, buf, RING), RING);
@@ -320,8 +326,8 @@ static void client_6(const char *path, char *buf)
 	T_EQ(off, WIN3);
 	T_ASSERT(!(sc_conn_events(c) & SC_EV_OUT));
 	put(to_server[1], off);
-	waited = t_wait_events(c, SC_EV_OUT, 2000, "window 6: rcvbuf unset");
-	t_log("window 6:   SC_EV_OUT after %llu ms (the peer waits 50 ms)",
+	waited = t_wait_events(c, SC_EV_OUT, 10000, "window 6: rcvbuf unset");
+	t_log("window 6:   SC_EV_OUT after %llu ms (the peer waits until we sleep)",
 	      (unsigned long long)waited);
 	fill_nb(c, seed, &off, RING, buf, "window 6 (whole ring)");
 	T_EQ(off, RING);
@@ -340,6 +346,7 @@ static int server(const char *path, void *arg)
 	T_ASSERT(buf != NULL);
 	close(to_client[0]);
 	close(to_server[1]);
+	client_pid = (pid_t)get(to_server[0]);
 	T_OK(sc_listen(path, 0, &l));
 	server_simple(l, &simples[0], buf);
 	server_simple(l, &simples[1], buf);
@@ -359,6 +366,7 @@ static int client(const char *path, void *arg)
 	T_ASSERT(buf != NULL);
 	close(to_client[1]);
 	close(to_server[0]);
+	put(to_server[1], (uint64_t)getpid());
 	client_simple(path, &simples[0], buf);
 	client_simple(path, &simples[1], buf);
 	client_3(path, buf);

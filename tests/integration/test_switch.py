@@ -123,8 +123,14 @@ def test_off_switches_live_connections_and_on_restores(tmp_path):
         assert [(x["mode"], x["fallback"]) for x in live] == \
             [("tcp", "switched_to_tcp")] * 2, live
         before = {x["pid"]: x["bytes_received"] for x in live}
-        time.sleep(0.3)         # the conversation goes on over TCP
-        after = {x["pid"]: x["bytes_received"] for x in stat(env)}
+        # the conversation goes on over TCP: wait for its bytes (10 s is a
+        # hang guard; a busy machine may take longer than any fixed pause)
+        end = time.monotonic() + 10
+        while True:
+            after = {x["pid"]: x["bytes_received"] for x in stat(env)}
+            if all(after[p] > before[p] for p in before) or time.monotonic() > end:
+                break
+            time.sleep(0.02)
         assert all(after[p] > before[p] for p in before), (before, after)
         st = stats(env)
         assert st["conns_switched_to_tcp"] == 2, st

@@ -38,6 +38,7 @@ static FILE *t_out;
 static int t_p2c[2], t_c2p[2];  /* parent -> child, child -> parent */
 static uint16_t t_port;         /* host order */
 static pid_t t_pid;             /* the child, in the parent */
+static pid_t t_srv;             /* the parent (the server), in both */
 
 static UNUSED const char *ename(int e)
 {
@@ -147,6 +148,147 @@ static UNUSED void msleep(int ms)
 {
 	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+	}
+}
+
+/* ---- waiting for events, not for time ----------------------------------- */
+
+/* A wait below that has not seen its event after this long fails loudly (a
+ * hang guard, not a deadline: on a busy machine the event is merely late). */
+#define T_GUARD_MS 10000
+
+static UNUSED long t_now_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* the state letter of thread tid of process pid (/proc/PID/task/TID/stat:
+ * 'R' running or runnable, 'S' asleep in a call, 'T' stopped, ...); '?'
+ * when it cannot be read (gone) */
+static UNUSED char t_state(pid_t pid, pid_t tid)
+{
+	char path[64], st[512];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+	int f = open(path, O_RDONLY | O_CLOEXEC);
+	if (f < 0)
+		return '?';
+	ssize_t n = read(f, st, sizeof(st) - 1);
+	close(f);
+	if (n <= 0)
+		return '?';
+	st[n] = 0;
+	char *p = strrchr(st, ')');
+	return p && p[1] == ' ' ? p[2] : '?';
+}
+
+/* until thread tid of process pid is in state want ('S': asleep; 'T':
+ * stopped).  For 'S' the caller knows the thread was awake since its last
+ * sleep (it woke it through the sync pipe, or started it) and has nothing
+ * to sleep in before the call it is sequenced into: the sleep seen is that
+ * call blocking, on either transport (kernel TCP sleeps in the socket call,
+ * the interposer in a futex or poll inside it). */
+static UNUSED void wait_state(pid_t pid, pid_t tid, char want, const char *what)
+{
+	long t0 = t_now_ms();
+	for (;;) {
+		char s = t_state(pid, tid);
+		if (s == want)
+			return;
+		if (t_now_ms() - t0 > T_GUARD_MS)
+			fatal("%s: thread %d of %d not in state %c after %d ms (state %c)",
+			      what, (int)tid, (int)pid, want, T_GUARD_MS, s);
+		struct timespec ts = { 0, 500000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* the same, giving up (false) after ms: for a thread that may wait without
+ * sleeping (the interposer polls in some waits), where the scenario's
+ * outcome does not depend on it */
+static UNUSED bool wait_state_for(pid_t pid, pid_t tid, char want, int ms)
+{
+	long t0 = t_now_ms();
+	while (t_state(pid, tid) != want) {
+		if (t_now_ms() - t0 > ms)
+			return false;
+		struct timespec ts = { 0, 500000 };
+		nanosleep(&ts, NULL);
+	}
+	return true;
+}
+
+/* the other process of the scenario (the server, in the client) is asleep
+ * (its main thread): it woke up at our last tell() and went on into the
+ * blocking call its side is at */
+static UNUSED void await_peer_asleep(void)
+{
+	pid_t p = t_child ? t_srv : t_pid;
+	wait_state(p, p, 'S', "the peer asleep");
+}
+
+/* a thread of this process is asleep */
+static UNUSED void wait_thread_asleep(pid_t tid)
+{
+	wait_state(getpid(), tid, 'S', "own thread asleep");
+}
+
+/* the process's name (/proc/PID/comm), "" if unknown */
+static UNUSED void t_comm(pid_t pid, char *buf, size_t cap)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	int f = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = f < 0 ? -1 : read(f, buf, cap - 1);
+	if (f >= 0)
+		close(f);
+	buf[n > 0 ? n : 0] = 0;
+}
+
+/* until the other process has exec'd (its name is no longer ours, which it
+ * had from the fork) */
+static UNUSED void await_peer_exec(void)
+{
+	pid_t p = t_child ? t_srv : t_pid;
+	char mine[64], its[64];
+	long t0 = t_now_ms();
+	t_comm(getpid(), mine, sizeof(mine));
+	for (;;) {
+		t_comm(p, its, sizeof(its));
+		if (strcmp(its, mine))
+			return;
+		if (t_now_ms() - t0 > T_GUARD_MS)
+			fatal("the peer did not exec in %d ms", T_GUARD_MS);
+		struct timespec ts = { 0, 500000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* until poll() reports one of events on fd (silently) */
+static UNUSED void wait_ev(int fd, short events)
+{
+	struct pollfd p = { .fd = fd, .events = events };
+	int r;
+	while ((r = poll(&p, 1, T_GUARD_MS)) < 0 && errno == EINTR) {
+	}
+	if (r <= 0 || !(p.revents & (events | POLLERR | POLLHUP | POLLNVAL)))
+		fatal("wait_ev: no event 0x%x on fd %d in %d ms", (unsigned)events, fd, T_GUARD_MS);
+}
+
+/* until ioctl(FIONREAD) on fd reports at least n bytes (silently): the
+ * peer's bytes have arrived */
+static UNUSED void wait_inq(int fd, int n)
+{
+	long t0 = t_now_ms();
+	for (;;) {
+		int v = -1;
+		if (ioctl(fd, FIONREAD, &v) == 0 && v >= n)
+			return;
+		if (t_now_ms() - t0 > T_GUARD_MS)
+			fatal("wait_inq: %d bytes readable, not %d, after %d ms", v, n, T_GUARD_MS);
+		struct timespec ts = { 0, 500000 };
+		nanosleep(&ts, NULL);
 	}
 }
 
@@ -436,6 +578,7 @@ static UNUSED int run(void (*server)(int lfd), void (*client)(void))
 		fatal("pipe/tmpfile");
 	fflush(stdout);
 	fflush(stderr);
+	t_srv = getpid();
 	t_pid = fork();
 	if (t_pid < 0)
 		fatal("fork");

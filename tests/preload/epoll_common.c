@@ -5,6 +5,7 @@
  * a scripted client that the server drives connection by connection
  * (cmd(C_CONNECT | C_SEND | C_SEND_LATER | C_END, connection, bytes)).
  */
+#include <stdatomic.h>
 #include <sys/epoll.h>
 
 enum { C_CONNECT = 1, C_SEND, C_SEND_LATER, C_END };
@@ -56,6 +57,19 @@ static UNUSED void cmd(uint64_t c, uint64_t conn, uint64_t n)
 }
 
 /* read what is there, without waiting */
+/* a thread of ours is asleep: its tid (set by the thread itself, 0 until
+ * then) once it is, a hang guard failing loudly */
+static UNUSED void wait_tid_asleep(_Atomic pid_t *tid)
+{
+	long t0 = t_now_ms();
+	while (!atomic_load(tid)) {
+		if (t_now_ms() - t0 > T_GUARD_MS)
+			fatal("a thread did not start");
+		msleep(1);
+	}
+	wait_thread_asleep(atomic_load(tid));
+}
+
 static UNUSED void drain(const char *label, int fd)
 {
 	char buf[4096];
@@ -67,7 +81,8 @@ static UNUSED void drain(const char *label, int fd)
 }
 
 /* client: connections numbered from 1; C_SEND_LATER answers first and
- * sends 300 ms later (the server is asleep by then) */
+ * sends once the server's main thread sleeps (in the wait that follows the
+ * command: the state of its thread, not a time) */
 static UNUSED void cmd_client(char fill)
 {
 	int fds[8], nfd = 1;
@@ -87,7 +102,7 @@ static UNUSED void cmd_client(char fill)
 			break;
 		case C_SEND_LATER:
 			tell();
-			msleep(300);
+			await_peer_asleep();
 			if (send(fds[conn], buf, n, MSG_NOSIGNAL) != (ssize_t)n)
 				fatal("send");
 			continue;

@@ -3,8 +3,14 @@
  * without SA_RESTART the call fails with EINTR; with SA_RESTART it goes on
  * waiting and returns the data that comes later, as the kernel has it for a
  * socket without a timeout.  The same with MSG_WAITALL after part of the
- * data came: the bytes received so far are returned. */
+ * data came: the bytes received so far are returned.  The client signals
+ * once the server is asleep in the recv() (its thread's state), not after
+ * a sleep a busy machine can outlast; for the MSG_WAITALL case, once its
+ * 3 bytes have reached the server (SIOCOUTQ 0: acknowledged by the
+ * kernel, taken by the reader under the interposer) and the server sleeps
+ * again after taking them. */
 #include "common.c"
+#include <linux/sockios.h>
 
 static volatile sig_atomic_t caught;
 static void on_usr1(int sig)
@@ -25,7 +31,7 @@ static void server(int lfd)
 	int fd = server_conn(lfd);
 	char buf[64];
 	handler(0);
-	tell();                                 /* client: signal us in 200 ms */
+	tell();                                 /* client: signal us in the recv */
 	res("recv, no SA_RESTART, signal", recv(fd, buf, sizeof(buf), 0));
 	say("handler ran: %s", yesno(caught == 1));
 	handler(SA_RESTART);
@@ -46,17 +52,21 @@ static void client(void)
 {
 	int fd = client_conn();
 	await_peer();
-	msleep(200);
+	await_peer_asleep();                    /* in the recv() */
 	kill(getppid(), SIGUSR1);
 	await_peer();
-	msleep(200);
+	await_peer_asleep();
 	kill(getppid(), SIGUSR1);
-	msleep(200);
+	await_peer_asleep();                    /* woken by it, asleep again */
 	res("send 5", send(fd, "hello", 5, 0));
 	await_peer();
-	msleep(100);
+	await_peer_asleep();
 	res("send 3", send(fd, "abc", 3, 0));
-	msleep(200);
+	long t0 = t_now_ms();
+	for (int q = -1; ioctl(fd, SIOCOUTQ, &q) < 0 || q > 0; msleep(1))
+		if (t_now_ms() - t0 > T_GUARD_MS)
+			fatal("the 3 bytes never left (SIOCOUTQ %d)", q);
+	await_peer_asleep();                    /* took them, waits for 7 more */
 	kill(getppid(), SIGUSR1);
 	await_peer();
 	res("close", close(fd));

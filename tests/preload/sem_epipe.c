@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Sending to a peer that closed: the first send succeeds (the peer answers
  * RST), the next reports ECONNRESET, then EPIPE with SIGPIPE unless
- * MSG_NOSIGNAL; write() too. */
+ * MSG_NOSIGNAL; write() too.  The next send waits for the RST to have
+ * arrived (poll reports POLLERR/POLLHUP), not for a fixed time. */
 #include "common.c"
 
 static volatile sig_atomic_t sigpipes;
@@ -34,7 +35,7 @@ static void client(void)
 	await_peer();                           /* server closed */
 	res("recv", recv(fd, buf, sizeof(buf), 0));
 	res("send 10", send(fd, buf, 10, 0));
-	msleep(50);                             /* the peer's RST */
+	wait_ev(fd, POLLERR);                   /* the peer's RST */
 	res("send 10", send(fd, buf, 10, 0));
 	say("SIGPIPE count %d", (int)sigpipes);
 	res("send 10", send(fd, buf, 10, 0));
@@ -55,7 +56,7 @@ static void client(void)
 	await_peer();
 	res("recv", recv(fd, buf, sizeof(buf), 0));
 	res("send 10", send(fd, buf, 10, 0));
-	msleep(50);
+	wait_ev(fd, POLLERR);
 	res("send 10", send(fd, buf, 10, 0));
 	res("send 10", send(fd, buf, 10, 0));
 	say("SIGPIPE count %d", (int)sigpipes);

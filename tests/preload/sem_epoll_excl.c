@@ -8,9 +8,11 @@
  * every connection accepted exactly once, every byte echoed intact, every
  * close seen.  Then an accelerated connection in two sets with
  * EPOLLEXCLUSIVE: with nobody sleeping both report it, a sleeping waiter
- * is woken.  (epoll_ctl's rules for EPOLLEXCLUSIVE: sem_epoll_excl_ctl.c.) */
+ * is woken (the data comes once the waiters' state says they sleep).
+ * (epoll_ctl's rules for EPOLLEXCLUSIVE: sem_epoll_excl_ctl.c.) */
 #include "common.c"
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/epoll.h>
 
 #define M 60
@@ -270,6 +272,7 @@ static void wait_report(int ep, const char *label, int timeout_ms)
 
 struct sl {
 	pthread_t t;
+	_Atomic pid_t tid;
 	int ep, n;
 };
 
@@ -277,8 +280,21 @@ static void *sleep_in(void *arg)
 {
 	struct sl *s = arg;
 	struct epoll_event ev[4];
+	atomic_store(&s->tid, gettid());
 	s->n = epoll_wait(s->ep, ev, 4, 2000);
 	return NULL;
+}
+
+/* until the thread is asleep in its epoll_wait (its state, not a time) */
+static void wait_sl_asleep(struct sl *s)
+{
+	long t0 = t_now_ms();
+	while (!atomic_load(&s->tid)) {
+		if (t_now_ms() - t0 > T_GUARD_MS)
+			fatal("the thread did not start");
+		msleep(1);
+	}
+	wait_thread_asleep(atomic_load(&s->tid));
 }
 
 static void two_sets(int lfd)
@@ -305,7 +321,8 @@ static void two_sets(int lfd)
 	struct sl a = { .ep = ep1 }, b = { .ep = ep2 };
 	pthread_create(&a.t, NULL, sleep_in, &a);
 	pthread_create(&b.t, NULL, sleep_in, &b);
-	msleep(200);
+	wait_sl_asleep(&a);                     /* both asleep in their sets */
+	wait_sl_asleep(&b);
 	tell_u64(4);                            /* client: send 4 */
 	await_peer();
 	pthread_join(a.t, NULL);
@@ -314,8 +331,9 @@ static void two_sets(int lfd)
 	    yesno(a.n == 1 || b.n == 1));
 	if (recv(fd, buf, sizeof(buf), 0) != 4)
 		fatal("recv");
+	atomic_store(&a.tid, 0);
 	pthread_create(&a.t, NULL, sleep_in, &a);
-	msleep(200);
+	wait_sl_asleep(&a);
 	tell_u64(5);
 	await_peer();
 	pthread_join(a.t, NULL);

@@ -9,7 +9,16 @@
  * writer filled the connection until EAGAIN and the peer drained it;
  * epoll_pwait2; a signal handled with SA_RESTART interrupts epoll_wait,
  * epoll_pwait, poll and select (EINTR) but not a blocking recv, and a
- * signal blocked by epoll_pwait's mask does not interrupt it. */
+ * signal blocked by epoll_pwait's mask does not interrupt it.
+ *
+ * Made to hold by construction, not by timing: the connection filled until
+ * EAGAIN has fixed buffers (SO_SNDBUF on the writer, SO_RCVBUF on the
+ * reader before it connects), so the kernel's autotuning cannot open room
+ * after the writer saw EAGAIN; the peer's RST, close or death is waited for
+ * (poll for POLLERR / POLLRDHUP) before the set is asked; "the peer sends
+ * during the wait" sends once the server sleeps in the call; the blocking
+ * recv that signals interrupt gets its data once a signal has hit it and
+ * it went on waiting. */
 #include "common.c"
 #include <pthread.h>
 #include <stdatomic.h>
@@ -17,7 +26,9 @@
 #include <sys/select.h>
 
 enum { C_CONNECT = 1, C_SEND, C_SHUTWR, C_CLOSE, C_ABORT, C_DRAIN, C_SEND_LATER,
-       C_GC_CONNECT, C_GC_KILL, C_END };
+       C_GC_CONNECT, C_GC_KILL, C_CONNECT_SMALL, C_SEND_AFTER_HIT, C_END };
+
+#define SMALL_BUF 65536         /* SO_SNDBUF / SO_RCVBUF of the connection filled */
 
 static int ep;
 
@@ -69,6 +80,20 @@ static int new_conn(int lfd)
 	return fd;
 }
 
+/* a connection with fixed buffers: SO_RCVBUF on the client's socket before
+ * it connects, SO_SNDBUF on ours */
+static int new_conn_small(int lfd)
+{
+	tell_u64(C_CONNECT_SMALL);
+	tell_u64(0);
+	int fd = server_conn(lfd);
+	await_peer();
+	int v = SMALL_BUF;
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v)) < 0)
+		fatal("SO_SNDBUF");
+	return fd;
+}
+
 static void so_error(int fd)
 {
 	int err = -1;
@@ -81,7 +106,7 @@ static void so_error(int fd)
 
 /* ---- signals ---------------------------------------------------------------- */
 
-static atomic_int sig_count, sig_run;
+static atomic_int sig_count, sig_run, sig_hit_first;
 static pthread_t main_thread, sig_thread;
 
 static void on_usr1(int sig)
@@ -95,6 +120,18 @@ static void on_usr1(int sig)
 static void *sig_loop(void *arg)
 {
 	(void)arg;
+	if (atomic_load(&sig_hit_first)) {
+		/* first one signal into the blocking call the main thread is
+		 * in (its state), then, once it handled it and sleeps again,
+		 * the client may send (C_SEND_AFTER_HIT) */
+		wait_thread_asleep(getpid());
+		pthread_kill(main_thread, SIGUSR1);
+		for (long t0 = t_now_ms(); !atomic_load(&sig_count); msleep(1))
+			if (t_now_ms() - t0 > T_GUARD_MS)
+				fatal("the signal was not handled");
+		wait_thread_asleep(getpid());
+		tell();
+	}
 	while (atomic_load(&sig_run)) {
 		msleep(50);
 		if (atomic_load(&sig_run))
@@ -107,6 +144,17 @@ static void signals_start(void)
 {
 	atomic_store(&sig_count, 0);
 	atomic_store(&sig_run, 1);
+	atomic_store(&sig_hit_first, 0);
+	if (pthread_create(&sig_thread, NULL, sig_loop, NULL))
+		fatal("pthread_create");
+}
+
+/* the same, the first signal once the main thread sleeps in its call */
+static void signals_start_hit(void)
+{
+	atomic_store(&sig_count, 0);
+	atomic_store(&sig_run, 1);
+	atomic_store(&sig_hit_first, 1);
 	if (pthread_create(&sig_thread, NULL, sig_loop, NULL))
 		fatal("pthread_create");
 }
@@ -189,7 +237,8 @@ static void server(int lfd)
 	wait_report("fresh", 1000);
 	cmd(C_ABORT, 0);                        /* aborts the newest connection (fd2) */
 	cmd(C_ABORT, 0);                        /* then the older one (fd) */
-	msleep(100);
+	wait_ev(fd2, POLLERR);                  /* both resets have arrived */
+	wait_ev(fd, POLLERR);
 	wait_report("both aborted", 1000);
 	wait_report("again (ET reported, level ones stay)", 100);
 	res("recv (first)", recv(fd, buf, sizeof(buf), 0));
@@ -211,7 +260,7 @@ static void server(int lfd)
 	wait_report("peer closed", 1000);
 	res("recv", recv(fd, buf, sizeof(buf), 0));
 	res("send 1", send(fd, "z", 1, MSG_NOSIGNAL));
-	msleep(100);
+	wait_ev(fd, POLLERR);                   /* the peer's RST has arrived */
 	wait_report("after the peer's RST", 1000);
 	so_error(fd);
 	wait_report("error taken", 100);
@@ -244,7 +293,7 @@ static void server(int lfd)
 	res("close", close(fd));
 
 	say("--- a new EPOLLOUT edge after EAGAIN");
-	fd = new_conn(lfd);
+	fd = new_conn_small(lfd);
 	res("fcntl O_NONBLOCK", fcntl(fd, F_SETFL, O_NONBLOCK));
 	ctl("ADD OUT|ET", EPOLL_CTL_ADD, fd, EPOLLOUT | EPOLLET, 12);
 	wait_report("fresh", 1000);
@@ -319,15 +368,15 @@ static void server(int lfd)
 		signals_start();
 		int n = epoll_pwait(ep, ev, 4, 5000, &usr1);
 		signals_stop();
-		res("epoll_pwait(5000, SIGUSR1 blocked), peer sends after 300 ms", n);
+		res("epoll_pwait(5000, SIGUSR1 blocked), peer sends during the wait", n);
 		if (n > 0)
 			say("event: tag %llu %s", (unsigned long long)ev[0].data.u64,
 			    pmask((int)ev[0].events));
 		res("recv", recv_all(fd, buf, 4));
 
 		/* a blocking recv is restarted (SA_RESTART) */
-		cmd(C_SEND_LATER, 6);
-		signals_start();
+		cmd(C_SEND_AFTER_HIT, 6);
+		signals_start_hit();
 		res("blocking recv, signals during the wait", recv(fd, buf, sizeof(buf), 0));
 		signals_stop();
 		say("handler ran: %s", yesno(atomic_load(&sig_count) > 0));
@@ -352,7 +401,7 @@ static void server(int lfd)
 	await_peer();
 	ctl("ADD IN|RDHUP", EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLRDHUP, 15);
 	cmd(C_GC_KILL, 0);
-	msleep(100);
+	wait_ev(fd, POLLRDHUP);                 /* its end has arrived */
 	wait_report("peer killed", 1000);
 	res("recv", recv(fd, buf, sizeof(buf), 0));
 	res("close", close(fd));
@@ -367,7 +416,7 @@ static void server(int lfd)
 	msleep(100);
 	wait_report("before", 100);
 	cmd(C_GC_KILL, 0);
-	msleep(100);
+	wait_ev(fd, POLLERR);                   /* its reset has arrived */
 	wait_report("peer killed", 1000);
 	res("recv", recv(fd, buf, sizeof(buf), 0));
 	wait_report("after recv", 100);
@@ -425,6 +474,19 @@ static void client(void)
 				fatal("too many connections");
 			fds[nfd++] = client_conn();
 			break;
+		case C_CONNECT_SMALL: {
+			if (nfd == 8)
+				fatal("too many connections");
+			struct sockaddr_in a = t_addr();
+			int fd = socket(AF_INET, SOCK_STREAM, 0), v = SMALL_BUF;
+			if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v)) < 0)
+				fatal("socket/SO_RCVBUF");
+			if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
+				fatal("connect");
+			hs_client(fd);
+			fds[nfd++] = fd;
+			break;
+		}
 		case C_SEND:
 			pattern(buf, arg, seq, 5);
 			seq += arg;
@@ -452,9 +514,13 @@ static void client(void)
 			say("drained what the server sent, equal: %s", yesno(got == arg && h == want));
 			break;
 		}
-		case C_SEND_LATER:
+		case C_SEND_LATER:              /* once the server sleeps in its call */
+		case C_SEND_AFTER_HIT:          /* once a signal hit its call */
 			tell();
-			msleep(300);
+			if (c == C_SEND_LATER)
+				await_peer_asleep();
+			else
+				await_peer();
 			pattern(buf, arg, seq, 5);
 			seq += arg;
 			if (send_all(fds[nfd - 1], buf, arg) != (ssize_t)arg)

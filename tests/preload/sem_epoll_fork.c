@@ -6,7 +6,12 @@
  * child reads a connection through its inherited fd, a connection the
  * parent accepts and adds after the fork is reported to the child (which
  * has no fd for it), DEL and MOD by one apply to the other, and the set
- * works on after the child exits. */
+ * works on after the child exits.  The wake-up while the child waits: the
+ * child says when it is about to call epoll_wait, and the parent gives the
+ * client the word to send once the child's state says it sleeps there (on
+ * kernel TCP; the interposer's wait in an inherited set does not sleep, so
+ * the parent gives the word anyway after 200 ms: the data is reported
+ * whether it comes before or during the wait). */
 #include "common.c"
 #include <sys/epoll.h>
 
@@ -16,6 +21,7 @@ enum { W_WAIT = 1, W_READ, W_DEL, W_EXIT };
 static int ep;
 static int conns[8];            /* by tag */
 static int to_w[2], from_w[2];
+static pid_t w_pid;             /* the child, in the parent */
 static bool in_worker;
 
 static void wait_report(const char *label, int timeout_ms)
@@ -84,6 +90,8 @@ static void worker(void)
 			_exit(2);
 		switch (c.op) {
 		case W_WAIT:
+			if (c.arg && write(from_w[1], "a", 1) != 1)  /* about to wait */
+				_exit(3);
 			wait_report(c.label, c.timeout);
 			break;
 		case W_READ:
@@ -102,17 +110,30 @@ static void worker(void)
 	}
 }
 
-static void w(int op, int arg, int timeout, const char *label)
+/* have the child do op; with word (W_WAIT only), the client, told to send
+ * (C_SEND_LATER) before, gets the word once the child is in its wait */
+static void w_(int op, int arg, int timeout, const char *label, bool word)
 {
-	struct wcmd c = { .op = op, .arg = arg, .timeout = timeout };
+	struct wcmd c = { .op = op, .arg = word ? 1 : arg, .timeout = timeout };
 	snprintf(c.label, sizeof(c.label), "%s", label ? label : "");
 	char k;
 	if (write(to_w[1], &c, sizeof(c)) != sizeof(c))
 		fatal("to child");
 	if (op == W_EXIT)
 		return;
+	if (word) {
+		if (read(from_w[0], &k, 1) != 1 || k != 'a')
+			fatal("the child did not start its wait");
+		wait_state_for(w_pid, w_pid, 'S', 200);
+		tell();
+	}
 	if (read(from_w[0], &k, 1) != 1)
 		fatal("the child did not answer");
+}
+
+static void w(int op, int arg, int timeout, const char *label)
+{
+	w_(op, arg, timeout, label, false);
 }
 
 /* ---- the parent ------------------------------------------------------------- */
@@ -150,12 +171,13 @@ static void server(int lfd)
 		fatal("fork");
 	if (pid == 0)
 		worker();
+	w_pid = pid;
 	close(to_w[0]);
 	close(from_w[1]);
 
 	w(W_WAIT, 0, 100, "idle");
-	cmd(C_SEND_LATER, 1, 5);
-	w(W_WAIT, 0, 3000, "sleeping, parent's connection 1 gets 5 bytes");
+	cmd(C_SEND_LATER, 1, 5);                /* the client sends at our word */
+	w_(W_WAIT, 0, 3000, "sleeping, parent's connection 1 gets 5 bytes", true);
 	wait_report("the same, level-triggered", 1000);
 	res("parent: recv on connection 1", recv(conns[1], buf, sizeof(buf), 0));
 	w(W_WAIT, 0, 100, "after the parent read");
@@ -226,7 +248,7 @@ static void client(void)
 			break;
 		case C_SEND_LATER:
 			tell();
-			msleep(300);
+			await_peer();           /* the server's child sleeps */
 			res("send", send(fds[conn], buf, n, 0));
 			continue;
 		}

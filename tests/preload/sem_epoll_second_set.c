@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* A connection added to set e1 (never waited on), then to e2: a thread
- * sleeping in e2 must be woken by data. */
+ * sleeping in e2 must be woken by data (the client sends once the server
+ * sleeps). */
 #include "common.c"
 #include <sys/epoll.h>
 
@@ -13,11 +14,12 @@ static void server(int lfd)
 	res("ctl e1", epoll_ctl(e1, EPOLL_CTL_ADD, fd, &ev));
 	ev.data.u32 = 2;
 	res("ctl e2", epoll_ctl(e2, EPOLL_CTL_ADD, fd, &ev));
-	tell();                                 /* client: sends 1 byte in 100 ms */
+	tell();                                 /* client: sends 1 byte while we sleep */
 	int n = epoll_wait(e2, out, 4, 2000);
 	res("epoll_wait(e2, 2000)", n);
 	res("recv", recv(fd, buf, sizeof(buf), MSG_DONTWAIT));
 	await_peer();
+	tell();
 	close(e1); close(e2);
 	close(fd);
 }
@@ -26,10 +28,10 @@ static void client(void)
 {
 	int fd = client_conn();
 	await_peer();
-	msleep(100);
+	await_peer_asleep();                    /* in epoll_wait(e2) */
 	send_all(fd, "a", 1);
 	tell();
-	msleep(100);
+	await_peer();                           /* the server read it */
 	close(fd);
 }
 

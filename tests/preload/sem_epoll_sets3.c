@@ -6,7 +6,9 @@
  * first set never waits), DEL from the first set and ADD again, DEL/ADD with
  * EPOLLET in the second, a dup registered beside it in the second set,
  * closing the first set, and closing the fds (the entries live until the
- * last fd is closed; the peer sees EOF). */
+ * last fd is closed; the peer sees EOF).  The bytes that must find a
+ * thread asleep are sent once its state says it sleeps, not after a fixed
+ * time. */
 #include "common.c"
 #include "epoll_common.c"
 #include <pthread.h>
@@ -17,6 +19,7 @@ enum { C_EOF = 10 };    /* client: wait for EOF on the connection */
 /* a thread sleeping in epoll_wait on one set */
 struct sleeper {
 	pthread_t t;
+	_Atomic pid_t tid;
 	int ep, timeout;
 	char line[512];
 };
@@ -27,6 +30,7 @@ static void *sleeper_run(void *arg)
 {
 	struct sleeper *s = arg;
 	struct epoll_event ev[8];
+	atomic_store(&s->tid, gettid());
 	int n = epoll_wait(s->ep, ev, 8, s->timeout);
 	int e = errno;
 	pthread_mutex_lock(&fmt_lock);
@@ -40,6 +44,7 @@ static void sleeper_start(struct sleeper *s, int ep, int timeout)
 {
 	s->ep = ep;
 	s->timeout = timeout;
+	atomic_store(&s->tid, 0);
 	if (pthread_create(&s->t, NULL, sleeper_run, s))
 		fatal("pthread_create");
 }
@@ -55,7 +60,7 @@ static void sleep_in(int ep, const char *label, uint64_t n)
 {
 	struct sleeper s;
 	sleeper_start(&s, ep, -1);
-	msleep(100);
+	wait_tid_asleep(&s.tid);
 	cmd(C_SEND, 1, n);
 	sleeper_end(&s, label);
 }
@@ -225,9 +230,9 @@ static void client(void)
 				fatal("send");
 			sent += (long)n;
 			break;
-		case C_SEND_LATER:
+		case C_SEND_LATER:              /* once the server sleeps in its wait */
 			tell();
-			msleep(300);
+			await_peer_asleep();
 			if (send(fd, buf, n, MSG_NOSIGNAL) != (ssize_t)n)
 				fatal("send");
 			sent += (long)n;

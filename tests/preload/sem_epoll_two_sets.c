@@ -7,7 +7,8 @@
  * select() neither consume an EPOLLET edge nor are hidden by one, and a
  * thread sleeping in poll() and another in epoll_wait() on the same fd are
  * both woken.  (Closing the set a connection joined first:
- * sem_epoll_two_sets_close.c.) */
+ * sem_epoll_two_sets_close.c.)  The bytes that must find a thread asleep
+ * are sent once its state says it sleeps, not after a fixed time. */
 #include "common.c"
 #include "epoll_common.c"
 #include <pthread.h>
@@ -19,6 +20,7 @@ static int conns[8];
 /* a thread sleeping in epoll_wait (ep >= 0) or poll (on fd) */
 struct sleeper {
 	pthread_t t;
+	_Atomic pid_t tid;
 	int ep, fd, timeout;
 	char line[512];
 };
@@ -28,6 +30,7 @@ static pthread_mutex_t fmt_lock = PTHREAD_MUTEX_INITIALIZER;      /* pmask's buf
 static void *sleeper_run(void *arg)
 {
 	struct sleeper *s = arg;
+	atomic_store(&s->tid, gettid());
 	if (s->ep >= 0) {
 		struct epoll_event ev[8];
 		int n = epoll_wait(s->ep, ev, 8, s->timeout);
@@ -54,6 +57,7 @@ static void sleeper_start(struct sleeper *s, int ep, int fd, int timeout)
 	s->ep = ep;
 	s->fd = fd;
 	s->timeout = timeout;
+	atomic_store(&s->tid, 0);
 	if (pthread_create(&s->t, NULL, sleeper_run, s))
 		fatal("pthread_create");
 }
@@ -152,14 +156,17 @@ static void server(int lfd)
 	struct sleeper s1, s2;
 	sleeper_start(&s1, e1, -1, 3000);
 	sleeper_start(&s2, e2, -1, 3000);
-	msleep(100);
-	cmd(C_SEND_LATER, 1, 8);
+	wait_tid_asleep(&s1.tid);
+	wait_tid_asleep(&s2.tid);
+	cmd(C_SEND, 1, 8);
 	sleeper_end(&s1, "thread in set 1, A gets 8");
 	sleeper_end(&s2, "thread in set 2, A gets 8");
 	drain("A", a);
-	cmd(C_SEND_LATER, 2, 9);
 	sleeper_start(&s1, e1, -1, 1000);
 	sleeper_start(&s2, e2, -1, 3000);
+	wait_tid_asleep(&s1.tid);
+	wait_tid_asleep(&s2.tid);
+	cmd(C_SEND, 2, 9);
 	sleeper_end(&s1, "thread in set 1 (1 s), B gets 9");
 	sleeper_end(&s2, "thread in set 2, B gets 9");
 	drain("B", b);
@@ -197,8 +204,9 @@ static void server(int lfd)
 	struct sleeper sp;
 	sleeper_start(&sp, -1, c, 3000);
 	sleeper_start(&s1, e1, -1, 3000);
-	msleep(100);
-	cmd(C_SEND_LATER, 3, 7);
+	wait_tid_asleep(&sp.tid);
+	wait_tid_asleep(&s1.tid);
+	cmd(C_SEND, 3, 7);
 	sleeper_end(&sp, "thread in poll, C gets 7");
 	sleeper_end(&s1, "thread in set 1, C gets 7");
 	drain("C", c);

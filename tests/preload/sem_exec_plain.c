@@ -3,7 +3,8 @@
  * client exec()s python3 (LD_PRELOAD removed) which goes on with the same
  * fd.  Bytes the server sent before the exec (not yet read) and after it
  * must all reach python, and python's bytes the server (design brief,
- * layer 5: the connection switches back to TCP). */
+ * layer 5: the connection switches back to TCP).  "After the exec" is
+ * after it (the client's process name changed), not after a fixed time. */
 // expect: switched 2
 #include "common.c"
 
@@ -14,7 +15,7 @@ static void server(int lfd)
 	say("sent 1000 before the exec");
 	tell();
 	await_peer();                           /* the client is about to exec */
-	msleep(200);
+	await_peer_exec();
 	char buf[2000];
 	pattern(buf, 2000, 1000, 16);
 	res("send 2000 after the exec", send_all(fd, buf, 2000));

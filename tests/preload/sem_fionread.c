@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* ioctl FIONREAD / SIOCINQ: bytes waiting, unchanged by MSG_PEEK, lowered
- * by reads, 0 at EOF. */
+ * by reads, 0 at EOF.  Each side reads the count once the peer's bytes (or
+ * its FIN) have arrived, which it waits for (FIONREAD reaching the count,
+ * poll for POLLRDHUP), not for a fixed time. */
 #include "common.c"
 #include <linux/sockios.h>
 
@@ -22,7 +24,7 @@ static void server(int lfd)
 	inq("empty", fd);
 	tell();
 	await_peer();                           /* client sent 1000 */
-	msleep(50);
+	wait_inq(fd, 1000);
 	inq("after 1000 sent", fd);
 	int v = -1;
 	res("ioctl(SIOCINQ)", ioctl(fd, SIOCINQ, &v));
@@ -33,14 +35,14 @@ static void server(int lfd)
 	inq("after reading 300", fd);
 	tell();
 	await_peer();                           /* client sent 500 more */
-	msleep(50);
+	wait_inq(fd, 1200);
 	inq("after 500 more", fd);
 	res("recv all", recv_all(fd, buf, 1200));
 	inq("drained", fd);
 	res("send 5", send(fd, "abcde", 5, 0));
 	tell();
 	await_peer();                           /* client: SHUT_WR */
-	msleep(50);
+	wait_ev(fd, POLLRDHUP);
 	inq("at EOF", fd);
 	res("recv", recv(fd, buf, sizeof(buf), 0));
 	inq("after reading EOF", fd);
@@ -61,13 +63,13 @@ static void client(void)
 	res("send 500", send(fd, buf, 500, 0));
 	tell();
 	await_peer();
-	msleep(50);
+	wait_inq(fd, 5);
 	inq("server sent 5", fd);
 	res("shutdown(SHUT_WR)", shutdown(fd, SHUT_WR));
 	inq("after own SHUT_WR", fd);
 	tell();
 	await_peer();
-	msleep(50);
+	wait_ev(fd, POLLRDHUP);
 	inq("after peer close", fd);
 	res("recv", recv(fd, buf, sizeof(buf), 0));
 	res("close", close(fd));

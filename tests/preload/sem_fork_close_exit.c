@@ -4,7 +4,9 @@
  * read, and exits at once.  On TCP the bytes are in the kernel: the peer
  * reads all of them, then EOF when the child exits too.  Under shortcut the
  * close switches the connection to TCP (the child may use it) and the exit
- * waits for that switch to re-send the bytes. */
+ * waits for that switch to re-send the bytes.  The child holds the
+ * connection until its parent has exited (EOF on a pipe only the parent
+ * holds open), not for a fixed time a busy machine can outlast. */
 // expect: switched 2
 #include "common.c"
 
@@ -23,11 +25,19 @@ static void client(void)
 {
 	int fd = client_conn();
 	send_pattern(fd, 70000, 51);
+	int held[2];
+	if (pipe2(held, O_CLOEXEC) < 0)
+		fatal("pipe");
 	pid_t k = fork();
 	if (k == 0) {
-		msleep(500);            /* holds the connection, then exits */
+		/* holds the connection until the parent is gone, then exits */
+		char x;
+		close(held[1]);
+		while (read(held[0], &x, 1) < 0 && errno == EINTR) {
+		}
 		_exit(0);
 	}
+	close(held[0]);                 /* held[1] closes when we exit */
 	res("close", close(fd));
 	tell();
 	fflush(t_out);

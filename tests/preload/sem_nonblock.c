@@ -2,11 +2,21 @@
 /* Nonblocking sockets three ways: accept4(SOCK_NONBLOCK), fcntl O_NONBLOCK,
  * ioctl FIONBIO.  recv gives EAGAIN; filling the send side ends in EAGAIN;
  * once the peer drains, POLLOUT comes back; MSG_DONTWAIT on a blocking
- * socket. */
+ * socket.  The filled connection has fixed buffers (SO_SNDBUF on the
+ * client's socket, SO_RCVBUF on the listener before the client connects):
+ * the kernel's autotuning cannot open room after the client saw EAGAIN.
+ * The server sends to the client's blocking recv once the client's state
+ * says it sleeps there, not after a fixed time. */
 #include "common.c"
+
+#define BUFSZ 65536
 
 static void server(int lfd)
 {
+	int bufsz = BUFSZ;
+	if (setsockopt(lfd, SOL_SOCKET, SO_RCVBUF, &bufsz, sizeof(bufsz)) < 0)
+		fatal("SO_RCVBUF");
+	tell();                                 /* client: connect now */
 	int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK);
 	if (fd < 0)
 		fatal("accept4");
@@ -32,7 +42,7 @@ static void server(int lfd)
 	res("ioctl(FIONBIO, 1)", ioctl(fd, FIONBIO, &one));
 	say("O_NONBLOCK after FIONBIO 1: %s", yesno(fcntl(fd, F_GETFL) & O_NONBLOCK));
 	res("recv", recv(fd, buf, sizeof(buf), 0));
-	msleep(100);                            /* the client blocks in recv meanwhile */
+	await_peer_asleep();                    /* the client blocks in recv meanwhile */
 	res("send 5", send(fd, "later", 5, 0));
 	await_peer();
 	res("ioctl(FIONBIO, 0)", ioctl(fd, FIONBIO, &zero));
@@ -44,7 +54,14 @@ static void server(int lfd)
 
 static void client(void)
 {
-	int fd = client_conn();
+	struct sockaddr_in a = t_addr();
+	int fd = socket(AF_INET, SOCK_STREAM, 0), bufsz = BUFSZ;
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bufsz, sizeof(bufsz)) < 0)
+		fatal("socket/SO_SNDBUF");
+	await_peer();                           /* the listener's SO_RCVBUF is set */
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
+		fatal("connect");
+	hs_client(fd);
 	char buf[65536];
 
 	await_peer();

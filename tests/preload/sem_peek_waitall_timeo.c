@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* MSG_PEEK|MSG_WAITALL on a socket with SO_RCVTIMEO: as without the
  * timeout (sem_peek_waitall_wait), the peek waits for the whole length
- * (within the timeout). */
+ * (within the timeout).  The second 10 come once the server sleeps in the
+ * peek with the first 10 there (its state), not after a fixed time. */
 #include "common.c"
 
 static void server(int lfd)
@@ -21,8 +22,9 @@ static void client(void)
 {
 	int fd = client_conn();
 	await_peer();
+	await_peer_asleep();                    /* in the peek, nothing there */
 	res("send 10", send(fd, "0123456789", 10, 0));
-	msleep(200);
+	await_peer_asleep();                    /* in the peek, 10 there */
 	res("send 10", send(fd, "abcdefghij", 10, 0));
 	tell();
 	close(fd);

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* MSG_PEEK | MSG_WAITALL waits until the whole length is there (as
  * tcp_recvmsg does: the peek goes on past what it copied), leaving it all
- * to read; at the end of the stream it returns what there is. */
+ * to read; at the end of the stream it returns what there is.  The second
+ * 100 come once the client sleeps in the peek (its state), not after a
+ * fixed time. */
 #include "common.c"
 
 static void server(int lfd)
@@ -10,7 +12,7 @@ static void server(int lfd)
 	char buf[300];
 	pattern(buf, 300, 0, 41);
 	res("send 100", send(fd, buf, 100, 0));
-	msleep(150);
+	await_peer_asleep();                    /* the client waits for 200 */
 	res("send 100 more", send(fd, buf + 100, 100, 0));
 	await_peer();
 	res("send 50 more", send(fd, buf + 200, 50, 0));

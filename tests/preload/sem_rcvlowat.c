@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* SO_RCVLOWAT: poll and epoll report POLLIN only from that many bytes on (or
  * at the end of the stream); a blocking recv waits for that many (no more
- * than it asked for), or returns what there is when SO_RCVTIMEO expires. */
+ * than it asked for), or returns what there is when SO_RCVTIMEO expires.
+ * The server looks once the client's bytes have arrived (FIONREAD reaching
+ * their count, poll for the FIN), not after a fixed time; the client sends
+ * the 30 and the 80 once the server sleeps in its recv(200). */
 #include "common.c"
 #include <sys/epoll.h>
 
@@ -20,32 +23,32 @@ static void server(int lfd)
 	res("epoll_ctl", epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev));
 	tell();
 	await_peer();                           /* client sent 60 */
-	msleep(50);
+	wait_inq(fd, 60);
 	poll1("60 bytes waiting", fd, POLLIN, 0);
 	res("epoll_wait with 60", epoll_wait(ep, out, 2, 0));
 	res("recv(DONTWAIT) below the mark", recv(fd, buf, 10, MSG_DONTWAIT));
 	tell();
 	await_peer();                           /* client sent 50 more: 100 */
-	msleep(50);
+	wait_inq(fd, 100);
 	poll1("100 bytes waiting", fd, POLLIN, 0);
 	res("epoll_wait with 100", epoll_wait(ep, out, 2, 0));
 	res("recv(DONTWAIT) the 100", recv(fd, buf, sizeof(buf), MSG_DONTWAIT));
-	tell();                                 /* client: 30 and 80, 100 ms apart */
+	tell();                                 /* client: 30 and 80, while we sleep */
 	res("blocking recv(200) waits for the mark", recv(fd, buf, 200, 0));
 	tell();                                 /* client sends 20 */
 	await_peer();
-	msleep(50);
+	wait_inq(fd, 20);
 	res("recv(15) with 20 there takes 15", recv(fd, buf, 15, 0));
 	res("recv(DONTWAIT) the rest", recv(fd, buf, sizeof(buf), MSG_DONTWAIT));
 	struct timeval tv = { 0, 150000 };
 	res("setsockopt(SO_RCVTIMEO 150 ms)", setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)));
 	tell();                                 /* client sends 10 */
 	await_peer();
-	msleep(50);
+	wait_inq(fd, 10);
 	res("recv(200) times out with 10 waiting", recv(fd, buf, 200, 0));
 	tell();                                 /* client sends 5, shuts down */
 	await_peer();
-	msleep(50);
+	wait_ev(fd, POLLRDHUP);
 	poll1("5 bytes and EOF", fd, POLLIN, 0);
 	res("recv at the end", recv(fd, buf, 200, 0));
 	res("recv EOF", recv(fd, buf, 200, 0));
@@ -66,9 +69,9 @@ static void client(void)
 	res("send 50", send_all(fd, buf, 50));
 	tell();
 	await_peer();
-	msleep(100);
+	await_peer_asleep();                    /* in its recv(200) */
 	res("send 30", send_all(fd, buf, 30));
-	msleep(100);
+	msleep(100);                            /* apart (the outcome does not depend on it) */
 	res("send 80", send_all(fd, buf, 80));
 	await_peer();
 	res("send 20", send_all(fd, buf, 20));

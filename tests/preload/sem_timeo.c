@@ -1,18 +1,28 @@
 /* SPDX-License-Identifier: MIT */
 /* SO_RCVTIMEO / SO_SNDTIMEO on a blocking socket: a recv with nothing to
  * read and a send into a full buffer return EAGAIN once the timeout passes;
- * data arriving in time is returned. */
+ * data arriving in time is returned.  The data for the waiting recv is sent
+ * once the server sleeps in it (its state), not after a fixed time; the
+ * buffers the client fills are fixed (SO_SNDBUF on its socket, SO_RCVBUF
+ * on the listener before it connects), so the kernel's autotuning does not
+ * decide when they are full. */
 #include "common.c"
+
+#define BUFSZ 65536
 
 static void server(int lfd)
 {
+	int bufsz = BUFSZ;
+	if (setsockopt(lfd, SOL_SOCKET, SO_RCVBUF, &bufsz, sizeof(bufsz)) < 0)
+		fatal("SO_RCVBUF");
+	tell();                                 /* client: connect now */
 	int fd = server_conn(lfd);
 	struct timeval tv = { 0, 150000 };
 	char buf[4096];
 
 	res("setsockopt(SO_RCVTIMEO)", setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)));
 	res("recv with nothing to read", recv(fd, buf, sizeof(buf), 0));
-	tell();                                 /* client: send in 50 ms */
+	tell();                                 /* client: send while we wait */
 	res("recv of data sent within the timeout", recv(fd, buf, sizeof(buf), 0));
 	tell();                                 /* client: fill our buffer */
 	await_peer();                           /* client filled our buffer */
@@ -27,13 +37,20 @@ static void server(int lfd)
 
 static void client(void)
 {
-	int fd = client_conn();
+	struct sockaddr_in a = t_addr();
+	int fd = socket(AF_INET, SOCK_STREAM, 0), bufsz = BUFSZ;
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bufsz, sizeof(bufsz)) < 0)
+		fatal("socket/SO_SNDBUF");
+	await_peer();                           /* the listener's SO_RCVBUF is set */
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
+		fatal("connect");
+	hs_client(fd);
 	struct timeval tv = { 0, 150000 };
 	char buf[65536];
 
 	memset(buf, 'x', sizeof(buf));
 	await_peer();
-	msleep(50);
+	await_peer_asleep();                    /* in its recv (150 ms timeout) */
 	res("send 10", send(fd, buf, 10, 0));
 	await_peer();                           /* the server got them */
 	res("setsockopt(SO_SNDTIMEO)", setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)));

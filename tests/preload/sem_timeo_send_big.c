@@ -5,11 +5,19 @@
  * draining slowly but steadily makes the send return a partial count after
  * about the timeout; (c) a reader that stops makes a send return a partial
  * count after the timeout, and sending on ends in a send that fails with
- * EAGAIN after another timeout.  What arrives is intact every time. */
+ * EAGAIN after another timeout.  What arrives is intact every time.
+ * All buffering is fixed (SO_SNDBUF 256 KiB on the client's sockets,
+ * SO_RCVBUF 256 KiB on the listener before the client connects), so 16 MiB
+ * is far more than it by construction, whatever the kernel's autotuning
+ * would grow them to (tcp_rmem's maximum can be 32 MiB).  In (a) "keeps up"
+ * is relative to the timeout, so there it is 10 s (a busy machine may keep
+ * the reader off the CPU for longer than 300 ms in all); (b) and (c) have
+ * 300 ms. */
 #include "common.c"
 
 #define BIG (16u << 20)         /* more than any ring or socket buffer */
 #define TIMEO_MS 300
+#define BUFSZ (256 << 10)       /* SO_SNDBUF / SO_RCVBUF */
 
 static long now_ms(void)
 {
@@ -72,6 +80,10 @@ static void drain(int fd, int how, const char *what)
 
 static void server(int lfd)
 {
+	int bufsz = BUFSZ;
+	if (setsockopt(lfd, SOL_SOCKET, SO_RCVBUF, &bufsz, sizeof(bufsz)) < 0)
+		fatal("SO_RCVBUF");
+	tell();                                 /* client: connect now */
 	int fd = server_conn(lfd);
 
 	tell();
@@ -86,18 +98,32 @@ static void server(int lfd)
 	close(fd);
 }
 
+/* a connection with SO_SNDBUF set before it connects */
+static int small_conn(void)
+{
+	struct sockaddr_in a = t_addr();
+	int fd = socket(AF_INET, SOCK_STREAM, 0), bufsz = BUFSZ;
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bufsz, sizeof(bufsz)) < 0)
+		fatal("socket/SO_SNDBUF");
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
+		fatal("connect");
+	hs_client(fd);
+	return fd;
+}
+
 static void client(void)
 {
-	int fd = client_conn();
+	await_peer();                           /* the listener's SO_RCVBUF is set */
+	int fd = small_conn();
 	char *big = malloc(BIG);
-	struct timeval tv = { 0, TIMEO_MS * 1000 };
+	struct timeval tv = { 0, TIMEO_MS * 1000 }, tv_a = { 10, 0 };
 	long t0, dt;
 	ssize_t n;
 
 	if (!big)
 		fatal("malloc");
 	pattern(big, BIG, 0, 7);
-	res("setsockopt(SO_SNDTIMEO 300 ms)", setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)));
+	res("setsockopt(SO_SNDTIMEO 10 s)", setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv_a, sizeof(tv_a)));
 
 	/* (a) */
 	await_peer();
@@ -109,6 +135,7 @@ static void client(void)
 	await_peer();
 
 	/* (b) */
+	res("setsockopt(SO_SNDTIMEO 300 ms)", setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)));
 	t0 = now_ms();
 	n = send(fd, big, BIG, MSG_NOSIGNAL);
 	dt = now_ms() - t0;
@@ -121,7 +148,7 @@ static void client(void)
 	close(fd);
 
 	/* (c) a new connection; its reader reads nothing until the end */
-	fd = client_conn();
+	fd = small_conn();
 	res("setsockopt(SO_SNDTIMEO 300 ms)", setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)));
 	t0 = now_ms();
 	n = send(fd, big, BIG, MSG_NOSIGNAL);

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* recv with MSG_TRUNC: TCP discards the bytes instead of copying them (a
  * NULL buffer is fine); with MSG_PEEK it counts them and leaves them.
- * MSG_OOB is not supported by shortcut, so it is not exercised here. */
+ * MSG_OOB is not supported by shortcut, so it is not exercised here.  The
+ * server looks once the client's bytes (and FIN) have arrived, which it
+ * waits for (FIONREAD, poll), not for a fixed time. */
 #include "common.c"
 
 static void server(int lfd)
@@ -10,7 +12,7 @@ static void server(int lfd)
 	char buf[4096];
 
 	await_peer();                           /* client sent 3000 bytes */
-	msleep(50);
+	wait_inq(fd, 3000);
 	res("recv(NULL, 1000, TRUNC)", recv(fd, NULL, 1000, MSG_TRUNC));
 	res("recv(buf, 500, PEEK|TRUNC)", recv(fd, buf, 500, MSG_PEEK | MSG_TRUNC));
 	res("recv(buf, 100)", recv(fd, buf, 100, 0));
@@ -20,7 +22,7 @@ static void server(int lfd)
 	say("errno %s", ename(errno));
 	tell();
 	await_peer();                           /* client sent 200 more, then shut down */
-	msleep(50);
+	wait_ev(fd, POLLRDHUP);
 	res("recv(NULL, 1000, TRUNC|WAITALL) to EOF", recv(fd, NULL, 1000, MSG_TRUNC | MSG_WAITALL));
 	res("recv at EOF", recv(fd, buf, sizeof(buf), MSG_TRUNC));
 	close(fd);

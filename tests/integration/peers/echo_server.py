@@ -7,6 +7,9 @@ connections, then prints one JSON line describing each connection.
   --mode digest  read until EOF, answer "<bytes> <sha256>\\n", close
   --loop seq|threads|select|poll|selectors   how connections are served
   --accept-delay S   sleep S seconds between listen() and the first accept()
+  --accept-after data|all   first accept() once a connection waiting to be
+                     accepted has unread bytes (its client sent on TCP) / once
+                     all --clients connections wait: an event, not a time
   --record FILE      write every byte received (single connection) to FILE
 """
 import argparse
@@ -29,6 +32,7 @@ p.add_argument("--loop", choices=["seq", "threads", "select", "poll", "selectors
                default="seq")
 p.add_argument("--clients", type=int, default=1)
 p.add_argument("--accept-delay", type=float, default=0.0)
+p.add_argument("--accept-after", choices=["data", "all"])
 p.add_argument("--record")
 a = p.parse_args()
 
@@ -39,6 +43,34 @@ ls.listen(128)
 print(ls.getsockname()[1], flush=True)
 if a.accept_delay:
     time.sleep(a.accept_delay)
+
+
+def queued(port, what):
+    """Connections to port not accepted yet (the kernel lists them all the
+    same, established or in CLOSE_WAIT): one has unread bytes (what ==
+    "data"), or there are --clients of them ("all")."""
+    n = 0
+    for f in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = open(f).read().splitlines()[1:]
+        except OSError:
+            continue
+        for r in rows:
+            c = r.split()
+            if int(c[1].rsplit(":", 1)[1], 16) != port or c[3] not in ("01", "08"):
+                continue
+            n += 1
+            if what == "data" and int(c[4].split(":")[1], 16) > 0:
+                return True
+    return what == "all" and n >= a.clients
+
+
+if a.accept_after:
+    end = time.monotonic() + 30                  # a hang guard, not a deadline
+    while not queued(ls.getsockname()[1], a.accept_after):
+        if time.monotonic() > end:
+            sys.exit("server: no queued connection with %s in 30 s" % a.accept_after)
+        time.sleep(0.01)
 
 results = []
 lock = threading.Lock()

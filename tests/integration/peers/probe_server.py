@@ -1,13 +1,16 @@
 # SPDX-License-Identifier: MIT
 """Server side of the socket-semantics probes (see probe_client.py). Prints
 its port, serves one connection, prints {"events": [...]} where each event is
-the outcome of one call, so a plain run and an accelerated run compare."""
+the outcome of one call, so a plain run and an accelerated run compare.
+Steps wait for events (FIONREAD reaching a count, the client's bytes), not
+for fixed times; GUARD seconds is a hang guard."""
 import argparse
 import array
 import fcntl
 import os
 import socket
 import sys
+import tempfile
 import termios
 import time
 
@@ -20,10 +23,22 @@ p.add_argument("--host", default="127.0.0.1")
 a = p.parse_args()
 
 
+GUARD = 10.0
+
+
 def fionread(s):
     buf = array.array("i", [-1])
     fcntl.ioctl(s.fileno(), termios.FIONREAD, buf, True)
     return buf[0]
+
+
+def wait_fionread(s, n):
+    """Until n bytes are readable."""
+    end = time.monotonic() + GUARD
+    while fionread(s) < n:
+        if time.monotonic() > end:
+            sys.exit("probe_server: %d of %d bytes arrived in %gs" % (fionread(s), n, GUARD))
+        time.sleep(0.001)
 
 
 ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -42,13 +57,14 @@ if a.scenario == "eof":
 elif a.scenario == "reset":
     # the client's bytes arrive and are never read: close() must reset
     ev.append(outcome(lambda: recv_exact(c, 1)))   # the client's "go"
-    time.sleep(0.4)                                 # its 100 bytes arrive meanwhile
+    wait_fionread(c, 100)                           # its 100 bytes arrive meanwhile
     ev.append("unread:%d" % fionread(c))
     c.close()
     ev.append("closed")
 elif a.scenario == "fionread":
-    ev.append("empty:%d" % fionread(c))             # the client waits 0.3 s to send
-    time.sleep(0.8)                                 # the client sent 100+400+500 bytes
+    ev.append("empty:%d" % fionread(c))             # the client waits for our word
+    c.sendall(b"w")                                 # the word (not counted below)
+    wait_fionread(c, 1000)                          # the client sent 100+400+500 bytes
     ev.append("fionread:%d" % fionread(c))
     d = recv_exact(c, 300)
     ev.append("after300:%d" % fionread(c))
@@ -60,13 +76,17 @@ elif a.scenario == "fionread":
     c.close()
 elif a.scenario == "idle":
     # the client's first bytes must arrive while it sleeps (no library call
-    # on its side to push them)
-    c.settimeout(0.6)
+    # on its side to push them: it waits for the file we make once they are
+    # here, or GUARD + 5 s)
+    c.settimeout(GUARD)
     ev.append(outcome(lambda: c.recv(10)))
     c.settimeout(None)
+    flag = os.path.join(tempfile.gettempdir(), "probe-idle-%d" % ls.getsockname()[1])
+    open(flag, "w").close()
     c.sendall(b"h")
     ev.append(outcome(lambda: c.recv(10)))
     c.close()
+    os.unlink(flag)
 elif a.scenario == "sendclose":
     # the client sent and closed at once: every byte, then EOF
     time.sleep(0.3)
