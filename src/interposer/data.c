@@ -127,6 +127,7 @@ bool on_shared_chan(struct sc_sock *s)
  * to a timed-out socket call). */
 static int shm_wait_until(int fd, struct sc_sock *s, bool tx, uint64_t deadline)
 {
+	bool stale = false;     /* the wake fd stayed readable, and we are not ready */
 	for (;;) {
 		int wfd;
 		short r = sock_revents(fd, s, tx ? POLLOUT : POLLIN, &wfd, true);
@@ -135,13 +136,18 @@ static int shm_wait_until(int fd, struct sc_sock *s, bool tx, uint64_t deadline)
 		uint64_t now = sc__now_ns();
 		if (now >= deadline)
 			return -EAGAIN;
-		struct pollfd p = { .fd = wfd, .events = POLLIN };
+		struct pollfd p = { .fd = stale ? -1 : wfd, .events = POLLIN };
 		uint64_t ms = deadline == UINT64_MAX ? 0 : (deadline - now + 999999) / 1000000;
 		int t = deadline == UINT64_MAX ? -1 : ms > INT_MAX ? INT_MAX : (int)ms;
-		if (on_shared_chan(s) && (t < 0 || t > SHARED_SLICE_MS))
+		if ((stale || on_shared_chan(s)) && (t < 0 || t > SHARED_SLICE_MS))
 			t = SHARED_SLICE_MS;    /* see do_poll */
-		if (R(poll)(&p, 1, t) < 0 && errno == EINTR)
+		int rc = R(poll)(&p, 1, t);
+		if (rc < 0 && errno == EINTR)
 			return -EINTR;
+		/* an epoll set's channel is reset by the set's own waiter: while
+		 * it is readable for a change that does not make us ready (data
+		 * below SO_RCVLOWAT), look every slice instead of spinning */
+		stale = rc > 0 && on_shared_chan(s);
 	}
 }
 

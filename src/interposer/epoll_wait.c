@@ -401,7 +401,7 @@ static int ep_kernel_wait(struct sc_ep *f, int epfd, struct epoll_event *out, in
 		end = sc__now_ns() + (uint64_t)timeout * 1000000u;
 	else if (timeout == EP_TS)
 		end = sc__now_ns() + (uint64_t)ts->tv_sec * 1000000000u + (uint64_t)ts->tv_nsec;
-	int t = timeout;
+	int t = timeout, backoff = 1;
 	for (;;) {
 		if (f && t)
 			atomic_fetch_add(&f->sleepers, 1);
@@ -435,11 +435,22 @@ static int ep_kernel_wait(struct sc_ep *f, int epfd, struct epoll_event *out, in
 		}
 		if (m)
 			return m;
-		/* only cookies: wait on, for the time left */
+		/* only cookies: wait on, for the time left.  Another process's
+		 * inner set stays readable until that process waits (a set
+		 * shared across fork): the kernel would hand it back at once,
+		 * so look again after a pause that grows to 16 ms, not in a
+		 * spin (a real event waits at most that long then) */
 		t = ms_left(end);
 		ts = NULL;
 		if (t == 0)
 			return 0;
+		if (!ours) {
+			int pause = backoff < t || t < 0 ? backoff : t;
+			struct timespec ps = { 0, (long)pause * 1000000L };
+			nanosleep(&ps, NULL);
+			backoff = backoff < 16 ? backoff * 2 : 16;
+			t = ms_left(end);
+		}
 	}
 }
 

@@ -140,11 +140,17 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t 
 	nfds_t kn = n;
 	int pmap_local[64], *pmap = n <= 64 ? pmap_local : malloc(n * sizeof(*pmap));
 	struct pollfd *k = n <= 64 ? local : malloc(2 * n * sizeof(*k));
-	if (!k || !pmap) {
+	/* an epoll set's channel fd that stayed readable without making its
+	 * socket ready (the set's waiter resets it): looked at by slices, not
+	 * polled, or the call would spin (SO_RCVLOWAT below its mark) */
+	bool stale_local[64] = { false }, *stale = n <= 64 ? stale_local : calloc(n, sizeof(bool));
+	if (!k || !pmap || !stale) {
 		if (k != local)
 			free(k);
 		if (pmap != pmap_local)
 			free(pmap);
+		if (stale && stale != stale_local)
+			free(stale);
 		errno = ENOMEM;
 		return -1;
 	}
@@ -167,7 +173,7 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t 
 			fds[i].revents = r;
 			if (r)
 				ready++;
-			k[i].fd = wfd;
+			k[i].fd = stale[i] && on_shared_chan(s) ? -1 : wfd;
 			k[i].events = POLLIN;
 			if (atomic_load(&s->mode) == M_PENDING) {
 				pmap[kn - n] = (int)i;
@@ -192,6 +198,8 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t 
 				free(k);
 			if (pmap != pmap_local)
 				free(pmap);
+			if (stale != stale_local)
+				free(stale);
 			errno = e;
 			return -1;
 		}
@@ -212,6 +220,8 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t 
 					if (r > 0) {
 						fds[i].revents = r;
 						ready++;
+					} else if (on_shared_chan(s)) {
+						stale[i] = true;
 					}
 				}
 			} else if (k[i].revents) {
@@ -226,6 +236,8 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t 
 		free(k);
 	if (pmap != pmap_local)
 		free(pmap);
+	if (stale != stale_local)
+		free(stale);
 	return ready;
 }
 
