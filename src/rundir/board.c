@@ -356,6 +356,33 @@ static bool offer_matches(const struct sc_offer *o, uint16_t cport, const struct
  * over (its connection long gone, the port in use again). */
 #define DECLINE_FRESH_MS 1000u
 
+/* The process that wrote entry o's word w, or is writing it (BUSY). */
+static int32_t offer_writer(struct sc_offer *o, uint64_t w)
+{
+	if ((w & 0xff) == SC_OFFER_BUSY)
+		return (int32_t)(w >> 8);
+	return atomic_load_explicit(&o->pid, memory_order_relaxed);
+}
+
+/* Take entry o (its word was w) to write it: BUSY under our pid. */
+static bool offer_take(struct sc_offer *o, uint64_t *w)
+{
+	return atomic_compare_exchange_strong(&o->word, w,
+					      SC_OFFER_WORD((uint32_t)sc__pid(), SC_OFFER_BUSY));
+}
+
+/* Fill entry o we took and publish it as word `final`. */
+static void offer_fill(struct sc_offer *o, uint16_t cport, const struct sc_addr16 *a,
+		       uint64_t final)
+{
+	o->cport = cport;
+	o->daddr = *a;
+	o->netns = sc__netns();
+	atomic_store_explicit(&o->pid, sc__pid(), memory_order_relaxed);
+	o->time_ms = mono_ms();
+	atomic_store_explicit(&o->word, final, memory_order_release);
+}
+
 int sc__offer_post(struct sc_board *b, uint16_t cport, const struct sc_addr16 *dst,
 		   uint64_t tag)
 {
@@ -373,19 +400,13 @@ int sc__offer_post(struct sc_board *b, uint16_t cport, const struct sc_addr16 *d
 			return -ECONNREFUSED;
 		}
 		if (st != SC_OFFER_FREE && st != SC_OFFER_DECLINED && st != SC_OFFER_WITHDRAWN &&
-		    sc__pid_exists(o->pid)) {
+		    sc__pid_exists(offer_writer(o, w))) {
 			errno = saved;
 			return -EBUSY;          /* a live offer of another netns */
 		}
-		if (!atomic_compare_exchange_strong(&o->word, &w, SC_OFFER_WORD(tag, SC_OFFER_BUSY)))
+		if (!offer_take(o, &w))
 			continue;
-		o->cport = cport;
-		o->daddr = *dst;
-		o->netns = sc__netns();
-		o->pid = sc__pid();
-		o->time_ms = mono_ms();
-		atomic_store_explicit(&o->word, SC_OFFER_WORD(tag, SC_OFFER_OFFERED),
-				      memory_order_release);
+		offer_fill(o, cport, dst, SC_OFFER_WORD(tag, SC_OFFER_OFFERED));
 		errno = saved;
 		return cport;
 	}
@@ -438,7 +459,7 @@ int sc__offer_claim(struct sc_board *b, uint16_t cport, const struct sc_addr16 *
 
 	if ((w & 0xff) != SC_OFFER_OFFERED || !offer_matches(o, cport, local))
 		return -1;
-	int32_t p = o->pid;
+	int32_t p = atomic_load_explicit(&o->pid, memory_order_relaxed);
 	/* one process accepts a connection: no other claimer races us */
 	atomic_store_explicit(&o->claimer, sc__pid(), memory_order_relaxed);
 	/* the fields were written before the word went OFFERED with this
@@ -462,25 +483,19 @@ int sc__offer_decline_tuple(struct sc_board *b, uint16_t cport, const struct sc_
 		uint32_t st = w & 0xff;
 		if (st == SC_OFFER_OFFERED && offer_matches(o, cport, local))
 			return -EAGAIN;         /* it came after all */
-		if (st == SC_OFFER_BUSY && sc__pid_exists(o->pid)) {
+		if (st == SC_OFFER_BUSY && sc__pid_exists(offer_writer(o, w))) {
 			/* an offer being written: ours, or another netns's */
 			sched_yield();
 			continue;
 		}
 		if (st != SC_OFFER_FREE && st != SC_OFFER_DECLINED && st != SC_OFFER_WITHDRAWN &&
-		    sc__pid_exists(o->pid)) {
+		    sc__pid_exists(offer_writer(o, w))) {
 			errno = saved;
 			return 0;               /* another's: our client cannot post */
 		}
-		if (!atomic_compare_exchange_strong(&o->word, &w, SC_OFFER_WORD(0, SC_OFFER_BUSY)))
+		if (!offer_take(o, &w))
 			continue;
-		o->cport = cport;
-		o->daddr = *local;
-		o->netns = sc__netns();
-		o->pid = sc__pid();
-		o->time_ms = mono_ms();
-		atomic_store_explicit(&o->word, SC_OFFER_WORD(0, SC_OFFER_DECLINED),
-				      memory_order_release);
+		offer_fill(o, cport, local, SC_OFFER_WORD(0, SC_OFFER_DECLINED));
 		*idx = cport;
 		errno = saved;
 		return 0;
@@ -491,7 +506,8 @@ void sc__offer_undecline(struct sc_board *b, int idx, const struct sc_addr16 *lo
 {
 	struct sc_offer *o = &b->offers[idx];
 	uint64_t w = SC_OFFER_WORD(0, SC_OFFER_DECLINED);
-	if (offer_matches(o, (uint16_t)idx, local) && o->pid == sc__pid())
+	if (offer_matches(o, (uint16_t)idx, local) &&
+	    atomic_load_explicit(&o->pid, memory_order_relaxed) == sc__pid())
 		atomic_compare_exchange_strong(&o->word, &w, 0);
 }
 

@@ -80,7 +80,9 @@ enum { SC_OFFER_FREE, SC_OFFER_BUSY, SC_OFFER_OFFERED, SC_OFFER_CLAIMED,
 
 /* An offer's word: tag << 8 | state.  The tag (56 random bits, never 0)
  * makes every transition a compare-and-swap on this offer, not on whatever
- * offer reuses the entry later. */
+ * offer reuses the entry later.  While an entry is being written (BUSY)
+ * the tag is the writer's pid: whoever meets it judges the writer by the
+ * word it took, never by the entry's pid, still its previous writer's. */
 #define SC_OFFER_WORD(tag, st)  ((uint64_t)(tag) << 8 | (st))
 #define SC_TAG_MASK             ((1ull << 56) - 1)
 
@@ -90,7 +92,7 @@ struct sc_offer {
 	uint16_t pad[3];
 	struct sc_addr16 daddr;         /* destination address as the client sees it */
 	uint64_t netns;                 /* writer's network namespace */
-	int32_t pid;                    /* writer (client; the server for a decline) */
+	_Atomic int32_t pid;            /* writer (client; the server for a decline) */
 	_Atomic int32_t claimer;        /* the process that claimed it */
 	uint64_t time_ms;               /* CLOCK_MONOTONIC when written */
 	uint64_t pad3;
