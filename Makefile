@@ -21,8 +21,6 @@ INC_core       := -Isrc/core
 INC_rundir     := -Isrc/core -Isrc/rundir
 INC_interposer := -Isrc/core -Isrc/rundir -Isrc/interposer
 CLI_SRC := $(sort $(wildcard cli/*.c))
-TESTS   := $(patsubst tests/%.c,%,$(sort $(wildcard tests/test_*.c)))
-T_SRC   := $(filter-out $(wildcard tests/test_*.c),$(wildcard tests/t_*.c))
 
 .PHONY: all test test-unit test-asan test-tsan test-preload test-preload-asan demo bench clean \
 	check-layers check-build
@@ -69,18 +67,26 @@ check-layers: $(LIB_OBJ) $(PRELOAD_OBJ) $(B)/libshortcut.map
 check-build:
 	tests/check-build.sh
 
-# --- tests: one program per feature, linked statically -------------------
-$(B)/t/%: tests/%.c $(T_SRC) tests/t_util.h $(B)/libshortcut.a | $(B)/t
-	$(CC) $(BASE) $(INC_rundir) $(WARN) $(CFLAGS) -Itests -o $@ $< $(T_SRC) $(B)/libshortcut.a
+# --- tests (tests/README.md: which test covers what) ----------------------
+# unit tests: tests/core/test_*.c, one program per feature of the core and
+# the run directory, each linked statically, and built twice more with
+# sanitizers; tests/core/t_*.c are their helpers
+TESTS   := $(patsubst tests/core/%.c,%,$(sort $(wildcard tests/core/test_*.c)))
+T_SRC   := $(filter-out $(wildcard tests/core/test_*.c),$(wildcard tests/core/t_*.c))
+T_HDRS  := $(wildcard tests/core/t_*.h)
+.PHONY: check
+$(B)/t/%: tests/core/%.c $(T_SRC) $(T_HDRS) $(B)/libshortcut.a | $(B)/t
+	$(CC) $(BASE) $(INC_rundir) $(WARN) $(CFLAGS) -Itests/core -o $@ $< $(T_SRC) $(B)/libshortcut.a
 
 # sanitizer builds: the library sources compiled straight into each test
 SAN_ASAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 SAN_TSAN := -fsanitize=thread -Wno-tsan  # TSan does not model standalone fences; it still checks the atomics around them
-$(B)/asan/%: tests/%.c $(T_SRC) $(LIB_SRC) $(HDRS) | $(B)/asan
-	$(CC) $(BASE) $(INC_rundir) $(WARN) -O1 -g $(SAN_ASAN) -Itests -o $@ $< $(T_SRC) $(LIB_SRC)
-$(B)/tsan/%: tests/%.c $(T_SRC) $(LIB_SRC) $(HDRS) | $(B)/tsan
-	$(CC) $(BASE) $(INC_rundir) $(WARN) -O1 -g $(SAN_TSAN) -Itests -o $@ $< $(T_SRC) $(LIB_SRC)
+$(B)/asan/%: tests/core/%.c $(T_SRC) $(T_HDRS) $(LIB_SRC) $(HDRS) | $(B)/asan
+	$(CC) $(BASE) $(INC_rundir) $(WARN) -O1 -g $(SAN_ASAN) -Itests/core -o $@ $< $(T_SRC) $(LIB_SRC)
+$(B)/tsan/%: tests/core/%.c $(T_SRC) $(T_HDRS) $(LIB_SRC) $(HDRS) | $(B)/tsan
+	$(CC) $(BASE) $(INC_rundir) $(WARN) -O1 -g $(SAN_TSAN) -Itests/core -o $@ $< $(T_SRC) $(LIB_SRC)
 
+# (TESTS=test_ring on the command line: that one only)
 test-unit: all $(addprefix $(B)/t/,$(TESTS))
 	tests/run-tests.sh $(B)/t $(TESTS)
 test-asan: $(addprefix $(B)/asan/,$(TESTS))
@@ -88,10 +94,11 @@ test-asan: $(addprefix $(B)/asan/,$(TESTS))
 test-tsan: $(addprefix $(B)/tsan/,$(TESTS))
 	SC_TEST_SANITIZER=tsan tests/run-tests.sh $(B)/tsan $(TESTS)
 
-# the interposer against the kernel: each program runs on kernel TCP and
-# under `shortcut run`; transcripts must match and stats show shared memory
+# the interposer against the kernel: each program of tests/preload/<family>/
+# runs on kernel TCP and under `shortcut run`; transcripts must match and
+# stats show shared memory (SEM=NAME or SEM=FAMILY: those only)
 test-preload: all
-	tests/preload/run.sh $(B)
+	tests/preload/run.sh $(B) $(SEM)
 
 # the same with the interposer built with ASan+UBSan (the ASan runtime must
 # come first in LD_PRELOAD; leak checking is off: the programs are not ours)
@@ -101,7 +108,16 @@ $(B)/asan-so/libshortcut.so: $(LIB_SRC) $(PRELOAD) $(HDRS) $(B)/libshortcut.map
 test-preload-asan: all $(B)/asan-so/libshortcut.so
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
 	SC_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so) $(CURDIR)/$(B)/asan-so/libshortcut.so" \
-		tests/preload/run.sh $(B)
+		tests/preload/run.sh $(B) $(SEM)
+
+# one test of any kind, by name (tests/check.sh says how each is found):
+#   make check T=test_ring          a unit test (SAN=asan or SAN=tsan: that build)
+#   make check T=sem_dup            a preload oracle program (T=epoll: a family;
+#                                   SAN=asan: with the ASan+UBSan interposer)
+#   make check T=test_no_harm       an integration test file (pytest), or a node:
+#   make check T=test_no_harm.py::test_marked_syn_flood_no_stall
+check:
+	@MAKE="$(MAKE)" tests/check.sh "$(T)" "$(SAN)"
 
 # everything CI runs: plain, ASan+UBSan, TSan, the interposer, then pytest
 test: check-layers check-build test-unit test-asan test-tsan test-preload test-preload-asan

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Test helpers shared by tests/test_*.c (all names start with t_ / T_).
+ * Test helpers shared by tests/core/test_*.c (all names start with t_ / T_).
  *
  * Conventions: a test program exits 0 on success, 1 on failure, 77 when it
  * skips.  Failures print "[pid] file:line: message" to stderr.  Two-process

@@ -1,46 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Helpers shared by the preload oracle tests, #included by each
- * tests/preload/sem_*.c (libc only; never linked with libshortcut).
- *
- * A scenario is a server(lfd) and a client() function.  run() makes a
- * listener on 127.0.0.1:0, forks (the child is the client), bounds both
- * processes with alarm(20) and prints a transcript: the server's lines
- * first, then the client's (each process writes its own, so the output is
- * deterministic whatever the interleaving).  Both halves are sequenced with
- * two pipes (tell/await).  The same binary runs on kernel TCP and under
- * `shortcut run`; tests/preload/run.sh compares the two transcripts.
+ * The helpers of the preload oracle programs (common.h says what each
+ * does), compiled once into the archive tests/preload/run.sh links every
+ * tests/preload/<family>/sem_*.c with.
  */
-#include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <signal.h>
-#include <stdarg.h>
-#include <stdbool.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/ioctl.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
+#include "common.h"
 
-#define UNUSED __attribute__((unused))   /* not every scenario uses every helper */
+bool t_child;
+FILE *t_out;
+int t_p2c[2], t_c2p[2];
+uint16_t t_port;
+pid_t t_pid;
+pid_t t_srv;
 
-static bool t_child;
 static void dump_child(void);
-static FILE *t_out;
-static int t_p2c[2], t_c2p[2];  /* parent -> child, child -> parent */
-static uint16_t t_port;         /* host order */
-static pid_t t_pid;             /* the child, in the parent */
-static pid_t t_srv;             /* the parent (the server), in both */
 
-static UNUSED const char *ename(int e)
+const char *ename(int e)
 {
 	static char buf[32];
 	switch (e) {
@@ -56,8 +31,7 @@ static UNUSED const char *ename(int e)
 	return buf;
 }
 
-static UNUSED void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static UNUSED void say(const char *fmt, ...)
+void say(const char *fmt, ...)
 {
 	int saved = errno;
 	va_list ap;
@@ -69,8 +43,7 @@ static UNUSED void say(const char *fmt, ...)
 	errno = saved;
 }
 
-static UNUSED void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static UNUSED void fatal(const char *fmt, ...)
+void fatal(const char *fmt, ...)
 {
 	int saved = errno;
 	va_list ap;
@@ -93,7 +66,7 @@ static UNUSED void fatal(const char *fmt, ...)
 }
 
 /* "what = n" or "what = -1 ENAME" */
-static UNUSED void res(const char *what, long r)
+void res(const char *what, long r)
 {
 	if (r < 0)
 		say("%s = -1 %s", what, ename(errno));
@@ -101,12 +74,12 @@ static UNUSED void res(const char *what, long r)
 		say("%s = %ld", what, r);
 }
 
-static UNUSED const char *yesno(bool b)
+const char *yesno(bool b)
 {
 	return b ? "yes" : "no";
 }
 
-static UNUSED const char *pmask(int r)
+const char *pmask(int r)
 {
 	static char bufs[4][160];     /* several may appear in one say() */
 	static int next;
@@ -133,7 +106,7 @@ static UNUSED const char *pmask(int r)
 }
 
 /* poll one fd; prints "label: rc=N revents=MASK" */
-static UNUSED int poll1(const char *label, int fd, short events, int timeout_ms)
+int poll1(const char *label, int fd, short events, int timeout_ms)
 {
 	struct pollfd p = { .fd = fd, .events = events };
 	int rc = poll(&p, 1, timeout_ms);
@@ -144,7 +117,7 @@ static UNUSED int poll1(const char *label, int fd, short events, int timeout_ms)
 	return rc < 0 ? -1 : p.revents;
 }
 
-static UNUSED void msleep(int ms)
+void msleep(int ms)
 {
 	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
@@ -153,11 +126,7 @@ static UNUSED void msleep(int ms)
 
 /* ---- waiting for events, not for time ----------------------------------- */
 
-/* A wait below that has not seen its event after this long fails loudly (a
- * hang guard, not a deadline: on a busy machine the event is merely late). */
-#define T_GUARD_MS 10000
-
-static UNUSED long t_now_ms(void)
+long t_now_ms(void)
 {
 	struct timespec t;
 	clock_gettime(CLOCK_MONOTONIC, &t);
@@ -167,7 +136,7 @@ static UNUSED long t_now_ms(void)
 /* the state letter of thread tid of process pid (/proc/PID/task/TID/stat:
  * 'R' running or runnable, 'S' asleep in a call, 'T' stopped, ...); '?'
  * when it cannot be read (gone) */
-static UNUSED char t_state(pid_t pid, pid_t tid)
+char t_state(pid_t pid, pid_t tid)
 {
 	char path[64], st[512];
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
@@ -189,7 +158,7 @@ static UNUSED char t_state(pid_t pid, pid_t tid)
  * to sleep in before the call it is sequenced into: the sleep seen is that
  * call blocking, on either transport (kernel TCP sleeps in the socket call,
  * the interposer in a futex or poll inside it). */
-static UNUSED void wait_state(pid_t pid, pid_t tid, char want, const char *what)
+void wait_state(pid_t pid, pid_t tid, char want, const char *what)
 {
 	long t0 = t_now_ms();
 	for (;;) {
@@ -207,7 +176,7 @@ static UNUSED void wait_state(pid_t pid, pid_t tid, char want, const char *what)
 /* the same, giving up (false) after ms: for a thread that may wait without
  * sleeping (the interposer polls in some waits), where the scenario's
  * outcome does not depend on it */
-static UNUSED bool wait_state_for(pid_t pid, pid_t tid, char want, int ms)
+bool wait_state_for(pid_t pid, pid_t tid, char want, int ms)
 {
 	long t0 = t_now_ms();
 	while (t_state(pid, tid) != want) {
@@ -222,20 +191,20 @@ static UNUSED bool wait_state_for(pid_t pid, pid_t tid, char want, int ms)
 /* the other process of the scenario (the server, in the client) is asleep
  * (its main thread): it woke up at our last tell() and went on into the
  * blocking call its side is at */
-static UNUSED void await_peer_asleep(void)
+void await_peer_asleep(void)
 {
 	pid_t p = t_child ? t_srv : t_pid;
 	wait_state(p, p, 'S', "the peer asleep");
 }
 
 /* a thread of this process is asleep */
-static UNUSED void wait_thread_asleep(pid_t tid)
+void wait_thread_asleep(pid_t tid)
 {
 	wait_state(getpid(), tid, 'S', "own thread asleep");
 }
 
 /* the process's name (/proc/PID/comm), "" if unknown */
-static UNUSED void t_comm(pid_t pid, char *buf, size_t cap)
+void t_comm(pid_t pid, char *buf, size_t cap)
 {
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
@@ -248,7 +217,7 @@ static UNUSED void t_comm(pid_t pid, char *buf, size_t cap)
 
 /* until the other process has exec'd (its name is no longer ours, which it
  * had from the fork) */
-static UNUSED void await_peer_exec(void)
+void await_peer_exec(void)
 {
 	pid_t p = t_child ? t_srv : t_pid;
 	char mine[64], its[64];
@@ -266,7 +235,7 @@ static UNUSED void await_peer_exec(void)
 }
 
 /* until poll() reports one of events on fd (silently) */
-static UNUSED void wait_ev(int fd, short events)
+void wait_ev(int fd, short events)
 {
 	struct pollfd p = { .fd = fd, .events = events };
 	int r;
@@ -278,7 +247,7 @@ static UNUSED void wait_ev(int fd, short events)
 
 /* until ioctl(FIONREAD) on fd reports at least n bytes (silently): the
  * peer's bytes have arrived */
-static UNUSED void wait_inq(int fd, int n)
+void wait_inq(int fd, int n)
 {
 	long t0 = t_now_ms();
 	for (;;) {
@@ -294,7 +263,7 @@ static UNUSED void wait_inq(int fd, int n)
 
 /* ---- sequencing between the two processes ------------------------------- */
 
-static UNUSED void put_bytes(const void *p, size_t n)
+void put_bytes(const void *p, size_t n)
 {
 	int fd = t_child ? t_c2p[1] : t_p2c[1];
 	const char *b = p;
@@ -309,7 +278,7 @@ static UNUSED void put_bytes(const void *p, size_t n)
 	}
 }
 
-static UNUSED void get_bytes(void *p, size_t n)
+void get_bytes(void *p, size_t n)
 {
 	int fd = t_child ? t_p2c[0] : t_c2p[0];
 	char *b = p;
@@ -324,23 +293,23 @@ static UNUSED void get_bytes(void *p, size_t n)
 	}
 }
 
-static UNUSED void tell(void)
+void tell(void)
 {
 	put_bytes("x", 1);
 }
 
-static UNUSED void await_peer(void)
+void await_peer(void)
 {
 	char c;
 	get_bytes(&c, 1);
 }
 
-static UNUSED void tell_u64(uint64_t v)
+void tell_u64(uint64_t v)
 {
 	put_bytes(&v, sizeof(v));
 }
 
-static UNUSED uint64_t await_u64(void)
+uint64_t await_u64(void)
 {
 	uint64_t v;
 	get_bytes(&v, sizeof(v));
@@ -349,7 +318,7 @@ static UNUSED uint64_t await_u64(void)
 
 /* ---- data ---------------------------------------------------------------- */
 
-static UNUSED void pattern(void *buf, size_t n, uint64_t off, unsigned seed)
+void pattern(void *buf, size_t n, uint64_t off, unsigned seed)
 {
 	unsigned char *b = buf;
 	for (size_t i = 0; i < n; i++) {
@@ -358,8 +327,7 @@ static UNUSED void pattern(void *buf, size_t n, uint64_t off, unsigned seed)
 	}
 }
 
-#define CK_INIT 0xcbf29ce484222325ull
-static UNUSED uint64_t ck(uint64_t h, const void *buf, size_t n)
+uint64_t ck(uint64_t h, const void *buf, size_t n)
 {
 	const unsigned char *b = buf;
 	for (size_t i = 0; i < n; i++) {
@@ -370,7 +338,7 @@ static UNUSED uint64_t ck(uint64_t h, const void *buf, size_t n)
 }
 
 /* send all of buf, waiting (poll) when the socket is nonblocking */
-static UNUSED ssize_t send_all(int fd, const void *buf, size_t n)
+ssize_t send_all(int fd, const void *buf, size_t n)
 {
 	const char *b = buf;
 	size_t done = 0;
@@ -391,7 +359,7 @@ static UNUSED ssize_t send_all(int fd, const void *buf, size_t n)
 }
 
 /* receive n bytes (fewer at EOF), waiting (poll) when nonblocking */
-static UNUSED ssize_t recv_all(int fd, void *buf, size_t n)
+ssize_t recv_all(int fd, void *buf, size_t n)
 {
 	char *b = buf;
 	size_t done = 0;
@@ -414,7 +382,7 @@ static UNUSED ssize_t recv_all(int fd, void *buf, size_t n)
 }
 
 /* send n pattern bytes; returns their checksum */
-static UNUSED uint64_t send_pattern(int fd, size_t n, unsigned seed)
+uint64_t send_pattern(int fd, size_t n, unsigned seed)
 {
 	static char buf[65536];
 	uint64_t h = CK_INIT;
@@ -430,7 +398,7 @@ static UNUSED uint64_t send_pattern(int fd, size_t n, unsigned seed)
 }
 
 /* receive n bytes (fewer at EOF); *got = how many; returns the checksum */
-static UNUSED uint64_t recv_count(int fd, size_t n, size_t *got)
+uint64_t recv_count(int fd, size_t n, size_t *got)
 {
 	static char buf[65536];
 	uint64_t h = CK_INIT;
@@ -449,7 +417,7 @@ static UNUSED uint64_t recv_count(int fd, size_t n, size_t *got)
 	return h;
 }
 
-static UNUSED uint64_t pattern_ck(size_t n, unsigned seed)
+uint64_t pattern_ck(size_t n, unsigned seed)
 {
 	static char buf[65536];
 	uint64_t h = CK_INIT;
@@ -464,14 +432,14 @@ static UNUSED uint64_t pattern_ck(size_t n, unsigned seed)
 
 /* ---- connections ----------------------------------------------------------- */
 
-static UNUSED struct sockaddr_in t_addr(void)
+struct sockaddr_in t_addr(void)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(t_port) };
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	return a;
 }
 
-static UNUSED int make_listener(void)
+int make_listener(void)
 {
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 	int one = 1;
@@ -489,7 +457,7 @@ static UNUSED int make_listener(void)
 }
 
 /* client: a connected socket (no data exchanged yet) */
-static UNUSED int raw_connect(void)
+int raw_connect(void)
 {
 	struct sockaddr_in a = t_addr();
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -502,14 +470,14 @@ static UNUSED int raw_connect(void)
 
 /* One byte each way, so that both ends are fully set up before a scenario
  * starts (the client's first send and the server's reply). */
-static UNUSED void hs_client(int fd)
+void hs_client(int fd)
 {
 	char c = 'h';
 	if (send_all(fd, &c, 1) != 1 || recv_all(fd, &c, 1) != 1 || c != 'H')
 		fatal("handshake (client)");
 }
 
-static UNUSED void hs_server(int fd)
+void hs_server(int fd)
 {
 	char c = 0;
 	if (recv_all(fd, &c, 1) != 1 || c != 'h')
@@ -519,14 +487,14 @@ static UNUSED void hs_server(int fd)
 		fatal("handshake (server)");
 }
 
-static UNUSED int client_conn(void)
+int client_conn(void)
 {
 	int fd = raw_connect();
 	hs_client(fd);
 	return fd;
 }
 
-static UNUSED int server_conn(int lfd)
+int server_conn(int lfd)
 {
 	int fd = accept(lfd, NULL, NULL);
 	if (fd < 0)
@@ -565,7 +533,7 @@ static void on_alarm(int sig)
 	_exit(1);
 }
 
-static UNUSED int run(void (*server)(int lfd), void (*client)(void))
+int run(void (*server)(int lfd), void (*client)(void))
 {
 	int lfd, st;
 	FILE *ct;

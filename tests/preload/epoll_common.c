@@ -1,18 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/*
- * Helpers shared by the epoll oracle tests with several connections,
- * #included after common.c: events reported sorted by tag on one line, and
- * a scripted client that the server drives connection by connection
- * (cmd(C_CONNECT | C_SEND | C_SEND_LATER | C_END, connection, bytes)).
- */
-#include <stdatomic.h>
-#include <sys/epoll.h>
-
-enum { C_CONNECT = 1, C_SEND, C_SEND_LATER, C_END };
+/* The helpers of the epoll oracle programs (epoll_common.h). */
+#include "epoll_common.h"
 
 /* "label: epoll_wait = n [tag T MASK]..." with the events sorted by tag */
-static UNUSED int fmt_events(char *line, size_t cap, const char *label, int n,
-			     struct epoll_event *ev)
+int fmt_events(char *line, size_t cap, const char *label, int n,
+		struct epoll_event *ev)
 {
 	if (n < 0)
 		return snprintf(line, cap, "%s: epoll_wait = -1 %s", label, ename(errno));
@@ -30,7 +22,7 @@ static UNUSED int fmt_events(char *line, size_t cap, const char *label, int n,
 	return len;
 }
 
-static UNUSED void wait_report(int ep, const char *label, int timeout_ms)
+void wait_report(int ep, const char *label, int timeout_ms)
 {
 	struct epoll_event ev[8];
 	char line[512];
@@ -39,7 +31,7 @@ static UNUSED void wait_report(int ep, const char *label, int timeout_ms)
 	say("%s", line);
 }
 
-static UNUSED int ctl(const char *label, int ep, int op, int fd, uint32_t events, uint64_t tag)
+int ctl(const char *label, int ep, int op, int fd, uint32_t events, uint64_t tag)
 {
 	struct epoll_event ev = { .events = events, .data.u64 = tag };
 	int rc = epoll_ctl(ep, op, fd, &ev);
@@ -48,7 +40,7 @@ static UNUSED int ctl(const char *label, int ep, int op, int fd, uint32_t events
 }
 
 /* server: have the client do c on its connection conn (n bytes) */
-static UNUSED void cmd(uint64_t c, uint64_t conn, uint64_t n)
+void cmd(uint64_t c, uint64_t conn, uint64_t n)
 {
 	tell_u64(c);
 	tell_u64(conn);
@@ -56,10 +48,9 @@ static UNUSED void cmd(uint64_t c, uint64_t conn, uint64_t n)
 	await_peer();
 }
 
-/* read what is there, without waiting */
 /* a thread of ours is asleep: its tid (set by the thread itself, 0 until
  * then) once it is, a hang guard failing loudly */
-static UNUSED void wait_tid_asleep(_Atomic pid_t *tid)
+void wait_tid_asleep(_Atomic pid_t *tid)
 {
 	long t0 = t_now_ms();
 	while (!atomic_load(tid)) {
@@ -70,7 +61,7 @@ static UNUSED void wait_tid_asleep(_Atomic pid_t *tid)
 	wait_thread_asleep(atomic_load(tid));
 }
 
-static UNUSED void drain(const char *label, int fd)
+void drain(const char *label, int fd)
 {
 	char buf[4096];
 	long total = 0;
@@ -83,7 +74,7 @@ static UNUSED void drain(const char *label, int fd)
 /* client: connections numbered from 1; C_SEND_LATER answers first and
  * sends once the server's main thread sleeps (in the wait that follows the
  * command: the state of its thread, not a time) */
-static UNUSED void cmd_client(char fill)
+void cmd_client(char fill)
 {
 	int fds[8], nfd = 1;
 	char buf[64];

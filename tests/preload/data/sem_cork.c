@@ -7,7 +7,7 @@
  * MSG_MORE is held (even with TCP_NODELAY) until a send without it.  The
  * ceiling's time is counted from the client's send (it passes its clock
  * reading), not from when the server started to look. */
-#include "common.c"
+#include "common.h"
 
 static long now_ms(void)
 {

@@ -3,7 +3,7 @@
  * by reads, 0 at EOF.  Each side reads the count once the peer's bytes (or
  * its FIN) have arrived, which it waits for (FIONREAD reaching the count,
  * poll for POLLRDHUP), not for a fixed time. */
-#include "common.c"
+#include "common.h"
 #include <linux/sockios.h>
 
 static void inq(const char *label, int fd)

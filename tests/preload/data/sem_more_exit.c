@@ -3,7 +3,7 @@
  * ends without sending more: the kernel sends what a process queued when
  * it exits (the fd closes) or dies, and the reader gets every byte, then
  * the end.  Also a close() straight after a corked send. */
-#include "common.c"
+#include "common.h"
 
 static void reader(int fd, const char *what, size_t want, unsigned seed)
 {

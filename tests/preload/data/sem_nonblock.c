@@ -7,7 +7,7 @@
  * the kernel's autotuning cannot open room after the client saw EAGAIN.
  * The server sends to the client's blocking recv once the client's state
  * says it sleeps there, not after a fixed time. */
-#include "common.c"
+#include "common.h"
 
 #define BUFSZ 65536
 

@@ -7,7 +7,7 @@
  * connection on shared memory has no urgent data: the sender of one goes
  * back to TCP first, so both halves switch. */
 // expect: switched 2
-#include "common.c"
+#include "common.h"
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 

@@ -2,7 +2,7 @@
 /* MSG_PEEK leaves the data; MSG_WAITALL waits for all n bytes across several
  * sends (and returns short at EOF); MSG_DONTWAIT on an empty socket gives
  * EAGAIN; a zero-length recv returns 0. */
-#include "common.c"
+#include "common.h"
 
 static void server(int lfd)
 {

@@ -3,7 +3,7 @@
  * timeout (sem_peek_waitall_wait), the peek waits for the whole length
  * (within the timeout).  The second 10 come once the server sleeps in the
  * peek with the first 10 there (its state), not after a fixed time. */
-#include "common.c"
+#include "common.h"
 
 static void server(int lfd)
 {

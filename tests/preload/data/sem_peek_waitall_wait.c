@@ -4,7 +4,7 @@
  * to read; at the end of the stream it returns what there is.  The second
  * 100 come once the client sleeps in the peek (its state), not after a
  * fixed time. */
-#include "common.c"
+#include "common.h"
 
 static void server(int lfd)
 {

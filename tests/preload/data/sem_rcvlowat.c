@@ -5,7 +5,7 @@
  * The server looks once the client's bytes have arrived (FIONREAD reaching
  * their count, poll for the FIN), not after a fixed time; the client sends
  * the 30 and the 80 once the server sleeps in its recv(200). */
-#include "common.c"
+#include "common.h"
 #include <sys/epoll.h>
 
 static void server(int lfd)

@@ -2,7 +2,7 @@
 /* sendfile() of a 3 MiB file to the socket: in chunks with an offset
  * pointer (the file position does not move), then without (it does), then
  * past the end (0); the peer checks totals and checksums. */
-#include "common.c"
+#include "common.h"
 #include <sys/sendfile.h>
 
 #define FSIZE (3u << 20)

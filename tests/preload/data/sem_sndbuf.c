@@ -5,7 +5,7 @@
  * on the accepted socket, or set on the listener before the connection)
  * gets EAGAIN far below that.  getsockopt reports the doubled values.  What
  * was queued all arrives, intact, and the writer is writable again. */
-#include "common.c"
+#include "common.h"
 
 #define LIMIT (256u << 10)
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* splice() from a pipe into the socket and from the socket into a pipe:
  * the bytes arrive in order, whole. */
-#include "common.c"
+#include "common.h"
 #include <fcntl.h>
 
 static void server(int lfd)

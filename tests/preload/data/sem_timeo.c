@@ -6,7 +6,7 @@
  * buffers the client fills are fixed (SO_SNDBUF on its socket, SO_RCVBUF
  * on the listener before it connects), so the kernel's autotuning does not
  * decide when they are full. */
-#include "common.c"
+#include "common.h"
 
 #define BUFSZ 65536
 

@@ -13,7 +13,7 @@
  * is relative to the timeout, so there it is 10 s (a busy machine may keep
  * the reader off the CPU for longer than 300 ms in all); (b) and (c) have
  * 300 ms. */
-#include "common.c"
+#include "common.h"
 
 #define BIG (16u << 20)         /* more than any ring or socket buffer */
 #define TIMEO_MS 300

@@ -12,7 +12,7 @@
  * busy machine can stretch past it; the pieces of (c) keep their 100 ms
  * gaps (a lower bound: together they cannot come within the timeout), the
  * first of them once the server sleeps. */
-#include "common.c"
+#include "common.h"
 
 #define TIMEO_MS 250
 #define PIECE 1000

@@ -4,7 +4,7 @@
  * MSG_OOB is not supported by shortcut, so it is not exercised here.  The
  * server looks once the client's bytes (and FIN) have arrived, which it
  * waits for (FIONREAD, poll), not for a fixed time. */
-#include "common.c"
+#include "common.h"
 
 static void server(int lfd)
 {

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* writev/readv, sendmsg/recvmsg (several iovecs, zero-length ones, msg_flags,
  * msg_namelen), recvfrom's address length, sendmmsg/recvmmsg, IOV_MAX. */
-#include "common.c"
+#include "common.h"
 #include <limits.h>
 #include <sys/uio.h>
 

@@ -4,7 +4,7 @@
  * held): the wake-up needs the reader's new CELL message, pumped under
  * the same group lock (it deadlocked the control thread; the window is
  * narrow: a review found it with a sleep added in sc__cork_expire). */
-#include "common.c"
+#include "common.h"
 #include <sys/epoll.h>
 
 static void server(int lfd)

@@ -4,7 +4,7 @@
  * nothing until EPOLL_CTL_MOD), EPOLL_CTL_DEL, ctl errors, a set mixing the
  * socket with a pipe, and a closed fd leaving the set (only when its last
  * duplicate is closed). */
-#include "common.c"
+#include "common.h"
 #include <sys/epoll.h>
 
 static int ep;

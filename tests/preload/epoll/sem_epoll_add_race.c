@@ -8,7 +8,7 @@
  * the add in the other.  The waiter says it is about to wait (a pipe)
  * before the add: whether it is already asleep in the kernel then is the
  * scheduler's business, and either way the result must be the same. */
-#include "common.c"
+#include "common.h"
 #include <pthread.h>
 #include <sys/epoll.h>
 

@@ -11,7 +11,7 @@
  * (the interposer never sees it made).  The last round is the server's:
  * it registers an accepted connection through a copy and waits through the
  * original for the client's bytes. */
-#include "common.c"
+#include "common.h"
 #include <sys/epoll.h>
 
 #define ROUNDS 7

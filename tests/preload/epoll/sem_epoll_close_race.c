@@ -2,7 +2,7 @@
 /* A read in one thread while another thread creates, nests and closes epoll
  * sets holding the connection (the nested set is held readable): no use
  * after free (it crashed before the sets got their life lock). */
-#include "common.c"
+#include "common.h"
 #include <pthread.h>
 #include <sys/epoll.h>
 

@@ -16,7 +16,7 @@
  * reported fails, each side printing its state on stderr.
  * (SO_RCVBUF/SO_SNDBUF of 64 KB make kernel TCP's writes see EAGAIN as
  * often as the 1 MiB rings do.) */
-#include "common.c"
+#include "common.h"
 #include <sys/epoll.h>
 
 #define NCONN 4

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* An epoll set with an accelerated connection and two EPOLLET pipes both
  * ready: epoll_wait(max 1) twice must report both pipes. */
-#include "common.c"
+#include "common.h"
 #include <sys/epoll.h>
 
 static void server(int lfd)

@@ -10,7 +10,7 @@
  * EPOLLEXCLUSIVE: with nobody sleeping both report it, a sleeping waiter
  * is woken (the data comes once the waiters' state says they sleep).
  * (epoll_ctl's rules for EPOLLEXCLUSIVE: sem_epoll_excl_ctl.c.) */
-#include "common.c"
+#include "common.h"
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/epoll.h>

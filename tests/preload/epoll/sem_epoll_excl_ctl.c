@@ -5,7 +5,7 @@
  * only with EPOLLIN/EPOLLOUT/EPOLLERR/EPOLLHUP/EPOLLET/EPOLLWAKEUP (with
  * EPOLLRDHUP or EPOLLONESHOT: EINVAL, nothing added), never for an epoll
  * fd; an exclusive registration reports like any other. */
-#include "common.c"
+#include "common.h"
 #include <sys/epoll.h>
 
 static int ep;

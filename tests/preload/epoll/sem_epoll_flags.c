@@ -19,7 +19,7 @@
  * during the wait" sends once the server sleeps in the call; the blocking
  * recv that signals interrupt gets its data once a signal has hit it and
  * it went on waiting. */
-#include "common.c"
+#include "common.h"
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/epoll.h>

@@ -12,7 +12,7 @@
  * kernel TCP; the interposer's wait in an inherited set does not sleep, so
  * the parent gives the word anyway after 200 ms: the data is reported
  * whether it comes before or during the wait). */
-#include "common.c"
+#include "common.h"
 #include <sys/epoll.h>
 
 enum { C_CONNECT = 1, C_SEND, C_SEND_LATER, C_END };

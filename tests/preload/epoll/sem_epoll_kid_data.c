@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* A nested epoll set and a pipe registered in the outer set with the same
  * epoll_data: the pipe's event must be reported. */
-#include "common.c"
+#include "common.h"
 #include <sys/epoll.h>
 #include <sys/resource.h>
 static double cpu(void){struct rusage u;getrusage(RUSAGE_SELF,&u);return u.ru_utime.tv_sec+u.ru_stime.tv_sec+(u.ru_utime.tv_usec+u.ru_stime.tv_usec)/1e6;}

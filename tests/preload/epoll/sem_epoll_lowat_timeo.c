@@ -3,7 +3,7 @@
  * reached while it sleeps must end the wait, not the 2 s timeout (the
  * client sends once the server sleeps, and the time is counted from the
  * send that reaches the mark, not from a sleep of the client's). */
-#include "common.c"
+#include "common.h"
 #include <sys/epoll.h>
 
 static uint64_t ms_now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec*1000ull + t.tv_nsec/1000000; }

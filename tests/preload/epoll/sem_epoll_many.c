@@ -9,7 +9,7 @@
  * (level-triggered, EPOLLOUT asked by MOD only while it has bytes to send,
  * listener included) reads and writes in random pieces.  Every byte is
  * checked and every close counted on both sides. */
-#include "common.c"
+#include "common.h"
 #include <sys/epoll.h>
 #include <sys/resource.h>
 

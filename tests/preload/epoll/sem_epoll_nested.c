@@ -7,8 +7,8 @@
  * on the inner set's fd says the same; an inner EPOLLET event consumed
  * leaves the outer idle; the inner set filled before or after it joined
  * the outer; loops refused (ELOOP, EINVAL). */
-#include "common.c"
-#include "epoll_common.c"
+#include "common.h"
+#include "epoll_common.h"
 #include <sys/epoll.h>
 
 static int conns[8];

@@ -2,7 +2,7 @@
 /* A connection added to set e1 (never waited on), then to e2: a thread
  * sleeping in e2 must be woken by data (the client sends once the server
  * sleeps). */
-#include "common.c"
+#include "common.h"
 #include <sys/epoll.h>
 
 static void server(int lfd)

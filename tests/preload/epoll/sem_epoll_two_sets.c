@@ -9,8 +9,8 @@
  * both woken.  (Closing the set a connection joined first:
  * sem_epoll_two_sets_close.c.)  The bytes that must find a thread asleep
  * are sent once its state says it sleeps, not after a fixed time. */
-#include "common.c"
-#include "epoll_common.c"
+#include "common.h"
+#include "epoll_common.h"
 #include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/select.h>

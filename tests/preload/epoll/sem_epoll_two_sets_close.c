@@ -3,8 +3,8 @@
  * away (closed, or the connection DEL'd from it): the other sets go on
  * reporting it, to a sleeping epoll_wait too, level-triggered and EPOLLET;
  * a set it joins afterwards works as well. */
-#include "common.c"
-#include "epoll_common.c"
+#include "common.h"
+#include "epoll_common.h"
 #include <sys/epoll.h>
 
 static int conns[8];

@@ -7,7 +7,7 @@
  * server gets the client's 70000 then python's 500, exact and in order, then
  * EOF (design brief, layer 5: the connection switches back to TCP). */
 // expect: switched 2
-#include "common.c"
+#include "common.h"
 
 /* python: argv fd syncfd skip total coff n: tell the server it runs, read
  * the server's stream from offset skip to total (seed 16), send n bytes of

@@ -6,7 +6,7 @@
  * layer 5: the connection switches back to TCP).  "After the exec" is
  * after it (the client's process name changed), not after a fixed time. */
 // expect: switched 2
-#include "common.c"
+#include "common.h"
 
 static void server(int lfd)
 {

@@ -8,7 +8,7 @@
  * connection until its parent has exited (EOF on a pipe only the parent
  * holds open), not for a fixed time a busy machine can outlast. */
 // expect: switched 2
-#include "common.c"
+#include "common.h"
 
 static void server(int lfd)
 {

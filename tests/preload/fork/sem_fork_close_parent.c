@@ -9,7 +9,7 @@
  * close while a child forked afterwards holds the connection switches it
  * back to TCP, so two halves switch. */
 // expect: switched 2
-#include "common.c"
+#include "common.h"
 
 /* client -> server, seed 61: 0..100 (request 1), 100..600 (request 2);
  * server -> client, seed 62: 0..20000 (response), 20000..23000 (answer) */

@@ -7,7 +7,7 @@
  * parent then closes another connection with close_range(): the peer
  * must see its end. */
 // expect: switched 2
-#include "common.c"
+#include "common.h"
 
 static void server(int lfd)
 {

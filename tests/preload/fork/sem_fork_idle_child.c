@@ -16,7 +16,7 @@
  * child forked afterwards holds the connection switches it back to TCP:
  * two halves switch in all. */
 // expect: switched 2
-#include "common.c"
+#include "common.h"
 #include <sys/epoll.h>
 
 #define NMSG 40

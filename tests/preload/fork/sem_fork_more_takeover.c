@@ -8,7 +8,7 @@
  * sleep of ours; it is continued once the child's sending thread sleeps
  * (in the send, which waits for the stopped peer under the interposer, or
  * after it), not after a fixed time. */
-#include "common.c"
+#include "common.h"
 #include <pthread.h>
 
 static pid_t spid, send_tid;

@@ -8,7 +8,7 @@
  * order, then EOF.  The owner's death is taken as a switch back to TCP
  * (it had forked): both halves switch. */
 // expect: switched 2
-#include "common.c"
+#include "common.h"
 
 static void server(int lfd)
 {

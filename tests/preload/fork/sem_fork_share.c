@@ -10,7 +10,7 @@
  * first use switches the connection back to TCP (it belongs to the parent,
  * which set it up), so two halves switch. */
 // expect: switched 2
-#include "common.c"
+#include "common.h"
 
 /* client -> server, seed 51: 0..100 and 100..1100 (messages), 1100..6100
  * (the child), 6100..18100 (the parent after the child);

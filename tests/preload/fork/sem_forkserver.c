@@ -2,7 +2,7 @@
 /* A server that accepts, forks a process per connection and closes its own
  * copy (PostgreSQL, inetd-style servers): the child serves the connection
  * (banner first, then an echo), the parent's close ends nothing. */
-#include "common.c"
+#include "common.h"
 #include <sys/wait.h>
 
 static void server(int lfd)

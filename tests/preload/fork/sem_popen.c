@@ -18,14 +18,16 @@
 	"    sys.stderr.write('python: recv error: %s\\n' % type(e).__name__)\n" \
 	"sys.stdout.buffer.write(got)\n" \
 	"sys.stdout.flush()\n"
-#include "spawn_common.c"
+#include "spawn_common.h"
 
 static void client(void)
 {
 	int fd = client_before();
 	char cmd[256], buf[4000], want[1000];
 	snprintf(cmd, sizeof(cmd), "exec /usr/bin/python3 -c \"$SEM_PY\" %d", fd);
+	char *py = spawn_py(SPAWN_PY_REPORT, "");
 	setenv("SEM_PY", py, 1);
+	free(py);
 	char *pre = preload_off();
 	say("popen(\"r\"): python3 copies 1000 from the socket to the pipe, sends 700, without the library");
 	FILE *p = popen(cmd, "r");
@@ -42,5 +44,5 @@ static void client(void)
 
 int main(void)
 {
-	return run(server, client);
+	return spawn_run(SPAWN_CALL, SPAWN_HELPER, client);
 }

@@ -9,7 +9,7 @@
  * the helper's 10000, exact and in order, then EOF (design brief, layer 5:
  * the connection switches back to TCP). */
 // expect: switched 2
-#include "common.c"
+#include "common.h"
 #include <sys/uio.h>
 
 /* client -> server: seed 21, offsets 0..5000 5000..25000 (client) 25000..35000

@@ -12,7 +12,7 @@
  * exec by a process that inherited the connection switches it back to TCP,
  * so two halves switch. */
 // expect: switched 2
-#include "common.c"
+#include "common.h"
 #include <spawn.h>
 
 /* client -> server, seed 71: 0..500 (message), 500..10500 (unread at the

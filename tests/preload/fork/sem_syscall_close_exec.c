@@ -5,7 +5,7 @@
 // expect: switched 2
 #include <sys/syscall.h>
 
-#include "common.c"
+#include "common.h"
 
 static void server(int lfd)
 {

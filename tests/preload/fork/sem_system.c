@@ -16,7 +16,7 @@
 // expect: switched 2
 #define SPAWN_CALL "system()"
 #define SPAWN_HELPER "shell"
-#include "spawn_common.c"
+#include "spawn_common.h"
 
 static char dir[] = "/tmp/sem_system.XXXXXX";
 
@@ -71,5 +71,5 @@ static void client(void)
 
 int main(void)
 {
-	return run(server, client);
+	return spawn_run(SPAWN_CALL, SPAWN_HELPER, client);
 }

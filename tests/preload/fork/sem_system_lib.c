@@ -18,14 +18,16 @@
 	"    print('client: python: recv error: %s' % type(e).__name__)\n" \
 	"print('client: python: received %d bytes, exact: %s' % (len(got), 'yes' if got == pat(1000, 16) else 'no'))\n"
 #define SPAWN_PY_SENT "print('client: python: sent 700')\n"
-#include "spawn_common.c"
+#include "spawn_common.h"
 
 static void client(void)
 {
 	int fd = client_before();
 	char cmd[256];
 	snprintf(cmd, sizeof(cmd), "exec /usr/bin/python3 -c \"$SEM_PY\" %d", fd);
+	char *py = spawn_py(SPAWN_PY_REPORT, SPAWN_PY_SENT);
 	setenv("SEM_PY", py, 1);
+	free(py);
 	say("system(): python3 reads 1000, sends 700, LD_PRELOAD kept");
 	fflush(t_out);
 	int saved = dup(1);                     /* python prints into the transcript */
@@ -41,5 +43,5 @@ static void client(void)
 
 int main(void)
 {
-	return run(server, client);
+	return spawn_run(SPAWN_CALL, SPAWN_HELPER, client);
 }

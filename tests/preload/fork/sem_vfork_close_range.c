@@ -4,7 +4,7 @@
  * exec (what CPython's subprocess does with close_fds=True, the default).
  * The child's close_range closes only the child's fd table: the parent's
  * connection must go on. */
-#include "common.c"
+#include "common.h"
 
 static void server(int lfd)
 {

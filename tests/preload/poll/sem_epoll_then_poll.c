@@ -2,7 +2,7 @@
 /* A connection in an epoll set, then poll()ed after an epoll_wait returned:
  * data sent while poll sleeps must wake it (the client sends once the
  * server sleeps; the time is counted from that send). */
-#include "common.c"
+#include "common.h"
 #include <sys/epoll.h>
 
 static uint64_t ms_now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec*1000ull + t.tv_nsec/1000000; }

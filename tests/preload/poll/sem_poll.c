@@ -3,7 +3,7 @@
  * 100 ms return 0), POLLIN after the peer sends, IN|RDHUP after its
  * SHUT_WR, HUP once both directions are shut, POLLOUT on a fresh
  * connection; a pipe in the same call. */
-#include "common.c"
+#include "common.h"
 #include <sys/select.h>
 
 static void sel(const char *label, int fd, bool rd, bool wr, int timeout_ms)

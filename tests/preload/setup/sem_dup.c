@@ -2,7 +2,7 @@
 /* dup, dup2, dup3, F_DUPFD_CLOEXEC: the connection lives while any fd names
  * it; only the last close sends the FIN; O_NONBLOCK is shared by the
  * duplicates (one open file description). */
-#include "common.c"
+#include "common.h"
 
 static void server(int lfd)
 {

@@ -3,7 +3,7 @@
  * the server claims the connection, made right after connect() and before
  * the server accept()s: TCP takes it whole (send returns the full length);
  * the server, accepting 300 ms later, reads every byte in order. */
-#include "common.c"
+#include "common.h"
 
 static void server(int lfd)
 {

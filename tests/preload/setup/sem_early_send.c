@@ -3,7 +3,7 @@
  * other than the socket (a pipe): the bytes must reach the server anyway,
  * as they do over TCP.  Likewise the server writing right after accept()
  * to a client that then only polls. */
-#include "common.c"
+#include "common.h"
 
 static void server(int lfd)
 {

@@ -9,7 +9,7 @@
  * 3 bytes have reached the server (SIOCOUTQ 0: acknowledged by the
  * kernel, taken by the reader under the interposer) and the server sleeps
  * again after taking them. */
-#include "common.c"
+#include "common.h"
 #include <linux/sockios.h>
 
 static volatile sig_atomic_t caught;

@@ -3,7 +3,7 @@
  * RST), the next reports ECONNRESET, then EPIPE with SIGPIPE unless
  * MSG_NOSIGNAL; write() too.  The next send waits for the RST to have
  * arrived (poll reports POLLERR/POLLHUP), not for a fixed time. */
-#include "common.c"
+#include "common.h"
 
 static volatile sig_atomic_t sigpipes;
 static void on_sigpipe(int sig)

@@ -6,7 +6,7 @@
  * a poller or an epoll set). */
 #include <dirent.h>
 
-#include "common.c"
+#include "common.h"
 
 #define N 200
 

@@ -2,7 +2,7 @@
 /* shutdown(SHUT_WR): the peer drains then reads 0 (repeatably), can still
  * send and be read; send after one's own SHUT_WR is EPIPE; after the peer's
  * close recv returns 0; poll masks along the way. */
-#include "common.c"
+#include "common.h"
 
 static void server(int lfd)
 {

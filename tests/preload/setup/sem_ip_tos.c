@@ -3,7 +3,7 @@
  * connect() is accelerated all the same, and getsockopt returns what it set,
  * before and after connect (issue 11, item 5: the connection stayed on TCP,
  * unsupported_option).  The server sets one on its accepted socket too. */
-#include "common.c"
+#include "common.h"
 #include <netinet/ip.h>
 
 static void show(const char *label, int fd)

@@ -2,7 +2,7 @@
 /* getsockname/getpeername consistent on both sides, socket options
  * (SO_TYPE, SO_DOMAIN, SO_PROTOCOL, SO_ACCEPTCONN, SO_ERROR, TCP_NODELAY
  * round trip, TCP_INFO state), ENOTCONN on the listener. */
-#include "common.c"
+#include "common.h"
 
 static bool same(const struct sockaddr_in *a, const struct sockaddr_in *b)
 {

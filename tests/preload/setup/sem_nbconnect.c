@@ -2,7 +2,7 @@
 /* Nonblocking connect: 0 or EINPROGRESS, POLLOUT, SO_ERROR 0, data both
  * ways (the client writes first and waits in poll).  Then a nonblocking
  * connect to a port nobody listens on: SO_ERROR ECONNREFUSED. */
-#include "common.c"
+#include "common.h"
 
 static void server(int lfd)
 {

@@ -3,7 +3,7 @@
 /* The server runs under the interposer, the client is a plain program
  * (python3, LD_PRELOAD removed from its environment): the client must see
  * exactly the bytes the server wrote, and the server exactly the client's. */
-#include "common.c"
+#include "common.h"
 
 #define DOWN 70000      /* server -> client */
 #define UP 90000        /* client -> server */

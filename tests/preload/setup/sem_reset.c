@@ -2,7 +2,7 @@
 /* Closing with unread data resets the connection (peer: ECONNRESET, then
  * 0, then EPIPE); so does close after SO_LINGER {1, 0} (peer: poll shows
  * the error, SO_ERROR takes it). */
-#include "common.c"
+#include "common.h"
 
 static void server(int lfd)
 {

@@ -2,7 +2,7 @@
 /* shutdown(fd, 7) fails with EINVAL and changes nothing: a later reader
  * (here a fork child, which moves the connection to TCP) still gets the
  * peer's bytes. */
-#include "common.c"
+#include "common.h"
 
 static void server(int lfd)
 {

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* One thread sends 8 MiB while another thread of the same process receives
  * 8 MiB on the same fd (the peer echoes); checksums equal. */
-#include "common.c"
+#include "common.h"
 #include <pthread.h>
 
 #define TOTAL (8u << 20)

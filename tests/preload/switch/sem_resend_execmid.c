@@ -4,7 +4,7 @@
  * thread re-sends, blocked on the server reading late).  The client then
  * execs `sleep 1` with the socket open. */
 // expect: switched 2
-#include "common.c"
+#include "common.h"
 #include <pthread.h>
 #define N1 900000
 static int cfd;

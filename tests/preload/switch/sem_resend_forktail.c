@@ -2,7 +2,7 @@
 /* The server has 900000 bytes in flight the client has not read; a child
  * it forks then sends 1000 more on the inherited socket. */
 // expect: switched 2
-#include "common.c"
+#include "common.h"
 #include <pthread.h>
 #define N1 900000
 #define N2 1000

@@ -3,7 +3,7 @@
  * late); meanwhile the server's program sends more with sendmsg(), which
  * takes the plain path for an M_TCP socket without s->wlock. */
 // expect: switched 2
-#include "common.c"
+#include "common.h"
 #include <pthread.h>
 #include <sys/un.h>
 #define N1 900000

@@ -4,7 +4,7 @@
  * then reads X.  The server's program sits idle: its switch thread does
  * its halves, one at a time. */
 // expect: switched 4
-#include "common.c"
+#include "common.h"
 #include <pthread.h>
 #define N1 900000
 static int sx;

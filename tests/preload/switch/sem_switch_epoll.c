@@ -14,8 +14,8 @@
  * (design brief, layer 5: the peer notices nothing).  Two connections, so
  * four halves switch back to TCP. */
 // expect: switched 4
-#include "common.c"
-#include "epoll_common.c"
+#include "common.h"
+#include "epoll_common.h"
 
 /* client -> server streams (and so their echoes): seed 31 on connection 1,
  * seed 32 on connection 2, offsets counted from the first byte after the

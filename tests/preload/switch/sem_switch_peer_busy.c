@@ -13,7 +13,7 @@
  * the client reads nothing (tcp_rmem max 32 MiB), and the blocked send()
  * would not stay blocked. */
 // expect: switched 2
-#include "common.c"
+#include "common.h"
 #include <pthread.h>
 #include <stdatomic.h>
 

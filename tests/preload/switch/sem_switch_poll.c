@@ -15,7 +15,7 @@
  * peer notices nothing).  Two connections, so four halves switch back to
  * TCP. */
 // expect: switched 4
-#include "common.c"
+#include "common.h"
 #include <pthread.h>
 #include <stdatomic.h>
 

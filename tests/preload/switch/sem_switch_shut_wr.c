@@ -8,7 +8,7 @@
  * server's 1000 and 2000 more sent after it started, exact and in order,
  * then EOF.  The exec switches the connection: two halves. */
 // expect: switched 2
-#include "common.c"
+#include "common.h"
 
 /* client -> server, seed 17: 0..300000 then FIN (0..100000 read before the
  * exec); server -> client, seed 16: 0..1000 (before), 1000..3000 (after

@@ -8,7 +8,7 @@
  * writing; the server gets the client's 1000 then python's 500, exact and
  * in order, then EOF.  The exec switches the connection: two halves. */
 // expect: switched 2
-#include "common.c"
+#include "common.h"
 
 /* server -> client, seed 16: 0..300000 then FIN (0..100000 read before the
  * exec); client -> server, seed 17: 0..1000 (before), 1000..1500 (python),

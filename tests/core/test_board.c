@@ -1,0 +1,547 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The offer board (src/rundir/board.c): the compare-and-swaps by which a
+ * client and the process that accepts its connection agree whether it goes
+ * on shared memory, the connecting slots, the listener entries.  The
+ * board's files live in a private run directory (SHORTCUT_RUNDIR, set
+ * before the library's first use, removed at the end).
+ *
+ *  1. post vs decline, raced by two threads: the client posts its offer
+ *     while the acceptor claims or, finding none, declines the 4-tuple and
+ *     claims after all if the offer came meanwhile (-EAGAIN).  Both sides
+ *     always agree: a posted offer is claimed, a refused one (-ECONNREFUSED,
+ *     or -EBUSY when the post saw the decline being written) was declined.
+ *     Each round starts from an entry whose last writer is gone (pid 0):
+ *     an entry being written is judged by the pid in its BUSY word, never
+ *     by the entry's pid, still the previous writer's (which once let the
+ *     other side take the entry over in the middle of the write).
+ *  2. withdraw vs claim, raced: exactly one wins.
+ *  3. claim vs claim, raced: the compare-and-swap lets one through.
+ *  4. a withdrawn offer cannot be claimed; the acceptor learns the client
+ *     is gone.
+ *  5. a late offer after a decline gets -ECONNREFUSED (once: the refusal
+ *     frees the entry); a decline of another 4-tuple refuses nothing; a
+ *     stale decline (older than 1 s) refuses nothing.
+ *  6. tags: a transition applies to the offer with that tag only.
+ *  7. the connecting slots: take, free, anyone_connecting, stale slots.
+ *  8. listener entries: listen, serves, unlisten, wildcard, and an entry
+ *     dies with its process (the OFD lock).
+ */
+#include <errno.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rundir.h"
+#include "t_util.h"
+
+static char rundir[64] = "/tmp/sc-test-board-XXXXXX";
+
+static struct sc_addr16 addr4(const char *ip)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(80) };
+	struct sc_addr16 a;
+	T_ASSERT(inet_pton(AF_INET, ip, &sa.sin_addr) == 1);
+	T_ASSERT(sc__addr16((struct sockaddr *)&sa, &a, NULL));
+	return a;
+}
+
+static uint32_t word_state(struct sc_board *b, int idx)
+{
+	return (uint32_t)(atomic_load(&b->offers[idx].word) & 0xff);
+}
+
+static uint64_t word_tag(struct sc_board *b, int idx)
+{
+	return atomic_load(&b->offers[idx].word) >> 8;
+}
+
+/* ---- the races ------------------------------------------------------------ */
+
+enum { R_POST_DECLINE, R_WITHDRAW_CLAIM, R_CLAIM_CLAIM };
+
+struct race {
+	struct sc_board *b;
+	int kind;
+	long rounds;
+	pthread_barrier_t start, end;
+	struct sc_addr16 local;
+	/* this round's */
+	uint16_t cport;
+	uint64_t tag;
+	/* results, by side (0: client, 1: acceptor) */
+	int post_rc, claim_rc[2], decline_rc, decline_idx;
+	bool withdrew;
+	uint64_t claimed_tag[2];
+};
+
+/* the client's side of a round */
+static void client_side(struct race *r)
+{
+	switch (r->kind) {
+	case R_POST_DECLINE:
+		r->post_rc = sc__offer_post(r->b, r->cport, &r->local, r->tag);
+		break;
+	case R_WITHDRAW_CLAIM:
+		r->withdrew = sc__offer_withdraw(r->b, r->cport, r->tag);
+		break;
+	case R_CLAIM_CLAIM: {
+		int32_t pid;
+		r->claim_rc[0] = sc__offer_claim(r->b, r->cport, &r->local, &pid, &r->claimed_tag[0]);
+		break;
+	}
+	}
+}
+
+/* the acceptor's: claim, else decline, else (the offer came) claim */
+static void acceptor_side(struct race *r)
+{
+	int32_t pid;
+	r->claim_rc[1] = sc__offer_claim(r->b, r->cport, &r->local, &pid, &r->claimed_tag[1]);
+	if (r->kind != R_POST_DECLINE || r->claim_rc[1] >= 0)
+		return;
+	r->decline_rc = sc__offer_decline_tuple(r->b, r->cport, &r->local, &r->decline_idx);
+	if (r->decline_rc == -EAGAIN) {
+		r->claim_rc[1] = sc__offer_claim(r->b, r->cport, &r->local, &pid,
+						 &r->claimed_tag[1]);
+		T_EQ(r->claim_rc[1], r->cport);
+	}
+}
+
+static void *client_thread(void *arg)
+{
+	struct race *r = arg;
+	for (long i = 0; i < r->rounds; i++) {
+		pthread_barrier_wait(&r->start);
+		client_side(r);
+		pthread_barrier_wait(&r->end);
+		pthread_barrier_wait(&r->end);  /* the main thread checked */
+	}
+	return NULL;
+}
+
+static void *acceptor_thread(void *arg)
+{
+	struct race *r = arg;
+	for (long i = 0; i < r->rounds; i++) {
+		pthread_barrier_wait(&r->start);
+		acceptor_side(r);
+		pthread_barrier_wait(&r->end);
+		pthread_barrier_wait(&r->end);
+	}
+	return NULL;
+}
+
+/* The rounds: the main thread sets each up, the two threads race (released
+ * together by a barrier), the main thread checks the outcome and frees the
+ * entry. */
+static void race(struct sc_board *b, int kind, const char *what)
+{
+	static struct race r;
+	struct t_rng rng;
+	long n_a = 0, n_b = 0, n_c = 0;
+	pthread_t tc, ta;
+
+	memset(&r, 0, sizeof(r));
+	r.b = b;
+	r.kind = kind;
+	r.rounds = (long)t_scale(20000, 2000);
+	r.local = addr4("127.0.0.1");
+	t_rng_seed(&rng, t_seed() + (uint64_t)kind);
+	T_ASSERT(pthread_barrier_init(&r.start, NULL, 3) == 0);
+	T_ASSERT(pthread_barrier_init(&r.end, NULL, 3) == 0);
+	T_ASSERT(pthread_create(&tc, NULL, client_thread, &r) == 0);
+	T_ASSERT(pthread_create(&ta, NULL, acceptor_thread, &r) == 0);
+	for (long i = 0; i < r.rounds; i++) {
+		int32_t pid;
+		r.cport = (uint16_t)(1024 + i % 4096);
+		r.tag = (t_rng_next(&rng) & SC_TAG_MASK) | 1;
+		r.post_rc = r.decline_rc = -1234;
+		r.claim_rc[0] = r.claim_rc[1] = -1234;
+		r.decline_idx = -1234;
+		r.withdrew = false;
+		T_EQ(word_state(b, r.cport), SC_OFFER_FREE);
+		b->offers[r.cport].pid = 0;     /* its last writer gone */
+		if (kind != R_POST_DECLINE)
+			T_EQ(sc__offer_post(b, r.cport, &r.local, r.tag), r.cport);
+		pthread_barrier_wait(&r.start);
+		pthread_barrier_wait(&r.end);
+		switch (kind) {
+		case R_POST_DECLINE:
+			if (r.post_rc == r.cport) {
+				/* posted: the acceptor claimed it, directly or after -EAGAIN */
+				T_EQ(r.claim_rc[1], r.cport);
+				T_EQ(r.claimed_tag[1], r.tag);
+				T_EQ(sc__offer_state(b, r.cport, r.tag), SC_OFFER_CLAIMED);
+				T_EQ(sc__offer_claimer(b, r.cport, r.tag), getpid());
+				sc__offer_done(b, r.cport);
+				n_a++;
+			} else if (r.post_rc == -ECONNREFUSED) {
+				/* declined first: the refusal took the decline away */
+				T_EQ(r.claim_rc[1], -1);
+				T_EQ(r.decline_rc, 0);
+				T_EQ(r.decline_idx, r.cport);
+				T_EQ(word_state(b, r.cport), SC_OFFER_FREE);
+				n_b++;
+			} else {
+				/* the post saw the decline being written: not posted */
+				T_EQ(r.post_rc, -EBUSY);
+				T_EQ(r.claim_rc[1], -1);
+				T_EQ(r.decline_rc, 0);
+				T_EQ(r.decline_idx, r.cport);
+				T_EQ(word_state(b, r.cport), SC_OFFER_DECLINED);
+				sc__offer_undecline(b, r.cport, &r.local);
+				n_c++;
+			}
+			break;
+		case R_WITHDRAW_CLAIM:
+			if (r.withdrew) {
+				T_EQ(r.claim_rc[1], -1);
+				T_EQ(sc__offer_state(b, r.cport, r.tag), SC_OFFER_WITHDRAWN);
+				T_ASSERT(sc__offer_withdrawn(b, r.cport, &r.local));
+				n_a++;
+			} else {
+				T_EQ(r.claim_rc[1], r.cport);
+				T_EQ(r.claimed_tag[1], r.tag);
+				T_EQ(sc__offer_state(b, r.cport, r.tag), SC_OFFER_CLAIMED);
+				n_b++;
+			}
+			/* the acceptor is done with the entry either way */
+			sc__offer_done(b, r.cport);
+			break;
+		case R_CLAIM_CLAIM:
+			T_ASSERTF((r.claim_rc[0] >= 0) != (r.claim_rc[1] >= 0),
+				  "claims %d and %d", r.claim_rc[0], r.claim_rc[1]);
+			T_EQ(r.claimed_tag[r.claim_rc[0] >= 0 ? 0 : 1], r.tag);
+			T_EQ(sc__offer_state(b, r.cport, r.tag), SC_OFFER_CLAIMED);
+			T_EQ(sc__offer_claim(b, r.cport, &r.local, &pid, &r.claimed_tag[0]), -1);
+			sc__offer_done(b, r.cport);
+			if (r.claim_rc[0] >= 0)
+				n_a++;
+			else
+				n_b++;
+			break;
+		}
+		pthread_barrier_wait(&r.end);
+	}
+	pthread_join(tc, NULL);
+	pthread_join(ta, NULL);
+	pthread_barrier_destroy(&r.start);
+	pthread_barrier_destroy(&r.end);
+	switch (kind) {
+	case R_POST_DECLINE:
+		t_log("%s: %ld rounds: posted and claimed %ld, refused %ld, busy %ld",
+		      what, r.rounds, n_a, n_b, n_c);
+		break;
+	case R_WITHDRAW_CLAIM:
+		t_log("%s: %ld rounds: withdrawn %ld, claimed %ld", what, r.rounds, n_a, n_b);
+		break;
+	case R_CLAIM_CLAIM:
+		t_log("%s: %ld rounds: first claimer %ld, second %ld", what, r.rounds, n_a, n_b);
+		break;
+	}
+}
+
+/* ---- one transition at a time ---------------------------------------------- */
+
+static void withdrawn(struct sc_board *b)
+{
+	struct sc_addr16 lo = addr4("127.0.0.1");
+	uint16_t cport = 40001;
+	uint64_t tag = 0x1234567, t;
+	int32_t pid;
+
+	T_EQ(sc__offer_post(b, cport, &lo, tag), cport);
+	T_EQ(sc__offer_state(b, cport, tag), SC_OFFER_OFFERED);
+	T_ASSERT(!sc__offer_withdrawn(b, cport, &lo));
+	T_ASSERT(sc__offer_withdraw(b, cport, tag));
+	T_EQ(sc__offer_state(b, cport, tag), SC_OFFER_WITHDRAWN);
+	T_EQ(sc__offer_claim(b, cport, &lo, &pid, &t), -1);
+	T_ASSERT(sc__offer_withdrawn(b, cport, &lo));
+	/* a second withdrawal finds nothing to withdraw */
+	T_ASSERT(!sc__offer_withdraw(b, cport, tag));
+	/* the acceptor declines the tuple: the withdrawn entry is free to it */
+	int idx;
+	T_EQ(sc__offer_decline_tuple(b, cport, &lo, &idx), 0);
+	T_EQ(idx, cport);
+	sc__offer_undecline(b, idx, &lo);
+	T_EQ(word_state(b, cport), SC_OFFER_FREE);
+
+	/* an offer the acceptor declined after a claim (sc__offer_decline):
+	 * withdrawing it frees the entry */
+	T_EQ(sc__offer_post(b, cport, &lo, tag), cport);
+	T_EQ(sc__offer_claim(b, cport, &lo, &pid, &t), cport);
+	sc__offer_decline(b, cport, tag);
+	T_EQ(sc__offer_state(b, cport, tag), SC_OFFER_DECLINED);
+	T_ASSERT(sc__offer_withdraw(b, cport, tag));
+	T_EQ(atomic_load(&b->offers[cport].word), 0);
+}
+
+static void declines(struct sc_board *b)
+{
+	struct sc_addr16 lo = addr4("127.0.0.1"), lo2 = addr4("127.0.0.2");
+	uint16_t cport = 40002;
+	int idx;
+	int32_t pid;
+	uint64_t t;
+
+	/* late offer after a decline: refused, once */
+	T_EQ(sc__offer_decline_tuple(b, cport, &lo, &idx), 0);
+	T_EQ(idx, cport);
+	T_EQ(word_state(b, cport), SC_OFFER_DECLINED);
+	T_EQ(sc__offer_post(b, cport, &lo, 0x77), -ECONNREFUSED);
+	T_EQ(word_state(b, cport), SC_OFFER_FREE);
+	T_EQ(sc__offer_post(b, cport, &lo, 0x78), cport);
+	T_EQ(sc__offer_claim(b, cport, &lo, &pid, &t), cport);
+	T_EQ(t, 0x78);
+	sc__offer_done(b, cport);
+
+	/* a decline of the same client port to another address: not ours */
+	T_EQ(sc__offer_decline_tuple(b, cport, &lo2, &idx), 0);
+	T_EQ(idx, cport);
+	T_EQ(sc__offer_post(b, cport, &lo, 0x79), cport);
+	T_EQ(word_tag(b, cport), 0x79);
+	/* the acceptor of 127.0.0.2 closing: the offer is not its decline */
+	sc__offer_undecline(b, cport, &lo2);
+	T_EQ(sc__offer_state(b, cport, 0x79), SC_OFFER_OFFERED);
+	T_ASSERT(sc__offer_withdraw(b, cport, 0x79));
+	sc__offer_done(b, cport);
+
+	/* a stale decline (written more than a second ago): left over from an
+	 * older connection of the port, it refuses nothing */
+	T_EQ(sc__offer_decline_tuple(b, cport, &lo, &idx), 0);
+	b->offers[cport].time_ms -= 1500;
+	T_EQ(sc__offer_post(b, cport, &lo, 0x7a), cport);
+	T_EQ(sc__offer_state(b, cport, 0x7a), SC_OFFER_OFFERED);
+	/* and the acceptor that declined, closing, does not free it */
+	sc__offer_undecline(b, idx, &lo);
+	T_EQ(sc__offer_state(b, cport, 0x7a), SC_OFFER_OFFERED);
+	T_EQ(sc__offer_claim(b, cport, &lo, &pid, &t), cport);
+	T_EQ(t, 0x7a);
+	sc__offer_done(b, cport);
+
+	/* a decline while a live offer for this tuple is there: -EAGAIN */
+	T_EQ(sc__offer_post(b, cport, &lo, 0x7b), cport);
+	T_EQ(sc__offer_decline_tuple(b, cport, &lo, &idx), -EAGAIN);
+	T_EQ(idx, -1);
+	T_EQ(sc__offer_claim(b, cport, &lo, &pid, &t), cport);
+	/* a decline while the entry is claimed (a live process's): left alone */
+	T_EQ(sc__offer_decline_tuple(b, cport, &lo, &idx), 0);
+	T_EQ(idx, -1);
+	T_EQ(sc__offer_state(b, cport, 0x7b), SC_OFFER_CLAIMED);
+	sc__offer_done(b, cport);
+	/* a post while another live offer holds the entry: -EBUSY */
+	T_EQ(sc__offer_post(b, cport, &lo, 0x7c), cport);
+	T_EQ(sc__offer_post(b, cport, &lo2, 0x7d), -EBUSY);
+	T_EQ(word_tag(b, cport), 0x7c);
+	T_ASSERT(sc__offer_withdraw(b, cport, 0x7c));
+	sc__offer_done(b, cport);
+}
+
+static void tags(struct sc_board *b)
+{
+	struct sc_addr16 lo = addr4("127.0.0.1");
+	uint16_t cport = 40003;
+	uint64_t a = 0xaaaa01, other = 0xbbbb02, c = 0xcccc03, t;
+	int32_t pid;
+
+	T_EQ(sc__offer_post(b, cport, &lo, a), cport);
+	/* another offer's tag changes nothing */
+	T_ASSERT(!sc__offer_withdraw(b, cport, other));
+	T_EQ(sc__offer_state(b, cport, a), SC_OFFER_OFFERED);
+	/* to the holder of another tag the entry has moved on: "claimed and
+	 * done with" */
+	T_EQ(sc__offer_state(b, cport, other), SC_OFFER_CLAIMED);
+	T_EQ(sc__offer_claimer(b, cport, other), 0);
+	T_EQ(sc__offer_claimer(b, cport, a), 0);        /* not claimed yet */
+	T_EQ(sc__offer_claim(b, cport, &lo, &pid, &t), cport);
+	T_EQ(t, a);
+	T_EQ(pid, getpid());
+	T_EQ(sc__offer_claimer(b, cport, a), getpid());
+	T_EQ(sc__offer_claimer(b, cport, other), 0);
+	T_ASSERT(!sc__offer_withdraw(b, cport, a));     /* claimed: too late */
+	sc__offer_done(b, cport);
+	T_EQ(sc__offer_claimer(b, cport, a), 0);
+	T_EQ(sc__offer_state(b, cport, a), SC_OFFER_CLAIMED);   /* done with */
+
+	/* the entry reused by the next connection of the port: the old tag's
+	 * transitions miss it */
+	T_EQ(sc__offer_post(b, cport, &lo, c), cport);
+	T_ASSERT(!sc__offer_withdraw(b, cport, a));
+	T_EQ(sc__offer_state(b, cport, c), SC_OFFER_OFFERED);
+	T_ASSERT(sc__offer_withdraw(b, cport, c));
+	T_EQ(word_tag(b, cport), c);
+	sc__offer_done(b, cport);
+}
+
+/* ---- connecting slots ---------------------------------------------------------- */
+
+static void connecting(struct sc_board *b)
+{
+	int slots[SC_BOARD_CONNECTING];
+
+	T_ASSERT(!sc__board_anyone_connecting(b));
+	for (int i = 0; i < SC_BOARD_CONNECTING; i++) {
+		slots[i] = sc__board_connecting(b);
+		T_ASSERT(slots[i] >= 0 && slots[i] < SC_BOARD_CONNECTING);
+		for (int k = 0; k < i; k++)
+			T_ASSERT(slots[k] != slots[i]);
+		T_ASSERT(sc__board_anyone_connecting(b));
+	}
+	T_EQ(sc__board_connecting(b), -1);              /* all taken */
+	/* a freed slot is taken again */
+	sc__board_connected(b, slots[7]);
+	T_EQ(sc__board_connecting(b), slots[7]);
+	/* a slot older than a second is another client's to take */
+	atomic_store(&b->connecting[slots[3]].t_ms,
+		     atomic_load(&b->connecting[slots[3]].t_ms) - 1500u);
+	T_EQ(sc__board_connecting(b), slots[3]);
+	T_EQ(sc__board_connecting(b), -1);
+	/* freeing a slot another process has taken over does nothing */
+	atomic_store(&b->connecting[slots[5]].pid, 1);
+	sc__board_connected(b, slots[5]);
+	T_EQ(atomic_load(&b->connecting[slots[5]].pid), 1);
+	atomic_store(&b->connecting[slots[5]].pid, getpid());
+	/* out of range: ignored */
+	sc__board_connected(b, -1);
+	sc__board_connected(b, SC_BOARD_CONNECTING);
+	for (int i = 0; i < SC_BOARD_CONNECTING; i++)
+		sc__board_connected(b, slots[i]);
+	T_ASSERT(!sc__board_anyone_connecting(b));
+	for (int i = 0; i < SC_BOARD_CONNECTING; i++)
+		T_EQ(atomic_load(&b->connecting[i].pid), 0);
+	/* a client connecting for longer than 200 ms is not waited for */
+	int s = sc__board_connecting(b);
+	T_ASSERT(s >= 0);
+	T_ASSERT(sc__board_anyone_connecting(b));
+	atomic_store(&b->connecting[s].t_ms, atomic_load(&b->connecting[s].t_ms) - 300u);
+	T_ASSERT(!sc__board_anyone_connecting(b));
+	sc__board_connected(b, s);
+}
+
+/* ---- listener entries ------------------------------------------------------------ */
+
+static int pipe_fds[2], back_fds[2];
+
+static int listening_child(void *arg)
+{
+	struct sc_board *b = sc__board(*(uint16_t *)arg, true);
+	struct sc_addr16 lo = addr4("127.0.0.1");
+	char c = 'l';
+	T_ASSERT(b);
+	T_EQ(sc__board_listen(b, &lo, 777), 0);
+	t_write_full(pipe_fds[1], &c, 1);
+	t_read_full(back_fds[0], &c, 1);        /* until killed */
+	return 1;
+}
+
+static void listeners(void)
+{
+	uint16_t port = 1001, port2 = 1002;
+	struct sc_board *b = sc__board(port, true);
+	struct sc_addr16 lo = addr4("127.0.0.1"), lo2 = addr4("127.0.0.2"),
+			 other = addr4("10.11.12.13"), any = addr4("0.0.0.0");
+
+	T_ASSERT(b);
+	T_ASSERT(sc__board(port, false) == b);
+	T_ASSERT(!sc__board_serves(b, &lo));
+	T_EQ(sc__board_listen(b, &lo, 1234), 0);
+	T_ASSERT(sc__board_serves(b, &lo));
+	T_ASSERT(!sc__board_serves(b, &lo2));
+	T_ASSERT(!sc__board_serves(b, &other));
+	/* listening again on the same socket takes no second entry */
+	T_EQ(sc__board_listen(b, &lo, 1234), 0);
+	int n = 0;
+	for (int i = 0; i < SC_BOARD_LISTENERS; i++)
+		n += atomic_load(&b->listeners[i].pid) == getpid();
+	T_EQ(n, 1);
+	sc__board_unlisten(b, 1234);
+	T_ASSERT(!sc__board_serves(b, &lo));
+	/* unlisten of a socket we do not have: nothing */
+	sc__board_unlisten(b, 99);
+
+	/* a wildcard listener serves every loopback address */
+	T_EQ(sc__board_listen(b, &any, 1235), 0);
+	T_ASSERT(sc__board_serves(b, &lo));
+	T_ASSERT(sc__board_serves(b, &lo2));
+	T_ASSERT(!sc__board_serves(b, &other));
+	sc__board_unlisten(b, 1235);
+	T_ASSERT(!sc__board_serves(b, &lo));
+
+	/* every entry taken: -ENOSPC, and the entries are ours to free */
+	for (int i = 0; i < SC_BOARD_LISTENERS; i++)
+		T_EQ(sc__board_listen(b, &lo, 2000 + (uint64_t)i), 0);
+	T_EQ(sc__board_listen(b, &lo, 3000), -ENOSPC);
+	for (int i = 0; i < SC_BOARD_LISTENERS; i++)
+		sc__board_unlisten(b, 2000 + (uint64_t)i);
+	T_ASSERT(!sc__board_serves(b, &lo));
+
+	/* another process's entry lives while the process does (its OFD lock),
+	 * zombie or not */
+	struct sc_board *b2 = sc__board(port2, true);
+	T_ASSERT(b2);
+	T_ASSERT(pipe(pipe_fds) == 0 && pipe(back_fds) == 0);
+	pid_t kid = t_fork(listening_child, &port2);
+	char c;
+	t_read_full(pipe_fds[0], &c, 1);
+	T_ASSERT(sc__board_serves(b2, &lo));
+	T_ASSERT(kill(kid, SIGKILL) == 0);
+	/* dead, not yet reaped: its entry goes as its descriptions are closed
+	 * (the last of its threads gone; a hang guard, not a deadline) */
+	uint64_t t0 = t_now_ms();
+	while (sc__board_serves(b2, &lo)) {
+		T_ASSERTF(t_now_ms() - t0 < 10000, "served 10 s after SIGKILL (child state %c)",
+			  t_state_of(kid, kid));
+		t_sleep_ms(1);
+	}
+	T_ASSERT(t_state_of(kid, kid) == 'Z');      /* not reaped yet */
+	t_wait_status(kid);
+	/* its entry is free to take */
+	T_EQ(sc__board_listen(b2, &lo, 4000), 0);
+	T_ASSERT(sc__board_serves(b2, &lo));
+	sc__board_unlisten(b2, 4000);
+	close(pipe_fds[0]);
+	close(pipe_fds[1]);
+	close(back_fds[0]);
+	close(back_fds[1]);
+}
+
+static void cleanup(void)
+{
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", rundir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", rundir);
+}
+
+int main(void)
+{
+	if (!mkdtemp(rundir))
+		T_FAIL("mkdtemp: %s", strerror(errno));
+	setenv("SHORTCUT_RUNDIR", rundir, 1);
+	atexit(cleanup);
+	T_ASSERT(sc__rundir() && !strcmp(sc__rundir(), rundir));
+
+	struct sc_board *b = sc__board(1000, true);
+	T_ASSERT(b);
+	T_EQ(b->magic, SC_BOARD_MAGIC);
+	T_EQ(b->version, SC_BOARD_VERSION);
+	T_EQ(b->port, 1000);
+
+	withdrawn(b);
+	declines(b);
+	tags(b);
+	connecting(b);
+	listeners();
+	race(b, R_POST_DECLINE, "post vs claim/decline");
+	race(b, R_WITHDRAW_CLAIM, "withdraw vs claim");
+	race(b, R_CLAIM_CLAIM, "claim vs claim");
+	t_log("board: ok");
+	return 0;
+}
