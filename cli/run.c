@@ -395,11 +395,14 @@ int sc__stats_main(int argc, char **argv)
 		       "\"conns_opened\": %llu, \"conns_closed\": %llu, \"conns_aborted\": %llu, "
 		       "\"conns_refused\": %llu, \"proto_errors\": %llu, \"groups_created\": %llu, "
 		       "\"groups_joined\": %llu, \"wakeups_sent\": %llu, \"sleeps\": %llu, "
-		       "\"spin_hits\": %llu}\n",
+		       "\"spin_hits\": %llu, \"devmem\": {\"bindings\": %llu, "
+		       "\"bytes_into_regions\": %llu, \"frags_delivered\": %llu, "
+		       "\"frags_outstanding\": %llu, \"waits\": %llu}}\n",
 		       V(bytes_sent), V(bytes_received), V(bytes_tcp_sent), V(bytes_tcp_received),
 		       V(conns_opened), V(conns_closed), V(conns_aborted), V(conns_refused),
 		       V(proto_errors), V(groups_created), V(groups_joined), V(wakeups_sent),
-		       V(sleeps), V(spin_hits));
+		       V(sleeps), V(spin_hits), V(dm_bindings), V(dm_bytes_in), V(dm_frags),
+		       V(dm_frags_out), V(dm_waits));
 		return 0;
 	}
 	printf("run directory       %s\n", dir);
@@ -416,6 +419,10 @@ int sc__stats_main(int argc, char **argv)
 	       V(bytes_sent), V(bytes_received));
 	printf("bytes, TCP            sent %llu, received %llu\n",
 	       V(bytes_tcp_sent), V(bytes_tcp_received));
+	if (V(dm_bindings) || V(dm_frags) || V(dm_bytes_in))
+		printf("device memory       %llu bindings, %llu bytes into regions, %llu fragments "
+		       "(%llu outstanding), %llu waits for a free chunk\n", V(dm_bindings),
+		       V(dm_bytes_in), V(dm_frags), V(dm_frags_out), V(dm_waits));
 	printf("aborted %llu, refused %llu, protocol errors %llu, link groups %llu+%llu, "
 	       "wake-ups %llu, sleeps %llu\n",
 	       V(conns_aborted), V(conns_refused), V(proto_errors), V(groups_created),

@@ -218,6 +218,25 @@ struct sc_stats {
 };
 void sc_stats_get(struct sc_stats *st);
 
+/* ---- device memory ------------------------------------------------------ */
+
+/*
+ * Bind a memory region (a memfd, or any file mmap can share; sealed with
+ * F_SEAL_SHRINK as ncdevmem does) for receiving or for sending, as the
+ * kernel's netdev netlink bind-rx / bind-tx do for loopback (which the
+ * interposer also answers: docs/devmem.md).  Returns the binding id (> 0),
+ * the dmabuf_id of the socket API's cmsgs, or -errno (EBADF, EINVAL: not
+ * mappable or empty, EEXIST: an rx binding exists already, loopback having
+ * one queue).  A connection of this process whose receiver reads with
+ * MSG_SOCK_DEVMEM gets its payload in the rx region; sendmsg with
+ * MSG_ZEROCOPY and an SCM_DEVMEM_DMABUF cmsg naming a tx binding sends from
+ * its region (iov_base: offsets).  Unbinding lets no new connection use
+ * the region; fragments the program holds stay valid until returned.
+ */
+int sc_devmem_bind_rx(int fd);
+int sc_devmem_bind_tx(int fd);
+int sc_devmem_unbind(unsigned int id);
+
 /* ---- configuration ---------------------------------------------------- */
 
 /*

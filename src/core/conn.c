@@ -17,6 +17,7 @@
 
 #include "config.h"
 #include "conn.h"
+#include "dmint.h"
 #include "link.h"
 #include "listener.h"
 #include "notify.h"
@@ -728,6 +729,8 @@ SC_API int sc_conn_events(struct sc_conn *c)
 	sc__lock(&c->txlock);
 	uint32_t win = sc__tx_win(c);
 	sp = sc__tx_space(c, win / 3 + 1);
+	/* framed (devmem): writable when a record fits and a chunk is free */
+	bool dm_full = c->dm_peer && sp >= 0 && !sc__dm_any_free(c->dm_peer);
 	sc__unlock(&c->txlock);
 	pf = sc__peer_flags(c);
 	uint32_t lf = atomic_load(&c->lflags);
@@ -738,7 +741,7 @@ SC_API int sc_conn_events(struct sc_conn *c)
 		ev |= SC_EV_IN;
 	if (err)
 		ev |= SC_EV_ERR | SC_EV_HUP | SC_EV_OUT;
-	else if (sp > (int64_t)(win / 3) || (lf & SC_LF_SHUT_WR) ||
+	else if ((sp > (int64_t)(win / 3) && !dm_full) || (lf & SC_LF_SHUT_WR) ||
 		 (pf & SC_SF_CLOSED))
 		ev |= SC_EV_OUT;
 	if (rd_done)

@@ -78,6 +78,12 @@ struct sc_conn {
 	/* the switch was asked by a child waiting in an epoll set of ours
 	 * that has this connection (sw_req's SC_SWREQ_EPOLL) */
 	_Atomic bool sw_child_set;
+	/* devmem: the receiver's region our ring is framed for (txlock; set
+	 * once, by sc__dm_tx_prepare) */
+	struct sc_dm_peer *dm_peer;
+	/* a switch's re-send of a framed ring: the bytes of the record at
+	 * its cursor already re-sent (switch.c) */
+	uint32_t dm_resend_off;
 };
 
 enum { SC_SW_NONE, SC_SW_ASKED, SC_SW_FROZEN, SC_SW_TCP };

@@ -36,23 +36,25 @@
 #include "sys.h"
 
 #include "ctl.h"
+#include "dmint.h"
 
 /* ---- messages ------------------------------------------------------- */
 
-int sc__group_send(struct sc_group *g, const struct sc_msg *m, int fd)
+static int group_send2(struct sc_group *g, const struct sc_msg *m, int fd, int fd2)
 {
-	union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } u;
+	union { char buf[CMSG_SPACE(2 * sizeof(int))]; struct cmsghdr align; } u;
 	struct iovec iov = { .iov_base = (void *)m, .iov_len = sizeof(*m) };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 
 	if (fd >= 0) {
+		int fds[2] = { fd, fd2 }, nfd = fd2 >= 0 ? 2 : 1;
 		mh.msg_control = u.buf;
-		mh.msg_controllen = sizeof(u.buf);
+		mh.msg_controllen = CMSG_SPACE((size_t)nfd * sizeof(int));
 		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
 		cm->cmsg_level = SOL_SOCKET;
 		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+		cm->cmsg_len = CMSG_LEN((size_t)nfd * sizeof(int));
+		memcpy(CMSG_DATA(cm), fds, (size_t)nfd * sizeof(int));
 	}
 	/* never blocking (we may hold locks other connections need): the
 	 * peer's control thread drains its socket at once, so a full buffer
@@ -67,9 +69,38 @@ int sc__group_send(struct sc_group *g, const struct sc_msg *m, int fd)
 	}
 }
 
+int sc__group_send(struct sc_group *g, const struct sc_msg *m, int fd)
+{
+	return group_send2(g, m, fd, -1);
+}
+
+int sc__dm_share(struct sc_group *g, uint32_t id)
+{
+	int rfd, cfd, rc = 0;
+	pthread_mutex_lock(&g->lock);
+	int i = 0;
+	while (i < 8 && g->dm_shared[i] && g->dm_shared[i] != id)
+		i++;
+	if (i == 8)
+		rc = -ENOSPC;           /* (eight bindings per peer) */
+	else if (g->dm_shared[i] != id) {
+		rc = sc__dm_share_fds(id, &rfd, &cfd);
+		if (!rc) {
+			struct sc_msg m = { .magic = SC_MSG_MAGIC, .type = SC_MSG_DEVMEM,
+					    .version = SC_LAYOUT_VERSION, .cell = id,
+					    .pid = sc__pid() };
+			rc = g->dead ? -ECONNRESET : group_send2(g, &m, rfd, cfd);
+		}
+		if (!rc)
+			g->dm_shared[i] = id;
+	}
+	pthread_mutex_unlock(&g->lock);
+	return rc;
+}
+
 /* Receive one message and at most one fd; 1 = got one, 0 = none pending,
  * -errno on hang-up or garbage. */
-static int recv_msg(struct sc_group *g, struct sc_msg *m, int *fd)
+static int recv_msg(struct sc_group *g, struct sc_msg *m, int *fd, int *fd2)
 {
 	union { char buf[CMSG_SPACE(sizeof(int) * 4)]; struct cmsghdr align; } u;
 	struct iovec iov = { .iov_base = m, .iov_len = sizeof(*m) };
@@ -77,7 +108,7 @@ static int recv_msg(struct sc_group *g, struct sc_msg *m, int *fd)
 			     .msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
 	ssize_t n;
 
-	*fd = -1;
+	*fd = *fd2 = -1;
 	do
 		n = recvmsg(g->sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 	while (n < 0 && errno == EINTR);
@@ -96,6 +127,8 @@ static int recv_msg(struct sc_group *g, struct sc_msg *m, int *fd)
 			memcpy(&f, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
 			if (nfds++ == 0)
 				*fd = f;
+			else if (nfds == 2)
+				*fd2 = f;
 			else
 				close(f);
 		}
@@ -105,12 +138,15 @@ static int recv_msg(struct sc_group *g, struct sc_msg *m, int *fd)
 		 * failure, not the peer's */
 		return -EMFILE;
 	}
-	if (nfds > 1 || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
+	if (nfds > (n == (ssize_t)sizeof(*m) && m->type == SC_MSG_DEVMEM ? 2 : 1) ||
+	    (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
 	    n != (ssize_t)sizeof(*m) || m->magic != SC_MSG_MAGIC ||
 	    m->version != SC_LAYOUT_VERSION) {
 		if (*fd >= 0)
 			close(*fd);
-		*fd = -1;
+		if (*fd2 >= 0)
+			close(*fd2);
+		*fd = *fd2 = -1;
 		return -EPROTO;
 	}
 	return 1;
@@ -155,6 +191,7 @@ void sc__group_free(struct sc_group *g)
 			close(g->peer_wake[i]);
 	if (g->base)
 		munmap(g->base, g->size);
+	sc__dm_peers_free(g->dm_peers);
 	if (g->sock >= 0)
 		close(g->sock);
 	pthread_mutex_destroy(&g->lock);
@@ -583,10 +620,10 @@ static void group_switch(struct sc_group *g, const struct sc_msg *m)
 void sc__group_pump_locked(struct sc_group *g, struct sc_conn **refused)
 {
 	struct sc_msg m;
-	int fd, rc;
+	int fd, fd2, rc;
 
 	while (!g->dead) {
-		rc = recv_msg(g, &m, &fd);
+		rc = recv_msg(g, &m, &fd, &fd2);
 		if (rc == 0)
 			return;
 		if (rc > 0) {
@@ -606,9 +643,19 @@ void sc__group_pump_locked(struct sc_group *g, struct sc_conn **refused)
 				g->no_new = true;
 			} else if (m.type == SC_MSG_SWITCH) {
 				group_switch(g, &m);
+			} else if (m.type == SC_MSG_DEVMEM && fd >= 0 && fd2 >= 0) {
+				/* the peer wants our payload in its region:
+				 * mapped (a region we cannot map leaves the
+				 * connections on plain bytes) */
+				if (!sc__dm_peer_find(&g->dm_peers, m.cell))
+					rc = sc__dm_peer_add(&g->dm_peers, m.cell, fd, fd2);
+				if (rc == -ENOMEM || rc == -EINVAL || rc == -EBADF)
+					rc = 0;
 			} else {
 				rc = -EPROTO;
 			}
+			if (fd2 >= 0)
+				close(fd2);
 			if (fd >= 0)
 				close(fd);
 			if (rc >= 0)

@@ -30,7 +30,7 @@
 
 #define SC_CACHELINE        64
 #define SC_SEG_MAGIC        0x314745534354524fULL   /* "ORTCSEG1" */
-#define SC_LAYOUT_VERSION   3
+#define SC_LAYOUT_VERSION   4
 #define SC_MAX_SLOTS        255                     /* SMC's per-link-group cap */
 #define SC_MAX_CELLS        256
 #define SC_CELL_NONE        0xffffffffu
@@ -90,12 +90,21 @@ struct sc_ring_hdr {
 	 * producer dead publishes up to it (the kernel sends what a dead
 	 * process had queued). */
 	_Atomic uint64_t held;
-	uint64_t _pad0[6];
+	/* devmem (devmem.h): 0 while the ring carries plain bytes; from the
+	 * cursor framed_from - 1 on, it carries records (struct sc_dm_rec)
+	 * whose payload lies in the consumer's bound region.  Set once, by
+	 * the producer, before it writes the first record (release). */
+	_Atomic uint64_t framed_from;
+	uint64_t _pad0[5];
 	/* line 1 — written by the consumer only: bytes consumed, published
 	 * lazily (SMC's rule: only once max(size/10, 2304) bytes are
 	 * unconfirmed, or at once when the producer is write-blocked). */
 	_Atomic uint64_t cons;
-	uint64_t _pad1[7];
+	/* devmem: the consumer's binding whose region it wants the payload
+	 * in (0: none); written by the consumer, read by the producer */
+	_Atomic uint32_t dm_want;
+	uint32_t _pad1a;
+	uint64_t _pad1[6];
 	/* line 2 — written by the consumer only: non-zero while it wants to
 	 * hear of new data (count of its threads waiting, plus SC_ARM_EDGE
 	 * after a nonblocking call came back empty).  The producer only reads
@@ -237,5 +246,50 @@ static inline uint32_t sc__update_limit(uint32_t size)
 	uint32_t tenth = size / 10;
 	return tenth > 2304 ? tenth : 2304;
 }
+
+/*
+ * Device memory (devmem.h): a receiver's bound region is shared with the
+ * processes that send to it, with a chunk table in a memfd of its own:
+ *
+ *   struct sc_dm_hdr, then uint64_t owner[nchunks]
+ *
+ * A sender takes a free chunk (owner 0 → its connection's key, a
+ * compare-and-swap), copies payload into the chunk in the region, and puts
+ * a record naming it in the ring.  The receiver gives the chunk to the
+ * program as a fragment and frees it (owner → 0) when the program returns
+ * the fragment's token.  Both sides validate what they read.
+ */
+#define SC_DM_MAGIC     0x314d4544u     /* "DEM1" */
+/* Chunk sizes: a page (the kernel's net_iov) in a small region, 64 KiB
+ * from SC_DM_BIG_REGION on (fewer fragments a gigabyte: each costs the
+ * receiver a token) */
+#define SC_DM_CHUNK_MIN 4096u
+#define SC_DM_CHUNK_MAX (64u << 10)
+#define SC_DM_BIG_REGION (8u << 20)
+struct sc_dm_hdr {
+	uint32_t magic, version;        /* SC_DM_MAGIC, SC_LAYOUT_VERSION */
+	uint32_t id;                    /* the receiver's binding id */
+	uint32_t nchunks;
+	uint64_t region_size;
+	/* bumped by the receiver when it frees chunks; senders waiting for
+	 * one sleep on it (futex) while waiters is non-zero */
+	_Atomic uint32_t free_seq;
+	_Atomic uint32_t waiters;
+	_Atomic uint32_t hint;          /* where senders look for a free chunk */
+	uint32_t chunk;                 /* chunk size: a power of two, MIN..MAX */
+	uint32_t _pad[6];
+} SC_ALIGNED;
+_Static_assert(sizeof(struct sc_dm_hdr) == 64, "devmem header size");
+
+/* A record in a framed ring: len bytes of payload in chunk `chunk` of
+ * binding `id`'s region, from the chunk's start. */
+#define SC_DM_REC_MAGIC 0x5d4du
+struct sc_dm_rec {
+	uint32_t id;
+	uint32_t chunk;
+	uint32_t len;
+	uint32_t check;         /* SC_DM_REC_MAGIC ^ id ^ chunk ^ len */
+};
+_Static_assert(sizeof(struct sc_dm_rec) == 16, "devmem record size");
 
 #endif /* SC_LAYOUT_H */

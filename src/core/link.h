@@ -46,6 +46,11 @@ struct sc_group {
 	bool zombie;                    /* waiting for the control thread to free it */
 	bool no_new;                    /* side 0: the listener closed; open no more */
 	pid_t peer_pid;
+	/* devmem: the peer's regions we send into (read without the lock,
+	 * appended under it, freed with the group), and our bindings we
+	 * have shared with the peer */
+	struct sc_dm_peer *dm_peers;
+	uint32_t dm_shared[8];
 	char *path;                     /* side 0: listener path (group reuse key) */
 	struct sc_listener *listener;   /* side 1: where OPENs go; NULL once closed */
 	struct sc_group *next;          /* global list */
@@ -65,7 +70,8 @@ static inline uint8_t *sc__ring_data(struct sc_group *g, uint32_t s, int dir)
 /* Control messages on the group socket. */
 /* (SC_MSG_KICK: the only message on a rendezvous connection that is not a
  * group's: look at the switch requests in our slots, see sc__kick_owner) */
-enum { SC_MSG_HELLO = 1, SC_MSG_OPEN, SC_MSG_CELL, SC_MSG_CLOSE, SC_MSG_SWITCH, SC_MSG_KICK };
+enum { SC_MSG_HELLO = 1, SC_MSG_OPEN, SC_MSG_CELL, SC_MSG_CLOSE, SC_MSG_SWITCH, SC_MSG_KICK,
+       SC_MSG_DEVMEM       /* cell: binding id; two fds: region, chunk table */ };
 struct sc_msg {
 	uint32_t magic;                 /* SC_MSG_MAGIC */
 	uint16_t type, version;
@@ -93,6 +99,8 @@ _Static_assert(offsetof(struct sc_msg, seg_size) == 32, "seg_size offset");
 int sc__group_for_connect(const char *path, struct sc_group **out, uint32_t *slot);
 /* Send a message (with an optional fd) on the group socket; caller holds lock. */
 int sc__group_send(struct sc_group *g, const struct sc_msg *m, int fd);
+/* Share binding id with g's peer (once): SC_MSG_DEVMEM. */
+int sc__dm_share(struct sc_group *g, uint32_t id);
 /* Drain pending control messages (caller holds the group lock). */
 void sc__group_pump(struct sc_group *g);
 /* Allocate a cell of ours for ch in g (group locked); returns index or -errno. */

@@ -8,6 +8,7 @@
 #include <limits.h>
 
 #include "conn.h"
+#include "devmem.h"
 #include "notify.h"
 #include "stats.h"
 #include "txrx.h"
@@ -58,7 +59,16 @@ static int rx_empty_state(struct sc_conn *c)
 	return 1;
 }
 
-static ssize_t recv_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt, int flags)
+/* A devmem receive's fragments and its linear bytes (sc_recv_devmem). */
+struct dm_out {
+	struct sc_dm_rx *rx;
+	struct sc_dm_frag *frags;
+	int max, n;
+	size_t linear;
+};
+
+static ssize_t recv_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt, int flags,
+			 struct dm_out *dm)
 {
 	bool nb = (flags & SC_NONBLOCK) || c->nonblock;
 	bool peek = flags & SC_PEEK;
@@ -74,6 +84,8 @@ static ssize_t recv_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
 	if (!total)
 		return 0;
 	sc__lock(&c->rxlock);
+	if (dm && (rc = sc__dm_rx_start(c, dm->rx)) < 0)
+		goto out;
 	if (c->rcvlowat > 1 && !nb && !peek && !waitall) {
 		/* as TCP: min(mark, len) is enough if it is there now; once
 		 * asleep, only the full mark (or the end) wakes the reader */
@@ -112,6 +124,34 @@ static ssize_t recv_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
 			rc = sc__conn_proto_error(c);
 			break;
 		}
+		uint64_t ff = av > 0 ? atomic_load_explicit(&c->rx.h->framed_from,
+							    memory_order_acquire) : 0;
+		if (ff && c->rx.cons >= ff - 1) {
+			/* records: payload in our region (devmem) */
+			if (!dm || peek) {
+				/* the kernel: device memory read without
+				 * MSG_SOCK_DEVMEM faults (a short read if
+				 * something was copied) */
+				rc = done ? 0 : dm ? -EINVAL : -EFAULT;
+				break;
+			}
+			ssize_t k = sc__dm_recv_records(c, dm->rx, av, total - done, dm->frags,
+							dm->max, &dm->n);
+			if (k < 0) {
+				rc = k == -EPROTO ? sc__conn_proto_error(c) : (int)k;
+				break;
+			}
+			done += (size_t)k;
+			atomic_store_explicit(&c->s->consumed[c->side].rx_consumed, c->rx.cons,
+					      memory_order_relaxed);
+			if (sc__ring_update_cons(&c->rx, false))
+				sc__notify_peer(c);
+			if (!c->polled)
+				sc__disarm_edge(&c->rx.h->rx_armed);
+			break;
+		}
+		if (ff && (uint64_t)av > ff - 1 - c->rx.cons)
+			av = (int64_t)(ff - 1 - c->rx.cons);    /* plain bytes first */
 		if (av > 0) {
 			size_t n = (uint64_t)av < total - done ? (size_t)av : total - done;
 			if (done) {
@@ -132,6 +172,8 @@ static ssize_t recv_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
 			} else {
 				done += sc__ring_get(&c->rx, iov, iovcnt, n, peek);
 			}
+			if (dm)
+				dm->linear = done;
 			if (!peek) {
 				atomic_store_explicit(&c->s->consumed[c->side].rx_consumed, c->rx.cons,
 						      memory_order_relaxed);
@@ -172,7 +214,7 @@ out:
 static ssize_t recv_iov(struct sc_conn *c, const struct iovec *iov, int iovcnt, int flags)
 {
 	int saved = errno;
-	ssize_t n = recv_iov_(c, iov, iovcnt, flags);
+	ssize_t n = recv_iov_(c, iov, iovcnt, flags, NULL);
 
 	errno = saved;
 	return n;
@@ -189,4 +231,23 @@ SC_API ssize_t sc_recvv(struct sc_conn *c, const struct iovec *iov, int iovcnt, 
 	if (iovcnt < 0 || iovcnt > IOV_MAX)
 		return -EINVAL;
 	return recv_iov(c, iov, iovcnt, flags);
+}
+
+/* Devmem: what the plain bytes before the records fill of iov (copied:
+ * *linear), then records as fragments (at most max).  The byte count is
+ * both.  EFAULT if plain receives meet records; EPROTO if a record is not
+ * the sender's to write. */
+ssize_t sc__recv_devmem(struct sc_conn *c, struct sc_dm_rx *rx, const struct iovec *iov,
+			      int iovcnt, struct sc_dm_frag *frags, int max, int *nfrags,
+			      size_t *linear, int flags)
+{
+	if (iovcnt < 0 || iovcnt > IOV_MAX || !rx || max < 1)
+		return -EINVAL;
+	struct dm_out dm = { .rx = rx, .frags = frags, .max = max };
+	int saved = errno;
+	ssize_t n = recv_iov_(c, iov, iovcnt, flags & ~SC_PEEK, &dm);
+	errno = saved;
+	*nfrags = dm.n;
+	*linear = dm.linear;
+	return n;
 }

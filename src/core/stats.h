@@ -34,6 +34,9 @@ struct sc_counters {
 	_Atomic uint64_t conns_accelerated, conns_fallback;
 	_Atomic uint64_t bytes_tcp_sent, bytes_tcp_received;
 	_Atomic uint64_t fallback[SC_FB_MAX];
+	/* device memory (devmem.c): bindings and fragments outstanding are
+	 * levels (a dead process's are none), the rest counts */
+	_Atomic uint64_t dm_bindings, dm_bytes_in, dm_frags, dm_frags_out, dm_waits;
 };
 extern struct sc_counters *sc__statp;
 

@@ -8,6 +8,7 @@
 #include <limits.h>
 
 #include "conn.h"
+#include "dmint.h"
 #include "notify.h"
 #include "stats.h"
 #include "txrx.h"
@@ -102,7 +103,18 @@ int64_t sc__tx_space(struct sc_conn *c, uint64_t want)
  */
 bool sc__tx_ready(struct sc_conn *c)
 {
+	if (c->dm_peer)
+		return sc__dm_tx_ready(c);
 	return tx_error(c) || sc__tx_space(c, 1) != 0;
+}
+
+/* Framed (devmem): room for a record in the ring, and a free chunk. */
+bool sc__dm_tx_ready(struct sc_conn *c)
+{
+	if (tx_error(c))
+		return true;
+	int64_t sp = sc__tx_space(c, sizeof(struct sc_dm_rec));
+	return sp < 0 || (sp >= (int64_t)sizeof(struct sc_dm_rec) && sc__dm_any_free(c->dm_peer));
 }
 
 /* Bytes a corked sender publishes while it holds the rest back: whole
@@ -130,9 +142,51 @@ static ssize_t send_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
 		rc = -EPIPE;
 		goto out;
 	}
+	sc__dm_tx_prepare(c);
+	if (c->dm_peer)
+		hold = false;   /* records go whole: corking holds no devmem payload */
 	while (done < total) {
 		if ((rc = tx_error(c)))
 			break;
+		if (c->dm_peer) {
+			/* devmem: the payload into the receiver's region, a
+			 * record for it into the ring */
+			uint32_t seq;
+			ssize_t k = sc__dm_send_one(c, iov, iovcnt, done, total - done, &seq);
+			if (k > 0) {
+				done += (size_t)k;
+				sc__ring_publish(&c->tx);
+				wake = true;
+				if (!c->polled_out)
+					sc__disarm_edge(&c->tx.h->tx_blocked);
+				continue;
+			}
+			if (k < 0 && k != -EAGAIN) {
+				rc = sc__conn_proto_error(c);
+				break;
+			}
+			if (wake) {
+				atomic_thread_fence(memory_order_seq_cst);
+				wake_rx(c);
+				wake = false;
+			}
+			if (nb) {
+				if (sc__conn_arm_edge(c, true, sc__dm_tx_ready))
+					continue;
+				rc = -EAGAIN;
+				break;
+			}
+			if (k == -EAGAIN) {
+				/* the region is full of fragments the program has
+				 * not returned: wait for the receiver to free one */
+				atomic_fetch_or(&c->tx.h->tx_blocked, SC_ARM_EDGE);
+				sc__dm_wait(c, seq);
+				continue;
+			}
+			if ((rc = sc__conn_wait(c, true, sc__dm_tx_ready)))
+				break;
+			continue;
+		}
 		int64_t space = sc__tx_space(c, total - done);
 		if (space < 0) {
 			rc = sc__conn_proto_error(c);

@@ -6,6 +6,8 @@
 #include <stdbool.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
 
 #include "layout.h"
 
@@ -51,5 +53,23 @@ static inline void sc__disarm_edge(_Atomic uint32_t *flag)
 }
 /* Make sure c has a channel to be woken on (its own by default). */
 int sc__conn_channel(struct sc_conn *c);
+
+/* Devmem on a connection (dmpath.c; devmem.h) */
+struct sc_dm_rx;
+struct sc_dm_frag;
+void sc__dm_tx_prepare(struct sc_conn *c);              /* txlock */
+bool sc__dm_tx_ready(struct sc_conn *c);                /* tx.c */
+ssize_t sc__dm_send_one(struct sc_conn *c, const struct iovec *iov, int iovcnt, size_t skip,
+			size_t len, uint32_t *seq);      /* txlock */
+void sc__dm_wait(struct sc_conn *c, uint32_t seq);      /* txlock */
+int sc__dm_rx_start(struct sc_conn *c, struct sc_dm_rx *rx);    /* rxlock */
+void sc__dm_rx_end(struct sc_conn *c, struct sc_dm_rx *rx);
+/* Tokens came back for c's receiver: a sender waiting for a chunk hears it. */
+void sc__dm_space_freed(struct sc_conn *c);
+ssize_t sc__recv_devmem(struct sc_conn *c, struct sc_dm_rx *rx, const struct iovec *iov,
+			int iovcnt, struct sc_dm_frag *frags, int max, int *nfrags,
+			size_t *linear, int flags);
+ssize_t sc__dm_recv_records(struct sc_conn *c, struct sc_dm_rx *rx, int64_t avail,
+			    size_t budget, struct sc_dm_frag *out, int max, int *n);
 
 #endif

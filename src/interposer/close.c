@@ -119,6 +119,8 @@ SC_API int close(int fd)
 	if (sock_get(fd))
 		fd_drop(fd, true);
 	ep_close(fd);
+	if (atomic_load_explicit(&nl_count, memory_order_relaxed))
+		nl_close(fd);   /* its devmem bindings go with it */
 	return R(close)(fd);
 }
 

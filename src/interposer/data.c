@@ -44,6 +44,7 @@
 #include "stats.h"
 #include "txrx.h"
 #include "interposer.h"
+#include "devmem_uapi.h"
 /* ---- data --------------------------------------------------------------- */
 
 /* Map to the library's flags; -EOPNOTSUPP for what shared memory cannot do. */
@@ -533,9 +534,37 @@ static ssize_t tcp_readv(int fd, const struct iovec *iov, int iovcnt, int flags)
 	return R(readv)(fd, iov, iovcnt);
 }
 
+/* A send on a generic netlink socket of the program's (netlink.c). */
+static ssize_t nl_send(int fd, const void *buf, size_t len, int flags, const struct sockaddr *to,
+		       socklen_t tolen, bool *handled)
+{
+	struct iovec v = { (void *)buf, len };
+	struct msghdr m = { .msg_name = (void *)to, .msg_namelen = tolen, .msg_iov = &v,
+			    .msg_iovlen = 1 };
+	return nl_sendmsg(fd, &m, flags, handled);
+}
+
+static ssize_t nl_recv(int fd, void *buf, size_t len, int flags, struct sockaddr *from,
+		       socklen_t *fromlen, bool *handled)
+{
+	struct iovec v = { buf, len };
+	struct msghdr m = { .msg_name = from, .msg_namelen = fromlen ? *fromlen : 0,
+			    .msg_iov = &v, .msg_iovlen = 1 };
+	ssize_t n = nl_recvmsg(fd, &m, flags, handled);
+	if (*handled && n >= 0 && from && fromlen)
+		*fromlen = m.msg_namelen;
+	return n;
+}
+
 SC_API ssize_t write(int fd, const void *buf, size_t len)
 {
 	struct sc_sock *s = sock_get(fd);
+	if (!s && nl_fd(fd)) {
+		bool handled;
+		ssize_t n = nl_send(fd, buf, len, 0, NULL, 0, &handled);
+		if (handled)
+			return n;
+	}
 	if (!s)
 		return R(write)(fd, buf, len);
 	struct iovec v = { (void *)buf, len };
@@ -545,16 +574,40 @@ SC_API ssize_t write(int fd, const void *buf, size_t len)
 SC_API ssize_t send(int fd, const void *buf, size_t len, int flags)
 {
 	struct sc_sock *s = sock_get(fd);
+	if (!s && nl_fd(fd)) {
+		bool handled;
+		ssize_t n = nl_send(fd, buf, len, flags, NULL, 0, &handled);
+		if (handled)
+			return n;
+	}
 	if (!s)
 		return R(send)(fd, buf, len, flags);
 	struct iovec v = { (void *)buf, len };
+	if ((flags & MSG_ZEROCOPY) && atomic_load(&s->mode) != M_TCP) {
+		struct msghdr m = { .msg_iov = &v, .msg_iovlen = 1 };
+		bool handled;
+		ssize_t n = dm_sendmsg(fd, s, &m, flags, &handled);
+		if (handled)
+			return n;
+	}
 	return do_sendv(fd, s, &v, 1, flags, tcp_sendv);
+}
+
+ssize_t sock_sendv(int fd, struct sc_sock *s, const struct iovec *iov, int iovcnt, int flags)
+{
+	return do_sendv(fd, s, iov, iovcnt, flags, tcp_sendv);
 }
 
 SC_API ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 		      const struct sockaddr *to, socklen_t tolen)
 {
 	struct sc_sock *s = sock_get(fd);
+	if (!s && nl_fd(fd)) {
+		bool handled;
+		ssize_t n = nl_send(fd, buf, len, flags, to, tolen, &handled);
+		if (handled)
+			return n;
+	}
 	if (s && (flags & MSG_FASTOPEN) && atomic_load(&s->mode) == M_TCP && !s->counted) {
 		/* data in the SYN: shared memory cannot take part */
 		ssize_t n = R(sendto)(fd, buf, len, flags, to, tolen);
@@ -588,6 +641,20 @@ SC_API ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 	 * the receiver reads the kernel socket */
 	sw_rights(m);
 	struct sc_sock *s = sock_get(fd);
+	if (!s && nl_fd(fd)) {
+		bool handled;
+		ssize_t n = nl_sendmsg(fd, m, flags, &handled);
+		if (handled)
+			return n;
+	}
+	if (s && atomic_load(&s->mode) != M_TCP &&
+	    ((flags & MSG_ZEROCOPY) || (m->msg_control && m->msg_controllen))) {
+		/* zerocopy completions, devmem transmit (devmem.c) */
+		bool handled;
+		ssize_t n = dm_sendmsg(fd, s, m, flags, &handled);
+		if (handled)
+			return n;
+	}
 	if (!s || atomic_load(&s->mode) == M_TCP || m->msg_controllen) {
 		tcp_gate(s);
 		return R(sendmsg)(fd, m, flags);
@@ -621,6 +688,12 @@ SC_API int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 SC_API ssize_t read(int fd, void *buf, size_t len)
 {
 	struct sc_sock *s = sock_get(fd);
+	if (!s && nl_fd(fd)) {
+		bool handled;
+		ssize_t n = nl_recv(fd, buf, len, 0, NULL, NULL, &handled);
+		if (handled)
+			return n;
+	}
 	if (!s)
 		return R(read)(fd, buf, len);
 	struct iovec v = { buf, len };
@@ -637,6 +710,12 @@ SC_API ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen)
 SC_API ssize_t recv(int fd, void *buf, size_t len, int flags)
 {
 	struct sc_sock *s = sock_get(fd);
+	if (!s && nl_fd(fd)) {
+		bool handled;
+		ssize_t n = nl_recv(fd, buf, len, flags, NULL, NULL, &handled);
+		if (handled)
+			return n;
+	}
 	if (!s)
 		return R(recv)(fd, buf, len, flags);
 	struct iovec v = { buf, len };
@@ -654,6 +733,12 @@ SC_API ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct sockadd
 			socklen_t *fromlen)
 {
 	struct sc_sock *s = sock_get(fd);
+	if (!s && nl_fd(fd)) {
+		bool handled;
+		ssize_t n = nl_recv(fd, buf, len, flags, from, fromlen, &handled);
+		if (handled)
+			return n;
+	}
 	if (!s || atomic_load(&s->mode) == M_TCP)
 		return R(recvfrom)(fd, buf, len, flags, from, fromlen);
 	struct iovec v = { buf, len };
@@ -686,6 +771,27 @@ SC_API ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 SC_API ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 {
 	struct sc_sock *s = sock_get(fd);
+	if (!s && nl_fd(fd)) {
+		bool handled;
+		ssize_t n = nl_recvmsg(fd, m, flags, &handled);
+		if (handled)
+			return n;
+	}
+	if (s && (flags & MSG_ERRQUEUE)) {
+		/* our zerocopy completions, then the kernel's queue */
+		bool handled;
+		ssize_t n = dm_errqueue(fd, s, m, &handled);
+		if (handled)
+			return n;
+		return R(recvmsg)(fd, m, flags);
+	}
+	if (s && (flags & MSG_SOCK_DEVMEM) && atomic_load(&s->mode) != M_TCP) {
+		bool handled;
+		ssize_t n = dm_recvmsg(fd, s, m, flags, &handled);
+		if (handled)
+			return n;
+		flags &= ~MSG_SOCK_DEVMEM;      /* plain bytes, as the kernel's loopback */
+	}
 	if (!s || atomic_load(&s->mode) == M_TCP)
 		return R(recvmsg)(fd, m, flags);
 	if (m->msg_iovlen > IOV_MAX) {

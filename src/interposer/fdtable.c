@@ -146,6 +146,7 @@ void sock_release(struct sc_sock *s, int fd_of_release)
 {
 	ep_forget_sock(s);
 	pthread_mutex_lock(&s->lock);
+	dm_sock_release(s);     /* its fragments are freed, as at the kernel's close */
 	/* bytes the program sent are the peer's: settle first (as the
 	 * kernel delivers them after close), then close as settled */
 	if (atomic_load(&s->mode) == M_PENDING && s->plen)

@@ -44,6 +44,7 @@
 #include "stats.h"
 #include "txrx.h"
 #include "interposer.h"
+#include "devmem.h"
 
 _Atomic uint32_t nforks;
 /* ---- fork: sharing a connection with a child -----------------------------
@@ -341,6 +342,8 @@ void atfork_child(void)
 	sc__link_atfork_child();
 	ep_atfork_child();
 	sw_atfork_child();      /* the switch thread did not come along */
+	nl_atfork_child();      /* devmem bindings are the parent's */
+	sc__dm_atfork_child();
 	CHILDREN.n = 0;         /* those were our siblings */
 	pthread_mutex_init(&CHILDREN.lock, NULL);
 	/* the child counts in a file of its own */

@@ -45,6 +45,7 @@
 #include "stats.h"
 #include "txrx.h"
 #include "interposer.h"
+#include <linux/netlink.h>
 /* ---- classification ------------------------------------------------------ */
 
 static bool is_tcp_type(int type, int protocol)
@@ -65,6 +66,8 @@ SC_API int socket(int domain, int type, int protocol)
 	int fd = R(socket)(domain, type, protocol);
 	if (fd >= 0 && (domain == AF_INET || domain == AF_INET6) && is_tcp_type(type, protocol))
 		sock_new(fd, M_TCP, type & SOCK_NONBLOCK);
+	else if (fd >= 0 && domain == AF_NETLINK && protocol == NETLINK_GENERIC)
+		nl_track(fd);   /* the netdev family's bind-rx / bind-tx (netlink.c) */
 	return fd;
 }
 

@@ -27,8 +27,17 @@
 #ifndef SC_INTERPOSER_H
 #define SC_INTERPOSER_H
 
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/ioctl.h>
+#include <sys/select.h>
+#include <sys/sendfile.h>
+#include <time.h>
+#include <unistd.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -36,6 +45,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include "calls.h"
 #include "compat.h"
@@ -89,6 +99,9 @@ enum { M_TCP, M_LISTEN, M_SPENDING, M_PENDING, M_SHM };
 
 #define PBUF_CAP SC_RING_MIN    /* a pending client's buffer: fits any ring */
 
+#define SC_ZC_RANGES 8
+struct sc_dm_rx;
+
 struct sc_sock {
 	pthread_mutex_t lock;   /* mode changes, the pending state */
 	pthread_mutex_t wlock;  /* with wcond: sends wait while resending */
@@ -132,6 +145,15 @@ struct sc_sock {
 	struct sc_conn *_Atomic attached;
 	struct sc_sock *pnext;  /* pending list */
 	struct sc_conn_rec *rec;        /* `shortcut stat` record, or NULL */
+	/* device memory (devmem.c) */
+	struct sc_dm_rx *dmrx;  /* fragments handed out, once it received with devmem */
+	bool zerocopy;          /* SO_ZEROCOPY */
+	uint32_t zc_next;       /* the next zerocopy send's id */
+	int nzc;                /* completion ranges queued (s->lock) */
+	struct sc_zc_range {
+		uint32_t lo, hi;
+		uint8_t code;
+	} zc[SC_ZC_RANGES];
 };
 
 /* fd -> socket: pages of 4096 pointers, allocated on demand; written
@@ -190,6 +212,31 @@ int64_t lowat_target(struct sc_sock *s, size_t len);
 #define SHARED_SLICE_MS 5
 bool on_shared_chan(struct sc_sock *s);
 bool switching(struct sc_conn *c);
+
+/* the send family's common path (zerocopy sends come through here too) */
+ssize_t sock_sendv(int fd, struct sc_sock *s, const struct iovec *iov, int iovcnt, int flags);
+
+/* ---- device memory (devmem.c, netlink.c) ------------------------------------ */
+
+ssize_t dm_recvmsg(int fd, struct sc_sock *s, struct msghdr *m, int flags, bool *handled);
+int dm_dontneed(struct sc_sock *s, const void *val, socklen_t len, bool *handled);
+ssize_t dm_sendmsg(int fd, struct sc_sock *s, const struct msghdr *m, int flags, bool *handled);
+ssize_t dm_errqueue(int fd, struct sc_sock *s, struct msghdr *m, bool *handled);
+bool dm_errqueue_pending(struct sc_sock *s);
+/* netlink.c: generic netlink sockets (bind-rx / bind-tx of loopback) */
+extern _Atomic int nl_count;
+void nl_track(int fd);
+void nl_close(int fd);
+bool nl_tracked(int fd);
+void nl_atfork_child(void);
+ssize_t nl_sendmsg(int fd, const struct msghdr *m, int flags, bool *handled);
+ssize_t nl_recvmsg(int fd, struct msghdr *m, int flags, bool *handled);
+/* a netlink fd of the program's, to look at (cheap when there is none) */
+static inline bool nl_fd(int fd)
+{
+	return atomic_load_explicit(&nl_count, memory_order_relaxed) && nl_tracked(fd);
+}
+void dm_sock_release(struct sc_sock *s);
 
 /* ---- back to TCP (switch.c) ------------------------------------------------ */
 

@@ -71,6 +71,8 @@ short sock_revents(int fd, struct sc_sock *s, short want, int *waitfd, bool arm)
 		sw_request_owner(fd, s);        /* inherited: on TCP it is ours too */
 	if (atomic_load(&s->mode) != M_SHM || s->owner != sc__pid())
 		return -1;
+	/* zerocopy completions queued: POLLERR, as the kernel's error queue */
+	short zc_err = dm_errqueue_pending(s) ? POLLERR : 0;
 	/* arm first, then look: a change after the look wakes the fd
 	 * (sc_conn_fd's flag update is a full barrier).  A caller that will
 	 * not sleep leaves the token as it is: while nobody sleeps, the
@@ -112,7 +114,7 @@ short sock_revents(int fd, struct sc_sock *s, short want, int *waitfd, bool arm)
 	    rx_avail(s->c) < lowat_target(s, SIZE_MAX))
 		r &= (short)~(POLLIN | POLLRDNORM);
 	r &= (short)(want | POLLHUP | POLLERR);
-	return r;
+	return r | zc_err;
 }
 
 static int do_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t *mask)

@@ -43,6 +43,7 @@
 #include "stats.h"
 #include "txrx.h"
 #include "interposer.h"
+#include "devmem_uapi.h"
 static int do_fcntl(int (*f)(int, int, ...), int fd, int cmd, va_list ap)
 {
 	struct sc_sock *s = sock_get(fd);
@@ -172,7 +173,16 @@ SC_API int getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
 SC_API int setsockopt(int fd, int level, int opt, const void *val, socklen_t len)
 {
 	struct sc_sock *s = sock_get(fd);
+	if (s && level == SOL_SOCKET && opt == SO_DEVMEM_DONTNEED) {
+		/* fragments of ours: the count freed (a positive return) */
+		bool handled;
+		int n = dm_dontneed(s, val, len, &handled);
+		if (handled)
+			return n;
+	}
 	int rc = R(setsockopt)(fd, level, opt, val, len);
+	if (rc == 0 && s && level == SOL_SOCKET && opt == SO_ZEROCOPY && val && len >= sizeof(int))
+		s->zerocopy = *(const int *)val != 0;
 	if (rc == 0 && s && level == SOL_SOCKET && val && len >= sizeof(struct timeval) &&
 	    (opt == SO_RCVTIMEO_OLD || opt == SO_SNDTIMEO_OLD || opt == SO_RCVTIMEO_NEW ||
 	     opt == SO_SNDTIMEO_NEW)) {

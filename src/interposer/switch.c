@@ -45,6 +45,7 @@
 #include "stats.h"
 #include "txrx.h"
 #include "interposer.h"
+#include "dmint.h"
 static struct {
 	pthread_mutex_t lock;
 	int efd;                /* kicks the switch thread */
@@ -56,15 +57,55 @@ static struct {
 /* Re-send [from, to) of c's send ring on fd (the kernel socket).  Blocks,
  * within SW_SEND_MS, while the kernel's buffers are full.  Returns the
  * bytes that could not be sent. */
+/* A framed ring's record at cursor pos (devmem): the payload it names in
+ * the peer's region, or NULL if it is not one (then the rest is lost, as
+ * from a peer that broke the protocol). */
+static const uint8_t *resend_record(struct sc_conn *c, uint64_t pos, size_t *len)
+{
+	struct sc_dm_rec r;
+	uint8_t *p = (uint8_t *)&r;
+	for (size_t i = 0; i < sizeof(r); i++)
+		p[i] = c->tx.data[(pos + i) & (c->tx.size - 1)];
+	const struct sc_dm_peer *dp = c->dm_peer;
+	if (!dp || r.check != (SC_DM_REC_MAGIC ^ r.id ^ r.chunk ^ r.len) || r.id != dp->id ||
+	    r.chunk >= dp->nchunks || !r.len || r.len > dp->chunk)
+		return NULL;
+	*len = r.len;
+	return dp->base + (size_t)r.chunk * dp->chunk;
+}
+
 uint64_t sw_resend(int fd, struct sc_conn *c, uint64_t from, uint64_t to, int max_ms)
 {
 	uint64_t end = max_ms < 0 ? UINT64_MAX : sc__now_ns() + (uint64_t)max_ms * 1000000u;
+	uint64_t ff = atomic_load_explicit(&c->tx.h->framed_from, memory_order_acquire);
 	while (from < to) {
 		uint32_t pos = (uint32_t)(from & (c->tx.size - 1));
 		size_t n = c->tx.size - pos;
 		if (n > to - from)
 			n = (size_t)(to - from);
-		ssize_t k = R(send)(fd, c->tx.data + pos, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+		const uint8_t *src = c->tx.data + pos;
+		bool rec = ff && from >= ff - 1;
+		if (ff && !rec && n > ff - 1 - from)
+			n = (size_t)(ff - 1 - from);    /* plain bytes up to the records */
+		if (rec) {
+			/* devmem: the payload goes, from the receiver's region
+			 * (the record itself is ours alone) */
+			size_t len;
+			const uint8_t *pl = resend_record(c, from, &len);
+			if (!pl || to - from < sizeof(struct sc_dm_rec))
+				break;
+			src = pl + c->dm_resend_off;
+			n = len - c->dm_resend_off;
+		}
+		ssize_t k = R(send)(fd, src, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (k > 0 && rec) {
+			c->dm_resend_off += (uint32_t)k;
+			if ((size_t)k == n) {
+				c->dm_resend_off = 0;
+				from += sizeof(struct sc_dm_rec);
+			}
+			continue;
+		}
 		if (k > 0) {
 			from += (uint64_t)k;
 			continue;

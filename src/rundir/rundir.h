@@ -214,7 +214,7 @@ struct sc_stats_file {
 	struct sc_conn_rec recs[SC_STAT_RECS];  /* sparse: touched as used */
 };
 #define SC_STATS_MAGIC 0x53435354u
-#define SC_STATS_VERSION 2u
+#define SC_STATS_VERSION 3u
 
 /* A record for a connection of ours (NULL: table full or no stats file). */
 struct sc_conn_rec *sc__rec_get(void);

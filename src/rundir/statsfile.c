@@ -195,6 +195,11 @@ static void fold(struct sc_stats_retired *r, const struct sc_stats_file *f)
 		atomic_fetch_add_explicit(&r->c.bytes_received, atomic_load(&rec->bytes_received),
 					  memory_order_relaxed);
 	}
+	/* levels, not counts: a dead process binds nothing, holds nothing */
+	atomic_fetch_sub_explicit(&r->c.dm_bindings, atomic_load(&f->c.dm_bindings),
+				  memory_order_relaxed);
+	atomic_fetch_sub_explicit(&r->c.dm_frags_out, atomic_load(&f->c.dm_frags_out),
+				  memory_order_relaxed);
 	r->processes++;
 }
 
