@@ -4,6 +4,8 @@
 #  1. the connection core (`shortcut perf`): kernel TCP, Unix socket,
 #     shortcut and the machine's physical references (bare shared-memory
 #     ping-pong, futex ping-pong, memcpy), alternating;
+#  1b. device memory (`shortcut perf devmem`): TCP, shortcut's copy path,
+#     devmem fragments with and without touching the payload;
 #  2. unmodified programs (bench/interposed.py): sockbench, sockperf, nginx
 #     (wrk, h2load), redis, iperf3, memcached, each on kernel TCP, a Unix
 #     socket where the program has one, and under `shortcut run`, alternating.
@@ -127,6 +129,37 @@ json.dump({"date": datetime.datetime.now().isoformat(timespec="seconds"), "cpus"
            "machine": platform.machine(), "kernel": platform.release(), "reps": int(reps),
            "core": core}, open(jout, "w"), indent=1)
 PY
+
+# --- 1b. device memory: shortcut perf devmem ------------------------------
+dsecs=()
+[ -n "$quick" ] && dsecs=(--seconds 0.5)
+echo "running: shortcut perf devmem --reps $reps ${dsecs[*]}" >&2
+if build/shortcut perf devmem --reps "$reps" "${dsecs[@]}" --json > "$tmp/devmem.json"; then
+	python3 - "$tmp/devmem.json" "$out/latest.json" "${dsecs[1]:-1}" "$reps" >> "$out/latest.md" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+r = {x["transport"]: x for x in rows}
+print(f"\n## Device memory (`shortcut perf devmem`): 1 MiB messages, medians of {sys.argv[4]} runs "
+      f"of {sys.argv[3]} s, receivers sleep (SHORTCUT_SPIN_US=0)\n")
+print("| transport | GB/s | vs TCP | receiver CPU s per GB | receiver CPU vs shortcut copy |")
+print("|---|---|---|---|---|")
+label = {"tcp": "kernel TCP", "shortcut": "shortcut, copy (`recv`)",
+         "devmem": "shortcut devmem, payload left in the region", "devmem_read": "shortcut devmem, receiver reads each fragment"}
+for t in ("tcp", "shortcut", "devmem", "devmem_read"):
+    x = r[t]
+    rel = x["rx_cpu_s_per_gb"] / r["shortcut"]["rx_cpu_s_per_gb"] if r["shortcut"]["rx_cpu_s_per_gb"] else 0
+    print(f"| {label[t]} | {x['gbytes_per_s']:.2f} | {x['ratio_to_tcp']:.2f}x | {x['rx_cpu_s_per_gb']:.4f} | {rel:.2f}x |")
+print("\nThe devmem receiver binds a 64 MiB memfd region and gets fragment tokens (`SCM_DEVMEM_DMABUF`), "
+      "returns them (`SO_DEVMEM_DONTNEED`); its CPU is what receiving costs when the payload is consumed "
+      "where it lies (a GPU, a parser that works in place).")
+j = json.load(open(sys.argv[2]))
+j["devmem"] = rows
+json.dump(j, open(sys.argv[2], "w"), indent=1)
+PY
+else
+	status=1
+	printf '\n## Device memory\n\n`shortcut perf devmem` failed.\n' >> "$out/latest.md"
+fi
 
 # --- 2. unmodified programs: kernel TCP, Unix socket, shortcut run ---------
 {

@@ -10,6 +10,8 @@
  * Returns the exit status: 0, 1 (a transport failed) or 2 (bad usage).
  */
 int sc__perf_main(int argc, char **argv);
+/* shortcut perf devmem [...] (perf_devmem.c): argv[0] is "devmem". */
+int sc__perf_devmem_main(int argc, char **argv);
 /* shortcut run CMD [ARGS...]: exec CMD with libshortcut.so preloaded. */
 int sc__run_main(int argc, char **argv);
 /* shortcut stat [--json]: live connections of running processes. */

@@ -1222,6 +1222,8 @@ int sc__perf_main(int argc, char **argv)
 		return usage(stdout, 0);
 	if (argc < 2)
 		return bad("missing mode");
+	if (!strcmp(argv[1], "devmem"))
+		return sc__perf_devmem_main(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "pingpong"))
 		cfg.mode = PINGPONG;
 	else if (!strcmp(argv[1], "stream"))

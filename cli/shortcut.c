@@ -13,6 +13,7 @@ static void usage(FILE *f)
 		"\n"
 		"commands:\n"
 		"  perf pingpong|stream --size N [--seconds S] [--spin-us U] [--reps R] [--json]\n"
+		"  perf devmem [--size N] [--seconds S] [--reps R] [--json]\n"
 		"          side-by-side benchmark: kernel TCP loopback, Unix socket, shortcut,\n"
 		"          and the machine's physical references (shared-memory ping-pong, memcpy)\n"
 		"  run CMD [ARGS...]\n"
