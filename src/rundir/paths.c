@@ -18,6 +18,8 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <linux/magic.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -63,6 +65,12 @@ static int mkdir_private(const char *p)
 	return 0;
 }
 
+static bool on_tmpfs(const char *path)
+{
+	struct statfs fs;
+	return statfs(path, &fs) == 0 && fs.f_type == TMPFS_MAGIC;
+}
+
 static void dir_init(void)
 {
 	const char *e = getenv("SHORTCUT_RUNDIR");
@@ -75,7 +83,12 @@ static void dir_init(void)
 	else if (x && *x)
 		n = snprintf(dir, sizeof(dir), "%s/shortcut", x);
 	else
-		n = snprintf(dir, sizeof(dir), "/tmp/shortcut-%u", (unsigned)geteuid());
+		/* in memory where there is a tmpfs for it: a process creates
+		 * files here (its stats file, its rendezvous socket), and on a
+		 * disk file system each cost a fork-per-connection server a
+		 * millisecond of journal work per connection */
+		n = snprintf(dir, sizeof(dir), "%s/shortcut-%u",
+			     on_tmpfs("/dev/shm") ? "/dev/shm" : "/tmp", (unsigned)geteuid());
 	/* room for "/p-PID.sock" inside sun_path (108 bytes) */
 	if (n <= 0 || n >= 80)
 		snprintf(dir_err, sizeof(dir_err), "%.100s...: longer than 79 bytes (a Unix "
