@@ -60,7 +60,7 @@ $(B)/shortcut: $(CLI_SRC) $(wildcard cli/*.h) $(B)/libshortcut.a
 # interposer's, and neither makes its own system calls through a libc name
 # the interposer defines (inside a preloaded process that would call back
 # into the interposer: the syscall() hang of an earlier milestone).
-check-layers: $(LIB_OBJ) $(PRELOAD_OBJ) $(B)/libshortcut.map
+check-layers: $(LIB_OBJ) $(PRELOAD_OBJ) $(B)/libshortcut.so
 	tests/check-layers.sh $(B)
 
 # the same sources with clang, and with the non-x86 system-call path
