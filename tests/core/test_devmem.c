@@ -69,7 +69,11 @@ static int server(const char *path, void *arg)
 	struct sc_dm_frag fr[256];
 	int n;
 	size_t lin;
-	/* 1: the prelude was sent before we asked: plain bytes, copied */
+	/* 1: the prelude was sent before we asked: plain bytes, copied (we
+	 * ask at the first devmem receive, so wait for the whole prelude
+	 * with a peek first: a sender slower than us would otherwise send
+	 * it framed) */
+	T_EQ(sc_recv(c, buf, PRELUDE, SC_PEEK | SC_WAITALL), PRELUDE);
 	uint64_t off = 0;
 	while (off < PRELUDE) {
 		ssize_t k = sc__recv_devmem(c, rx, &iov, 1, fr, 256, &n, &lin, 0);
