@@ -49,7 +49,7 @@ docs/calls.md: src/interposer/calls.h
 	  printf '#include "calls.h"\n#define X(f, file) | `f` | `file.c` |@\n#define XT(f, file, t) X(f, file)\nSC_CALLS(X, XT)\n' | \
 		$(CC) -E -P -Isrc/interposer - | tr '@' '\n' | sed 's/^ *//' | grep '^|'; } > $@.tmp && mv $@.tmp $@
 $(B)/libshortcut.so: $(LIB_OBJ) $(PRELOAD_OBJ) $(B)/libshortcut.map
-	$(CC) -shared -pthread -Wl,-z,defs -Wl,--version-script=$(B)/libshortcut.map -o $@ $(filter %.o,$^) -ldl
+	$(CC) -shared -pthread -Wl,-z,defs -Wl,-z,now -Wl,--version-script=$(B)/libshortcut.map -o $@ $(filter %.o,$^) -ldl
 $(B)/libshortcut.a: $(LIB_OBJ)
 	rm -f $@ && ar rcs $@ $^
 $(B)/shortcut: $(CLI_SRC) $(wildcard cli/*.h) $(B)/libshortcut.a
