@@ -148,7 +148,7 @@ static void stat_file(const struct sc_stats_file *f, void *arg)
 {
 	static const char *const modes[] = { "-", "tcp", "pending", "shm" };
 	struct stat_ctx *x = arg;
-	for (int i = 0; i < SC_STAT_RECS; i++) {
+	for (uint32_t i = 0, n = sc__stats_nrecs(f); i < n; i++) {
 		const struct sc_conn_rec *r = &f->recs[i];
 		uint32_t m = atomic_load_explicit(&r->mode, memory_order_acquire);
 		if (m == SC_REC_FREE || m > SC_REC_SHM)
@@ -181,7 +181,7 @@ static void stat_file(const struct sc_stats_file *f, void *arg)
 /* Live connections on shared memory (records in mode shm). */
 static void count_shm(const struct sc_stats_file *f, void *arg)
 {
-	for (int i = 0; i < SC_STAT_RECS; i++)
+	for (uint32_t i = 0, n = sc__stats_nrecs(f); i < n; i++)
 		if (atomic_load_explicit(&f->recs[i].mode, memory_order_acquire) == SC_REC_SHM)
 			++*(int *)arg;
 }
@@ -349,7 +349,8 @@ int sc__stats_main(int argc, char **argv)
 			/* shared-memory connections still open (or never closed:
 			 * the process exited without close()) count from their
 			 * records; closed ones were folded into the counters */
-			for (int i = 0; i < SC_STAT_RECS && !reset && f->version == SC_STATS_VERSION; i++) {
+			for (uint32_t i = 0, n = sc__stats_nrecs(f);
+			     i < n && !reset && f->version == SC_STATS_VERSION; i++) {
 				const struct sc_conn_rec *r = &f->recs[i];
 				if (atomic_load_explicit(&r->mode, memory_order_acquire) != SC_REC_SHM)
 					continue;

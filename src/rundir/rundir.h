@@ -49,9 +49,9 @@ struct sc_addr16 {
  * own, close-on-exec): the lock goes with the description, so an entry dies
  * with its process however it ends (killed, a zombie not yet reaped), and
  * with an exec (the new image, with the library or without, does not know
- * the socket it inherited is ours).  A parent writes its child's entry at
- * fork (prereg) so that a listener is never missing while the child starts;
- * the child takes the lock in its first moments.
+ * the socket it inherited is ours).  A fork child that inherits a listening
+ * socket has an entry of its own once it accepts on it (a child that only
+ * closes it, as a server's per-connection child does, costs nothing).
  */
 struct sc_board_listener {
 	_Atomic int32_t pid;            /* 0: free */
@@ -61,7 +61,7 @@ struct sc_board_listener {
 	struct sc_addr16 addr[SC_BOARD_ADDRS];  /* bound address, or all local
 						  * addresses of a wildcard bind */
 	uint32_t wildcard;
-	_Atomic uint32_t prereg;        /* written by the parent at fork, not yet locked */
+	uint32_t pad;
 };
 
 /* A client between its connect() and its offer: the accepting side waits
@@ -133,10 +133,6 @@ struct sc_board *sc__board(uint16_t port, bool create);
 /* A listener of ours on port (addr as bound): register / drop it. */
 int sc__board_listen(struct sc_board *b, const struct sc_addr16 *addr, uint64_t sock_ino);
 void sc__board_unlisten(struct sc_board *b, uint64_t sock_ino);
-/* After fork: process child holds the listening socket parent registered
- * too (idempotent; either side may call it). */
-int sc__board_listen_inherit(struct sc_board *b, uint64_t sock_ino, int32_t parent,
-			     int32_t child);
 /* Does a live accelerated listener serve dst?  (client side) */
 bool sc__board_serves(struct sc_board *b, const struct sc_addr16 *dst);
 /* In a fork child, first thing: the parent's lock descriptions are not
@@ -208,13 +204,21 @@ struct sc_conn_rec {
 struct sc_stats_file {
 	uint32_t magic, version;
 	int32_t pid;
-	uint32_t pad;
+	_Atomic uint32_t nrecs;         /* records [0, nrecs) were ever used */
 	struct sc_counters c;
 	char comm[16];
-	struct sc_conn_rec recs[SC_STAT_RECS];  /* sparse: touched as used */
+	struct sc_conn_rec recs[SC_STAT_RECS];  /* lowest first: pages touched as used */
 };
+
+/* How many of f's records a reader looks at: those ever used (a reader
+ * that touched them all would make the file's every page real). */
+static inline uint32_t sc__stats_nrecs(const struct sc_stats_file *f)
+{
+	uint32_t n = atomic_load_explicit(&f->nrecs, memory_order_acquire);
+	return n < SC_STAT_RECS ? n : SC_STAT_RECS;
+}
 #define SC_STATS_MAGIC 0x53435354u
-#define SC_STATS_VERSION 3u
+#define SC_STATS_VERSION 4u      /* 4: nrecs */
 
 /* A record for a connection of ours (NULL: table full or no stats file). */
 struct sc_conn_rec *sc__rec_get(void);

@@ -26,19 +26,26 @@
 #include "sys.h"
 
 static struct sc_stats_file *_Atomic stats_file;
-static _Atomic uint32_t rec_hint;
+/* records below this index are taken (a hint: lowered by each put) */
+static _Atomic uint32_t rec_low;
 
 struct sc_conn_rec *sc__rec_get(void)
 {
 	struct sc_stats_file *f = atomic_load_explicit(&stats_file, memory_order_acquire);
 	if (!f)
 		return NULL;
-	uint32_t h = atomic_fetch_add_explicit(&rec_hint, 1, memory_order_relaxed);
-	for (uint32_t i = 0; i < SC_STAT_RECS; i++) {
-		struct sc_conn_rec *r = &f->recs[(h + i) % SC_STAT_RECS];
+	for (uint32_t i = atomic_load_explicit(&rec_low, memory_order_relaxed); i < SC_STAT_RECS; i++) {
+		struct sc_conn_rec *r = &f->recs[i];
 		uint32_t z = SC_REC_FREE;
 		if (atomic_load_explicit(&r->mode, memory_order_relaxed) == SC_REC_FREE &&
 		    atomic_compare_exchange_strong(&r->mode, &z, SC_REC_TCP)) {
+			/* readers look up to nrecs (a record not yet counted
+			 * there is simply not listed yet) */
+			uint32_t n = atomic_load_explicit(&f->nrecs, memory_order_relaxed);
+			while (n < i + 1 && !atomic_compare_exchange_weak(&f->nrecs, &n, i + 1))
+				;
+			uint32_t lo = i;
+			atomic_compare_exchange_strong(&rec_low, &lo, i + 1);
 			atomic_store_explicit(&r->bytes_sent, 0, memory_order_relaxed);
 			atomic_store_explicit(&r->bytes_received, 0, memory_order_relaxed);
 			r->reason = 0;
@@ -55,8 +62,15 @@ struct sc_conn_rec *sc__rec_get(void)
 
 void sc__rec_put(struct sc_conn_rec *r)
 {
-	if (r)
-		atomic_store_explicit(&r->mode, SC_REC_FREE, memory_order_release);
+	struct sc_stats_file *f = atomic_load_explicit(&stats_file, memory_order_acquire);
+	if (!r)
+		return;
+	atomic_store_explicit(&r->mode, SC_REC_FREE, memory_order_release);
+	if (f && r >= f->recs && r < f->recs + SC_STAT_RECS) {
+		uint32_t i = (uint32_t)(r - f->recs), lo = atomic_load(&rec_low);
+		while (i < lo && !atomic_compare_exchange_weak(&rec_low, &lo, i))
+			;
+	}
 }
 
 static int stats_open(bool child);
@@ -110,6 +124,7 @@ static int stats_open(bool child)
 			f->comm[n - 1] = 0;
 		close(cf);
 	}
+	atomic_store(&rec_low, 0);      /* (a child's hint was its parent's) */
 	if (child)
 		sc__statp = &f->c;      /* the parent's counts stay in its file */
 	else
@@ -186,7 +201,7 @@ static void fold(struct sc_stats_retired *r, const struct sc_stats_file *f)
 	for (size_t i = 0; i < sizeof(f->c) / 8; i++)
 		atomic_fetch_add_explicit(&dst[i], atomic_load_explicit(&src[i], memory_order_relaxed),
 					  memory_order_relaxed);
-	for (int i = 0; i < SC_STAT_RECS; i++) {
+	for (uint32_t i = 0, n = sc__stats_nrecs(f); i < n; i++) {
 		const struct sc_conn_rec *rec = &f->recs[i];
 		if (atomic_load_explicit(&rec->mode, memory_order_acquire) != SC_REC_SHM)
 			continue;
