@@ -231,7 +231,7 @@ static int find_slot(struct sc_group *g)
 	return -1;
 }
 
-static int group_create(const char *path, struct sc_group **out)
+static int group_create(const char *path, uint32_t nslots, struct sc_group **out)
 {
 	uint32_t ring[2] = { sc__cfg.wmem, sc__cfg.rmem };
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -265,7 +265,7 @@ static int group_create(const char *path, struct sc_group **out)
 		rc = -ENOMEM;
 		goto err_group;
 	}
-	group_set_geometry(g, sc__cfg.max_conns, ring);
+	group_set_geometry(g, nslots, ring);
 	memfd = memfd_create("shortcut", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (memfd < 0) {
 		rc = -errno;
@@ -345,12 +345,14 @@ int sc__group_for_connect(const char *path, struct sc_group **out, uint32_t *slo
 {
 	struct sc_group *g;
 	int rc, s;
+	unsigned n = 0;
 
 	pthread_mutex_lock(&ctl.lock);
 	for (g = ctl.groups; g; g = g->next) {
-		if (g->side != 0 || strcmp(g->path, path) || g->nslots != sc__cfg.max_conns ||
+		if (g->side != 0 || strcmp(g->path, path) || g->nslots > sc__cfg.max_conns ||
 		    g->ring_size[0] != sc__cfg.wmem || g->ring_size[1] != sc__cfg.rmem)
 			continue;
+		n++;
 		pthread_mutex_lock(&g->lock);
 		/* a peer that hung up (or closed its listener) since the control
 		 * thread last looked: find out now rather than open into it */
@@ -362,8 +364,13 @@ int sc__group_for_connect(const char *path, struct sc_group **out, uint32_t *slo
 	}
 	pthread_mutex_unlock(&ctl.lock);
 
-	/* connect outside ctl.lock: the listener may be in this process */
-	rc = group_create(path, &g);
+	/* connect outside ctl.lock: the listener may be in this process.
+	 * The first group towards a process has few slots (a server that
+	 * forks per connection makes one group per connection, and the peer
+	 * maps and unmaps each), each further one four times more, up to
+	 * SHORTCUT_MAX_CONNS. */
+	uint32_t nslots = n < 4 ? 4u << (2 * n) : sc__cfg.max_conns;
+	rc = group_create(path, nslots < sc__cfg.max_conns ? nslots : sc__cfg.max_conns, &g);
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&ctl.lock);
