@@ -36,7 +36,7 @@
 #include "ctl.h"
 
 struct sc_ctl ctl = { .lock = PTHREAD_MUTEX_INITIALIZER, .epfd = -1, .wakefd = -1,
-		     .reserve_fd = -1 };
+		     .reserve_fd = -1, .watch_fd = -1 };
 
 static void *ctl_main(void *arg);
 static void ctl_switch_requests(void);
@@ -91,6 +91,34 @@ static void ctl_cork_scan(void)
 		atomic_store(&cork_tick, true);
 }
 
+/* ctl.lock held, the thread running: put the watched fd in its set. */
+static void watch_add(void)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = TAG_WATCH };
+	if (ctl.watch_fd >= 0 && !atomic_load(&ctl.watching) &&
+	    epoll_ctl(ctl.epfd, EPOLL_CTL_ADD, ctl.watch_fd, &ev) == 0)
+		atomic_store(&ctl.watching, true);
+}
+
+int sc__ctl_watch(int fd, void (*fn)(void))
+{
+	pthread_mutex_lock(&ctl.lock);
+	int rc = ctl.watch_fd >= 0 ? -EBUSY : 0;
+	if (!rc) {
+		ctl.watch_fd = fd;
+		ctl.watch_fn = fn;
+		if (ctl.running)
+			watch_add();
+	}
+	pthread_mutex_unlock(&ctl.lock);
+	return rc;
+}
+
+bool sc__ctl_watching(void)
+{
+	return atomic_load_explicit(&ctl.watching, memory_order_acquire);
+}
+
 /* Start the control thread if needed (ctl.lock held). */
 int sc__ctl_start(void)
 {
@@ -126,6 +154,7 @@ int sc__ctl_start(void)
 		goto err_wake;
 	ctl.reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	ctl.running = true;
+	watch_add();
 	return 0;
 err_wake:
 	close(ctl.wakefd);
@@ -307,6 +336,8 @@ static bool ctl_reap(void)
 	}
 	if (ctl.ngroups || ctl.nlisteners)
 		return false;
+	/* (the watched fd is not looked at until the thread starts again) */
+	atomic_store(&ctl.watching, false);
 	close(ctl.epfd);
 	close(ctl.wakefd);
 	if (ctl.reserve_fd >= 0)
@@ -325,7 +356,9 @@ static void *ctl_main(void *arg)
 		int n = epoll_wait(ctl.epfd, ev, 32, atomic_load(&cork_tick) ? CORK_TICK_MS : -1);
 		for (int i = 0; i < n; i++) {
 			uint64_t tag = ev[i].data.u64;
-			if (!tag) {
+			if (tag == TAG_WATCH) {
+				ctl.watch_fn();
+			} else if (!tag) {
 				uint64_t v;
 				if (read(ctl.wakefd, &v, sizeof(v)) < 0) {
 				}
@@ -462,6 +495,12 @@ void sc__link_atfork_child(void)
 	ctl.ngroups = ctl.nlisteners = 0;
 	ctl.running = false;
 	ctl.epfd = ctl.wakefd = ctl.reserve_fd = -1;
+	/* the watched fd is the parent's (an inotify instance is shared
+	 * across fork: both would read its events); the layer that set it
+	 * sets its own */
+	ctl.watch_fd = -1;
+	ctl.watch_fn = NULL;
+	atomic_store(&ctl.watching, false);
 }
 
 /* The process's totals with its live connections' counters; a closing

@@ -32,12 +32,17 @@ struct sc_ctl {
 	int nkick;
 	pid_t kick_pid[8];
 	int kick_fd[8];
+	/* one more fd the thread watches for another layer (sc__ctl_watch) */
+	int watch_fd;
+	void (*watch_fn)(void);
+	_Atomic bool watching;          /* watch_fd is in the running thread's set */
 };
 extern struct sc_ctl ctl;
 
 /* epoll data: a group pointer, or a listener id with the top bit set (an id,
  * not a pointer, because a listener may be freed while its event is queued) */
 #define TAG_LISTENER (1ull << 63)
+#define TAG_WATCH 1ull                  /* (no group is at address 1) */
 
 /* ctl.c */
 int sc__ctl_start(void);                /* ctl.lock held */

@@ -128,6 +128,14 @@ void sc__link_atfork_child(void);
  * neither reaches it, or -errno. */
 int sc__kick_owner(pid_t owner, const char *rdv_path);
 
+/* One fd of another layer's for the control thread to watch while it runs
+ * (it runs while the process has link groups or listeners): fn is called
+ * on the thread, no lock held, when fd is readable, and must not block.
+ * One watch per process (-EBUSY); a fork child has none.  watching: the
+ * thread is running with fd in its set (fn will see what comes). */
+int sc__ctl_watch(int fd, void (*fn)(void));
+bool sc__ctl_watching(void);
+
 /* Called by the control thread, holding no lock, after it handled a group's
  * messages (the interposer settles clients whose OPEN just arrived). */
 extern void (*sc__ctl_after_hook)(void);

@@ -51,8 +51,7 @@ static struct {
 	int efd;                /* kicks the switch thread */
 	bool running;
 	_Atomic bool started;   /* running (read without the lock) */
-	int ino;                /* its inotify on the run directory */
-} SW = { .lock = PTHREAD_MUTEX_INITIALIZER, .efd = -1, .ino = -1 };
+} SW = { .lock = PTHREAD_MUTEX_INITIALIZER, .efd = -1 };
 
 /* Re-send [from, to) of c's send ring on fd (the kernel socket).  Blocks,
  * within SW_SEND_MS, while the kernel's buffers are full.  Returns the
@@ -535,43 +534,26 @@ void sw_scan(bool all, bool cloexec_too, bool block)
 	free(batch);
 }
 
+/* The switch thread: started when there is something to switch (the
+ * kill switch turned on, a peer's or a child's request, an orphan). */
 static void *sw_main(void *arg)
 {
 	sigset_t all;
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
-	/* the kill switch: its file appearing in the run directory */
-	int ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-	if (ino >= 0 && (!sc__rundir() ||
-			 inotify_add_watch(ino, sc__rundir(), IN_CREATE | IN_MOVED_TO) < 0)) {
-		R(close)(ino);
-		ino = -1;
-	}
-	SW.ino = ino;
-	bool look = true;
 	for (;;) {
-		if (look && off_file())
-			sw_scan(true, true, false);
-		look = false;
-		struct pollfd p[2] = { { .fd = SW.efd, .events = POLLIN },
-				       { .fd = ino, .events = POLLIN } };
+		struct pollfd p = { .fd = SW.efd, .events = POLLIN };
 		/* orphans waiting for a peer that may close instead of
 		 * freezing (no SWITCH then): looked at every second */
-		int rc = R(poll)(p, 2, sw_orphans ? 1000 : -1);
+		int rc = R(poll)(&p, 1, sw_orphans ? 1000 : -1);
 		if (rc < 0)
 			continue;
 		if (rc == 0) {
 			sw_orphans_run();
 			continue;
 		}
-		char buf[4096];
-		if (p[1].revents) {
-			while (R(read)(ino, buf, sizeof(buf)) > 0)
-				;
-			look = true;
-		}
 		uint64_t v;
-		if (p[0].revents && R(read)(SW.efd, &v, sizeof(v)) > 0) {
+		if (R(read)(SW.efd, &v, sizeof(v)) > 0) {
 			sw_scan(off_file(), true, false);
 			sw_orphans_run();
 		}
@@ -579,17 +561,25 @@ static void *sw_main(void *arg)
 	return NULL;
 }
 
-/* Is the kill switch on (`shortcut off`)?  One access() per call: asked
- * when a connection is set up, never on the data path. */
+/* ---- the kill switch ------------------------------------------------------
+ *
+ * `shortcut off` creates SC_OFF_FILE in the run directory.  Once we have an
+ * accelerated connection, an inotify watch on the directory, read by the
+ * control thread while it runs (sc__ctl_watch), keeps off_on current and
+ * kicks the switch thread when it turns on; before that, or while the
+ * control thread is not running, each question is an access(). */
 static char off_path[PATH_MAX];
 static pthread_once_t off_once = PTHREAD_ONCE_INIT;
+static _Atomic bool off_on;             /* written by off_look only */
+static _Atomic int off_ino = -1;        /* the watch's inotify (this process's) */
+
 static void off_init(void)
 {
 	if (sc__rundir())
 		snprintf(off_path, sizeof(off_path), "%s/%s", sc__rundir(), SC_OFF_FILE);
 }
 
-bool off_file(void)
+static bool off_access(void)
 {
 	pthread_once(&off_once, off_init);
 	int saved = errno;
@@ -598,17 +588,58 @@ bool off_file(void)
 	return on;
 }
 
-/* The switch thread runs while we have accelerated connections (it
- * watches the kill switch); started with the first one. */
+/* Control thread: the run directory changed (a name created, moved,
+ * removed). */
+static void off_look(void)
+{
+	char buf[4096];
+	int ino = atomic_load(&off_ino);
+	while (ino >= 0 && R(read)(ino, buf, sizeof(buf)) > 0)
+		;
+	bool on = off_access();
+	atomic_store(&off_on, on);
+	if (on)
+		sw_kick();      /* switch what we have back to TCP */
+}
+
+bool off_file(void)
+{
+	/* watched: what the last event left (off_look runs before any
+	 * switch thread's scan that an event starts) */
+	if (atomic_load_explicit(&off_ino, memory_order_relaxed) >= 0 && sc__ctl_watching())
+		return atomic_load(&off_on);
+	return off_access();
+}
+
+/* The first accelerated connection (and each after it): watch the kill
+ * switch from now on.  A connection that became shared memory after the
+ * switch thread's scan for `off` is switched by another scan. */
 void sw_start(void)
 {
-	if (!atomic_load_explicit(&SW.started, memory_order_relaxed)) {
-		/* a child of ours reaches us there to ask for a switch
-		 * (sc__kick_owner), whatever fds it closed */
-		rdv_ensure();
-		sw_kick();
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	if (atomic_load_explicit(&off_ino, memory_order_acquire) < 0 && sc__rundir()) {
+		pthread_mutex_lock(&lock);
+		if (atomic_load(&off_ino) < 0) {
+			int ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+			if (ino >= 0 &&
+			    (inotify_add_watch(ino, sc__rundir(), IN_CREATE | IN_MOVED_TO |
+					       IN_DELETE | IN_MOVED_FROM) < 0 ||
+			     sc__ctl_watch(ino, off_look) < 0)) {
+				R(close)(ino);
+				ino = -1;
+			}
+			if (ino >= 0) {
+				/* watched from here on: what is there now */
+				atomic_store(&off_on, off_access());
+				atomic_store(&off_ino, ino);
+			}
+		}
+		pthread_mutex_unlock(&lock);
 	}
+	if (off_file())
+		sw_kick();
 }
+
 
 /* exit(): the switches under way in our threads finish first (an owner
  * that closed a connection a child holds and then exits would otherwise
@@ -733,9 +764,12 @@ void sw_atfork_child(void)
 	pthread_mutex_init(&SW.lock, NULL);
 	if (SW.efd >= 0)
 		R(close)(SW.efd);
-	if (SW.ino >= 0)
-		R(close)(SW.ino);
-	SW.efd = SW.ino = -1;
+	SW.efd = -1;
 	SW.running = false;
+	/* the parent's kill-switch watch is the parent's (sc__ctl_watch has
+	 * forgotten it); we watch anew at our first connection */
+	int ino = atomic_exchange(&off_ino, -1);
+	if (ino >= 0)
+		R(close)(ino);
 	atomic_store(&SW.started, false);
 }
