@@ -261,24 +261,20 @@ static void socks_each(void (*fn)(struct sc_sock *s, pid_t a, pid_t b), pid_t a,
 	}
 }
 
-/* A listening socket owned by parent is child's too: name it on its board. */
-static void listener_inherit(struct sc_sock *s, pid_t parent, pid_t child)
+/* In a fork child: a socket of the parent's is ours too.  (A listening
+ * socket gets a board entry of ours when we accept on it: listener_adopt.) */
+static void sock_inherit(struct sc_sock *s, pid_t parent, pid_t child)
 {
-	if (child == sc__pid()) {
-		s->parent = parent;
-		/* a thread of the parent's (its switch thread) may have held
-		 * them at the fork: here nobody does */
-		pthread_mutex_init(&s->lock, NULL);
-		pthread_mutex_init(&s->wlock, NULL);
-		pthread_cond_init(&s->wcond, NULL);
-		/* a re-send under way is the parent's: tcp_gate waits for
-		 * the owner's ONTCP instead */
-	}
-	if (atomic_load(&s->mode) == M_LISTEN && s->board && s->owner == parent &&
-	    sc__board_listen_inherit(s->board, s->ino, parent, child) == 0 && child == sc__pid())
-		s->owner = child;
-	if (child == sc__pid())
-		s->rec = NULL;          /* in the child: records stay the parent's */
+	(void)child;
+	s->parent = parent;
+	/* a thread of the parent's (its switch thread) may have held them
+	 * at the fork: here nobody does */
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_mutex_init(&s->wlock, NULL);
+	pthread_cond_init(&s->wcond, NULL);
+	/* a re-send under way is the parent's: tcp_gate waits for the
+	 * owner's ONTCP instead */
+	s->rec = NULL;          /* records stay the parent's */
 }
 
 /* A connection of ours on shared memory is the child's too now: if we die
@@ -291,11 +287,27 @@ static void mark_forked(struct sc_sock *s, pid_t parent, pid_t child)
 		sc__conn_set_flags(s->c, SC_SF_FORKED);
 }
 
-/* fork: the child holds our listening sockets too.  Name it on their
- * boards before the parent goes on (it may close its copy at once, and a
- * client must still find a live listener); the child does it again. */
+/* Have we a connection on shared memory?  (A child that inherits it may
+ * ask us to switch it, through our rendezvous socket.) */
+static bool owns_shm(void)
+{
+	pid_t me = sc__pid();
+	for (int p = 0; p < NPAGES; p++) {
+		struct sc_sock *_Atomic *pg = atomic_load(&pages[p]);
+		for (int i = 0; pg && i < (1 << PAGE_BITS); i++) {
+			struct sc_sock *s = atomic_load(&pg[i]);
+			if (s && atomic_load(&s->mode) == M_SHM && s->owner == me)
+				return true;
+		}
+	}
+	return false;
+}
+
 SC_API pid_t fork(void)
 {
+	/* (sc__kick_owner: we are reachable whatever fds the child closes) */
+	if (owns_shm())
+		rdv_ensure();
 	pid_t child = R(fork)();
 	if (child <= 0)
 		return child;
@@ -304,7 +316,6 @@ SC_API pid_t fork(void)
 	pthread_mutex_lock(&table_lock);        /* other threads run here */
 	socks_each(mark_forked, sc__pid(), child);
 	pthread_mutex_unlock(&table_lock);
-	socks_each(listener_inherit, sc__pid(), child);
 	ep_mark_shared();
 	errno = saved;
 	return child;
@@ -327,9 +338,7 @@ void atfork_child(void)
 	sc__pid_reset();        /* before anything records our pid */
 	(void)sc__pid();
 	sc__board_atfork_child();       /* the parent's listener locks stay its own */
-	/* listening sockets we inherited: we may accept on them too, so the
-	 * board names us as well (the parent may close its copy) */
-	socks_each(listener_inherit, parent, sc__pid());
+	socks_each(sock_inherit, parent, sc__pid());
 	/* The control thread did not come along: the child starts its own
 	 * rendezvous and link groups when it needs them.  Connections the
 	 * parent accelerated stay the parent's (s->owner); the child's

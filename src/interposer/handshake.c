@@ -418,12 +418,36 @@ void server_settle(int fd, struct sc_sock *s)
 	pthread_mutex_unlock(&s->lock);
 }
 
+/* A listening socket we inherited across fork, that we now accept on: a
+ * board entry of our own (the parent's may go with it, and clients must
+ * find a live listener).  Done at the first accept, not at the fork: a
+ * server's per-connection child only closes it. */
+static void listener_adopt(int fd, struct sc_sock *ls)
+{
+	pthread_mutex_lock(&ls->lock);
+	if (atomic_load(&ls->mode) == M_LISTEN && ls->board && ls->owner != sc__pid()) {
+		struct sockaddr_storage me;
+		socklen_t ml = sizeof(me);
+		struct sc_addr16 a;
+		if (getsockname(fd, (struct sockaddr *)&me, &ml) == 0 &&
+		    sc__addr16((struct sockaddr *)&me, &a, NULL) &&
+		    sc__board_listen(ls->board, &a, ls->ino) == 0)
+			ls->owner = sc__pid();
+	}
+	pthread_mutex_unlock(&ls->lock);
+}
+
 SC_API int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
 {
+	struct sc_sock *ls = sock_get(fd);
+	if (ls && ls->owner != sc__pid() && atomic_load(&ls->mode) == M_LISTEN) {
+		int saved = errno;
+		listener_adopt(fd, ls);
+		errno = saved;
+	}
 	int nfd = R(accept4)(fd, addr, alen, flags);
-	struct sc_sock *ls;
 
-	if (nfd >= 0 && (ls = sock_get(fd))) {
+	if (nfd >= 0 && ls) {
 		int saved = errno;
 		if (atomic_load(&ls->mode) == M_LISTEN) {
 			/* claimed at its first use (see server_claim) */
