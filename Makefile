@@ -128,7 +128,7 @@ demo: all
 	$(B)/shortcut perf stream --size 65536
 
 $(B)/bench/sockbench: bench/sockbench.c
-	mkdir -p $(B)/bench && $(CC) -std=gnu11 $(WARN) $(CFLAGS) -o $@ $<
+	mkdir -p $(B)/bench && $(CC) -std=gnu11 $(WARN) $(CFLAGS) -pthread -o $@ $<
 
 bench: all $(B)/bench/sockbench
 	bench/run.sh

@@ -11,12 +11,24 @@ SHORTCUT_RUNDIR) to have put its connections on shared memory; a run that
 fails, or was not accelerated, makes its cell "failed" with the reason in a
 note, and the benchmark goes on (exit status 1 at the end).
 
+Two sets of workloads (--set):
+  programs  sockbench rr/stream, sockperf, nginx, redis, iperf3, memcached
+            (issue 5's targets);
+  floor     "never slower than kernel TCP" (issue 12): sockbench conn with
+            one client and with 8 client threads against an epoll server,
+            pgbench -S -C against PostgreSQL, 10,000 connections set up by
+            one process and epoll_wait(0) among them, CPU per request at
+            fixed request rates, 4 busy request/response pairs on 2 CPUs;
+            every row has a target, and a verdict (pass, miss, or fell back
+            to TCP).
+
 Prints a Markdown table (medians, ratios to TCP and to Unix with their
 spread, targets) on stdout; with --json FILE, also stores every sample in
-FILE under "programs" (keeping what else FILE holds: run.sh puts the core
-figures of `shortcut perf` there first), which bench/plot.py draws.
+FILE under "programs" or "floor" (keeping what else FILE holds: run.sh puts
+the core figures of `shortcut perf` there first), which bench/plot.py draws.
 
-  bench/interposed.py BUILD_DIR REPS [--quick] [--json FILE] [--only GROUP,...]
+  bench/interposed.py BUILD_DIR REPS [--quick] [--set programs|floor]
+                      [--json FILE] [--only GROUP,...]
 
 Transports ("variants"): tcp, unix, shortcut (SHORTCUT_SPIN_US unset: the
 library default), shortcut_nospin (SHORTCUT_SPIN_US=0 in the environment of
@@ -24,6 +36,7 @@ both accelerated ends), ref (a physical reference from `shortcut perf`).
 SHORTCUT_* and LD_PRELOAD are removed from the inherited environment.
 """
 import argparse
+import glob
 import json
 import os
 import pwd
@@ -43,8 +56,12 @@ ap.add_argument("build")
 ap.add_argument("reps", type=int)
 ap.add_argument("--quick", action="store_true", help="shorter runs (about a third of the time)")
 ap.add_argument("--json", help="store the samples in this JSON file (key 'programs')")
+ap.add_argument("--set", choices=("programs", "floor"), default="programs",
+                help="programs: the unmodified programs (default); floor: the rows of issue 12, "
+                "never slower than kernel TCP")
 ap.add_argument("--only", help="comma-separated workload groups to run: " +
-                "conn,rr,stream,sockperf_pp,sockperf_tp,nginx,redis,iperf3,memcached")
+                "rr,stream,sockperf_pp,sockperf_tp,nginx,redis,iperf3,memcached (programs); "
+                "conn,conn8,setup,pgbench,rate,pairs (floor)")
 args = ap.parse_args()
 
 BUILD = os.path.abspath(args.build)
@@ -98,11 +115,19 @@ class Ctx:
     """One run of one transport: its run directory, scratch directory,
     environment and server processes."""
 
-    def __init__(self, variant):
+    def __init__(self, variant, owner=None):
         self.variant = variant
         self.accel = variant in ("shortcut", "shortcut_nospin")
         self.rundir = tempfile.mkdtemp(prefix="sc-bench-")
         self.tmp = tempfile.mkdtemp(prefix="sc-bw-")
+        # owner: a user who owns both directories and runs every program
+        # (PostgreSQL refuses root); None: ours
+        self.user = {}
+        if owner:
+            pw = pwd.getpwnam(owner)
+            for d in (self.rundir, self.tmp):
+                os.chown(d, pw.pw_uid, pw.pw_gid)
+            self.user = dict(user=pw.pw_uid, group=pw.pw_gid, extra_groups=[], cwd=self.tmp)
         self.env = {k: v for k, v in os.environ.items()
                     if not k.startswith("SHORTCUT_") and k != "LD_PRELOAD"}
         self.env["SHORTCUT_RUNDIR"] = self.rundir
@@ -119,14 +144,14 @@ class Ctx:
         out = open(self.path(log), "w") if log else subprocess.DEVNULL
         p = subprocess.Popen(self.pre + cmd, env=self.env, stdout=out, stderr=subprocess.STDOUT,
                              stdin=subprocess.DEVNULL, preexec_fn=raise_nofile,
-                             start_new_session=True)
+                             start_new_session=True, **self.user)
         self.procs.append(p)
         return p
 
     def run(self, cmd, timeout=120):
         p = subprocess.Popen(self.pre + cmd, env=self.env, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-                             preexec_fn=raise_nofile, start_new_session=True)
+                             preexec_fn=raise_nofile, start_new_session=True, **self.user)
         try:
             out, err = p.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -193,20 +218,23 @@ class Ctx:
         self.procs = []
 
     def stats(self):
+        # as the run directory's owner (shortcut refuses another user's)
         r = subprocess.run([SHORTCUT, "stats", "--json"], capture_output=True, text=True,
-                           env=self.env, timeout=30)
+                           env=self.env, timeout=30, **self.user)
         return json.loads(r.stdout)
 
-    def finish(self, min_accel):
+    def finish(self, min_accel, every=False):
         """Stop the servers; for an accelerated run, check that at least
-        min_accel connection ends were on shared memory."""
+        min_accel connection ends were on shared memory (every: and that
+        none stayed on TCP)."""
         self.stop()
         st = None
         if self.accel:
             st = self.st = self.stats()
-            if st["conns_accelerated"] < min_accel:
+            fb = {k: v for k, v in st["fallback"].items() if v}
+            if st["conns_accelerated"] < min_accel or (every and st["conns_fallback"]):
                 raise Failed(f"not accelerated: {st['conns_accelerated']} connection ends on shared "
-                             f"memory (expected >= {min_accel}), fallbacks {st['fallback']}")
+                             f"memory (expected >= {min_accel}), {st['conns_fallback']} on TCP {fb}")
         shutil.rmtree(self.rundir, ignore_errors=True)
         shutil.rmtree(self.tmp, ignore_errors=True)
         return st
@@ -232,7 +260,7 @@ def sockbench(mode, size, key):
             raise Failed(f"sockbench exited {rc}: {tail(err, 300)}")
         v = json.loads(out)[key]
         row = f"{mode}_nospin" if c.variant == "shortcut_nospin" else mode
-        c.finish(min_accel=200 if mode == "conn" else 2)
+        c.finish(min_accel=2)
         return {row: v}
     return fn
 
@@ -437,11 +465,178 @@ def memcached(c):
     return res
 
 
+# ---- never slower than kernel TCP (issue 12): --set floor -----------------
+
+FLOOR_CLIENTS = 8                # conn8: client threads
+SETUP_CONNS = 10000              # setup: connections kept open by one process
+SETUP_CALLS = 50000 if QUICK else 100000    # epoll_wait(0) calls timed
+RATES = (1000, 10000, 50000)     # rate: requests/s
+RATE_DUR = 0.5 if QUICK else 1   # rate: measured seconds per rate (after a tenth more of warm-up)
+PAIRS = 4                        # pairs: busy request/response pairs
+PG_DUR = 1 if QUICK else 2       # pgbench -T
+_addr = [0]
+
+
+def next_addr():
+    """a loopback address of its own for each connection-heavy run
+    (127.0.0.2 ... 127.0.0.251): one run's TIME_WAIT sockets never share a
+    4-tuple with the next run's connections"""
+    _addr[0] += 1
+    return f"127.0.0.{2 + _addr[0] % 250}"
+
+
+def sockbench_floor(mode, extra, rows):
+    """sockbench MODE EXTRA...; rows: {row id: JSON key} (the first row's
+    value also gives the connections to check, for conn: 2 ends each)"""
+    def fn(c):
+        cmd = [SOCKBENCH, mode] + extra
+        if c.variant == "unix":
+            cmd.append("--unix")
+        elif mode in ("conn", "setup"):
+            cmd += ["--addr", next_addr()]
+        rc, out, err = c.run(cmd, timeout=120)
+        if rc:
+            raise Failed(f"sockbench exited {rc}: {tail(err, 300)}")
+        v = json.loads(out)
+        if mode == "conn":    # every connection on shared memory, none on TCP
+            c.finish(min_accel=2 * v["ops"], every=True)
+        elif mode == "setup":
+            if v["epoll_wait0_ready"] or v["registered"] != SETUP_CONNS + 1:
+                raise Failed(f"epoll_wait(0): {v['epoll_wait0_ready']} events, "
+                             f"{v['registered']} registered (expected none, {SETUP_CONNS + 1})")
+            c.finish(min_accel=2 * SETUP_CONNS, every=True)
+        else:
+            c.finish(min_accel=2 * PAIRS, every=True)
+        sfx = "_nospin" if c.variant == "shortcut_nospin" else ""
+        return {row + sfx: v[key] for row, key in rows.items()}
+    return fn
+
+
+def rate(c):
+    """sockbench rate at each of RATES: CPU µs per request (client + server),
+    with the achieved rate and median latency beside it"""
+    res = {}
+    sfx = "_nospin" if c.variant == "shortcut_nospin" else ""
+    for r in RATES:
+        cmd = [SOCKBENCH, "rate", "--rate", str(r), "--seconds", str(RATE_DUR), "--size", "100"]
+        if c.variant == "unix":
+            cmd.append("--unix")
+        rc, out, err = c.run(cmd, timeout=60)
+        if rc:
+            raise Failed(f"sockbench rate {r} exited {rc}: {tail(err, 300)}")
+        v = json.loads(out)
+        row = f"rate{r // 1000}k{sfx}"
+        res[row] = v["cpu_us_per_req"]
+        res[row + ":achieved"] = v["achieved_per_s"]
+        res[row + ":p50"] = v["latency_p50_us"]
+    c.finish(min_accel=2 * len(RATES), every=True)
+    return res
+
+
+PG = {}   # the cluster every pgbench run starts a server on: bindir, data, owner
+
+
+def pg_bindir():
+    dirs = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda d: int(re.sub(r"\D", "", d) or 0))
+    for d in reversed(dirs):
+        if all(os.access(os.path.join(d, b), os.X_OK) for b in ("initdb", "postgres", "pgbench")):
+            return d
+    return None
+
+
+def pg_missing():
+    if not pg_bindir():
+        return "not installed: PostgreSQL server and pgbench (Debian package postgresql)"
+    if os.geteuid() == 0:
+        try:
+            pwd.getpwnam("postgres")
+        except KeyError:
+            return "no user postgres (PostgreSQL refuses root; the Debian package creates it)"
+    return None
+
+
+def pg_server(c):
+    """postgres on the shared cluster, on 127.0.0.1 and a Unix socket in
+    c.tmp, until it is ready; returns (pgbench command prefix, its host)"""
+    b, data = PG["bindir"], PG["data"]
+    port = free_port()
+    c.server([os.path.join(b, "postgres"), "-D", data, "-k", c.tmp, "-p", str(port),
+              "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
+              "-c", "full_page_writes=off", "-c", "max_connections=50", "-c", "ssl=off"],
+             log="postgres.log")
+    c.wait_tcp(port, timeout=30)
+
+    def ready():
+        with open(c.path("postgres.log")) as f:
+            if "ready to accept connections" not in f.read():
+                raise OSError("not ready")
+    c._wait(ready, 30, "postgres ready")
+    host = c.tmp if c.variant == "unix" else "127.0.0.1"
+    return [os.path.join(b, "pgbench"), "-h", host, "-p", str(port), "-U", "postgres"]
+
+
+def pg_cluster():
+    """initdb and pgbench -i -s 1, once, on kernel TCP (not measured); as
+    the user postgres when we are root. A failure fails every pgbench run."""
+    if "error" in PG:
+        raise Failed(PG["error"])
+    if PG:
+        return
+    PG.update(owner=pgbench.owner, bindir=pg_bindir(), dir=tempfile.mkdtemp(prefix="sc-pg-"))
+    PG["data"] = os.path.join(PG["dir"], "data")
+    kw = {}
+    if PG["owner"]:
+        pw = pwd.getpwnam(PG["owner"])
+        os.chown(PG["dir"], pw.pw_uid, pw.pw_gid)
+        kw = dict(user=pw.pw_uid, group=pw.pw_gid, extra_groups=[], cwd=PG["dir"])
+    c = Ctx("tcp", PG["owner"])
+    try:
+        r = subprocess.run([os.path.join(PG["bindir"], "initdb"), "-D", PG["data"], "--auth=trust",
+                            "-U", "postgres", "--no-sync", "-E", "UTF8"],
+                           capture_output=True, text=True, timeout=120, **kw)
+        if r.returncode:
+            raise Failed(f"initdb exited {r.returncode}: {tail(r.stdout + r.stderr)}")
+        pgb = pg_server(c)
+        rc, out, err = c.run(pgb + ["-i", "-s", "1", "-q", "postgres"], timeout=120)
+        if rc:
+            raise Failed(f"pgbench -i exited {rc}: {tail(out + err)}")
+    except (Failed, OSError, subprocess.SubprocessError) as e:
+        PG["error"] = f"setting up the cluster: {e}"
+        raise
+    finally:
+        c.cleanup()
+
+
+def pgbench(c):
+    """pgbench -S -C -c 4 -j 2 (a connection per transaction) against a
+    postgres started for this run; tps"""
+    pg_cluster()
+    pgb = pg_server(c)
+    rc, out, err = c.run(pgb + ["-S", "-C", "-c", "4", "-j", "2", "-T", str(PG_DUR), "postgres"],
+                         timeout=60 + PG_DUR)
+    o = out + err
+    failed = re.search(r"number of failed transactions: (\d+)", o)
+    done = re.search(r"number of transactions actually processed: (\d+)", o)
+    tps = re.search(r"tps = ([0-9.]+)", o)
+    if rc or not (failed and done and tps) or failed.group(1) != "0" or not int(done.group(1)):
+        raise Failed(f"pgbench exited {rc}: {tail(o, 400)}")
+    # one connection per transaction (both ends), and pgbench's first
+    c.finish(min_accel=2 * int(done.group(1)), every=True)
+    return {"pgbench": float(tps.group(1))}
+
+
+pgbench.owner = "postgres" if os.geteuid() == 0 else None    # run_all makes its Ctx with it
+
+
+def pg_remove():
+    if PG.get("dir"):
+        shutil.rmtree(PG["dir"], ignore_errors=True)
+
+
 # ---- what runs and how it is reported ------------------------------------
 
 # name, variants, function, programs needed
 GROUPS = [
-    ("conn", ["tcp", "unix", "shortcut"], sockbench("conn", 64, "ops_per_s"), ()),
     ("rr", ["tcp", "unix", "shortcut", "shortcut_nospin", "ref"], sockbench("rr", 100, "ops_per_s"), ()),
     ("stream", ["tcp", "unix", "shortcut", "ref"], sockbench("stream", 65536, "gbytes_per_s"), ()),
     ("sockperf_pp", ["tcp", "shortcut", "shortcut_nospin"], sockperf("pp"), ("sockperf",)),
@@ -468,8 +663,6 @@ FOOTNOTES = {
                  "row drives the same memcached over its Unix socket (`memcached -s PATH`).",
 }
 ROWS = [
-    ("conn", "conn", "connect + 64 B exchange + close, sockbench (connections/s)",
-     "conn/s", False, None, "shortcut", None, None),
     ("rr", "rr", "request/response 100 B, ipc-bench style, sockbench (messages/s)",
      "msg/s", False, None, "shortcut", (">=", 10.0), "bare shared-memory ping-pong"),
     ("rr_nospin", "rr", "request/response 100 B, no spin (SHORTCUT_SPIN_US=0) (messages/s)",
@@ -502,19 +695,67 @@ ROWS = [
 ]
 
 
-def run_all():
+# (issue 12) name, variants, function, programs needed (or a function
+# returning why the group cannot run)
+SB = ["--seconds", str(SB_DUR)]
+FLOOR_GROUPS = [
+    ("conn", ["tcp", "unix", "shortcut"],
+     sockbench_floor("conn", SB + ["--size", "64"], {"conn": "ops_per_s"}), ()),
+    ("conn8", ["tcp", "unix", "shortcut"],
+     sockbench_floor("conn", SB + ["--size", "64", "--clients", str(FLOOR_CLIENTS)],
+                     {"conn8": "ops_per_s"}), ()),
+    ("setup", ["tcp", "unix", "shortcut"],
+     sockbench_floor("setup", ["--conns", str(SETUP_CONNS), "--calls", str(SETUP_CALLS)],
+                     {"setup": "setup_s", "epoll_wait0": "epoll_wait0_ns"}), ()),
+    ("pgbench", ["tcp", "unix", "shortcut"], pgbench, pg_missing),
+    ("rate", ["tcp", "unix", "shortcut", "shortcut_nospin"], rate, ()),
+    ("pairs", ["tcp", "unix", "shortcut"],
+     sockbench_floor("rr", SB + ["--size", "100", "--pairs", str(PAIRS)], {"pairs": "ops_per_s"}), ()),
+]
+NCPU = os.cpu_count()
+# as ROWS; a target (op, ratio, "every") must hold in every repetition, not
+# only on the medians
+FLOOR_ROWS = [
+    ("conn", "conn", "connect + 64 B request/response + close, one client, sockbench `conn` (conn/s)",
+     "conn/s", False, None, "shortcut", (">=", 1.5, "every"), None),
+    ("conn8", "conn8", f"the same, {FLOOR_CLIENTS} client threads against a one-thread epoll server, "
+     f"`conn --clients {FLOOR_CLIENTS}` (conn/s)",
+     "conn/s", False, None, "shortcut", (">=", 1.5), None),
+    ("pgbench", "pgbench", "PostgreSQL, `pgbench -S -C -c 4 -j 2` (a connection per transaction; tps)",
+     "tps", False, None, "shortcut", (">=", 1.2), None),
+    ("setup", "setup", f"set up {SETUP_CONNS:,} connections from one process: connect + 1-byte round "
+     "trip each, all kept open, epoll server, `setup` (wall time s; lower is better)",
+     "s", True, None, "shortcut", ("<=", 1.0), None),
+    ("epoll_wait0", "setup", f"`epoll_wait(timeout 0)`, nothing ready, {SETUP_CONNS + 1:,} registered "
+     "(that server, after the set-up; ns per call)",
+     "ns", True, None, "shortcut", ("<=", 1.5), None),
+] + [
+    (f"rate{r // 1000}k{sfx}", "rate", f"request/response 100 B at {r:,} req/s, open loop, `rate`{what}: "
+     "CPU of client + server per request (µs; lower is better)",
+     "µs/req", True, None, sv, ("<=", 1.0), None)
+    for sfx, sv, what in (("", "shortcut", ""), ("_nospin", "shortcut_nospin", ", no spin"))
+    for r in RATES
+] + [
+    ("pairs", "pairs", f"{PAIRS} busy request/response pairs (100 B, {2 * PAIRS} processes) on "
+     f"{NCPU} CPUs, `rr --pairs {PAIRS}` (total msg/s)",
+     "msg/s", False, None, "shortcut", (">=", 1.0), None),
+]
+
+
+def run_all(groups):
     only = set(args.only.split(",")) if args.only else None
     samples = {}    # row id -> variant -> [values], aligned by repetition (None: failed)
     errors = {}     # (group, variant) -> first error
     skipped = {}    # group -> reason
     fallbacks = {}  # (group, variant) -> {reason: connection ends that stayed on TCP}
     nfail = {}      # (group, variant) -> failed runs
-    for name, variants, fn, bins in GROUPS:
+    for name, variants, fn, bins in groups:
         if only and name not in only:
             continue
-        missing = [b for b in bins if not which(b)]
+        missing = [b for b in bins if not which(b)] if isinstance(bins, tuple) else bins()
         if missing:
-            skipped[name] = "not installed: " + ", ".join(missing)
+            skipped[name] = ("not installed: " + ", ".join(missing)
+                             if isinstance(missing, list) else missing)
             print(f"skipping {name}: {skipped[name]}", file=sys.stderr)
             continue
         t0 = time.time()
@@ -522,7 +763,7 @@ def run_all():
         for rep in range(args.reps):
             k = rep % len(variants)
             for v in variants[k:] + variants[:k]:
-                c = Ctx(v)
+                c = Ctx(v, getattr(fn, "owner", None))
                 try:
                     res = fn(c)
                 except (Failed, OSError, ValueError, KeyError, subprocess.SubprocessError) as e:
@@ -542,7 +783,7 @@ def run_all():
         print(f"  {name}: {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
     for key, n in nfail.items():
         errors[key] = f"{n} of {args.reps} runs failed; first: {errors[key]}"
-    return samples, errors, skipped, fallbacks
+    return samples, errors, skipped, fallbacks, nfail
 
 
 def med(xs):
@@ -567,10 +808,11 @@ def fr(r):
     return f"{r:.3g}x" if r is not None else ""
 
 
-def build_rows(samples, errors, skipped, fallbacks):
+def build_rows(rowspec, samples, errors, skipped, fallbacks, nfail):
     out = []
-    for rid, group, title, unit, lower, na, sv, target, refname in ROWS:
-        s = samples.get(rid.replace("_nospin", "") if sv == "shortcut_nospin" else rid, {})
+    for rid, group, title, unit, lower, na, sv, target, refname in rowspec:
+        base = rid.replace("_nospin", "") if sv == "shortcut_nospin" else rid
+        s = samples.get(base, {})
         if sv == "shortcut_nospin":
             s = dict(s)
             s["shortcut_nospin"] = samples.get(rid, {}).get("shortcut_nospin")
@@ -592,15 +834,27 @@ def build_rows(samples, errors, skipped, fallbacks):
             "unix_ratio_to_tcp_spread": [rut[0], rut[-1]] if rut else None,
             "unix_note": FOOTNOTES[na] if na else None,
             "reference_name": refname,
-            "target": {"op": target[0], "ratio_to_tcp": target[1]} if target else None,
+            "target": {"op": target[0], "ratio_to_tcp": target[1],
+                       "every_run": len(target) > 2} if target else None,
             "errors": {v: e for (g, v), e in errors.items()
                        if g == group and v in ("tcp", "unix", sv, "ref")},
             "skipped": skipped.get(group),
             "fallbacks": fallbacks.get((group, sv)),
             "shortcut_variant": sv,
+            "failed_runs": {v: nfail.get((group, v), 0) for v in ("tcp", "unix", sv)},
+            # figures measured beside the row's (rate: achieved rate, latency)
+            "aux": {k.split(":")[1]: {v: med(x) for v, x in samples[k].items()}
+                    for k in samples if k.startswith(rid + ":")},
         }
+        if sv == "shortcut_nospin":       # TCP and Unix: the same runs as the base row
+            for k in list(row["aux"]):
+                for v in ("tcp", "unix"):
+                    row["aux"][k][v] = med(samples.get(f"{base}:{k}", {}).get(v) or [])
         if target and row["ratio_to_tcp"] is not None:
+            # every_run: the worst repetition must meet it, not only the medians
             r = row["ratio_to_tcp"]
+            if target[2:] and rt:
+                r = rt[0] if target[0] == ">=" else rt[-1]
             row["target_met"] = r >= target[1] if target[0] == ">=" else r <= target[1]
         else:
             row["target_met"] = None
@@ -685,23 +939,99 @@ def print_table(rows, fallbacks):
             print(f"- {n}")
 
 
+AUX = {"achieved": ("achieved req/s", fmt), "p50": ("median latency µs", fmt)}
+
+
+def print_floor_table(rows, elapsed):
+    """the issue 12 table: each row's target and its verdict"""
+    print("| workload | kernel TCP | Unix socket | shortcut run | shortcut vs TCP: median "
+          "(lowest–highest run) | target | result | beside it (TCP / Unix / shortcut) |")
+    print("|---|---|---|---|---|---|---|---|")
+    notes = []
+    for row, _ in rows:
+        if row["skipped"] and row["median"]["tcp"] is None:
+            print(f"| {row['title']} | ({row['skipped']}) | | | | | | |")
+            continue
+        rt, rs = row["ratio_to_tcp"], row["ratio_to_tcp_spread"]
+        vs_tcp = f"{fr(rt)} ({rs[0]:.3g}–{rs[1]:.3g})" if rt is not None and rs else fr(rt)
+        t = row["target"]
+        op = "≥" if t["op"] == ">=" else "≤"
+        tg = f"{op} {t['ratio_to_tcp']:g}x TCP" + (", every run" if t["every_run"] else "")
+        verdict = {True: "pass", False: "**miss**", None: "no result"}[row["target_met"]]
+        sv = row["shortcut_variant"]
+        n = row["failed_runs"].get(sv, 0)
+        if n:   # fell back to TCP, or failed: not a shortcut figure
+            fb = "fell back to TCP" if "not accelerated" in row["errors"].get(sv, "") else "failed"
+            verdict = (f"**not measured**: shortcut {fb} in {n} of {args.reps} runs"
+                       if row["median"]["shortcut"] is None else
+                       f"**incomplete** ({verdict} on the rest): shortcut {fb} in {n} of {args.reps} runs")
+        if row["target_met"] is not None and t["every_run"] and rs:
+            verdict += f" (worst run {rs[0] if t['op'] == '>=' else rs[1]:.3g}x)"
+        aux = "; ".join(f"{AUX[k][0]} " + " / ".join(AUX[k][1](d.get(v)) or "–" for v in ("tcp", "unix", sv))
+                        for k, d in row["aux"].items())
+        m = re.match(r"rate(\d+)k", row["id"])
+        if m:   # a transport that could not keep up was measured at a lower rate
+            want = int(m.group(1)) * 1000
+            short = [name for v, name in (("tcp", "kernel TCP"), ("unix", "Unix"), (sv, "shortcut"))
+                     if (row["aux"].get("achieved", {}).get(v) or want) < 0.95 * want]
+            if short:
+                aux += f"; **{', '.join(short)} fell behind the rate** (saturated)"
+        shm = cell(row, "shortcut")
+        if shm == "failed" and "not accelerated" in row["errors"].get(sv, ""):
+            shm = "fell back to TCP"
+        print(f"| {row['title']} | {cell(row, 'tcp')} | {cell(row, 'unix')} | {shm} "
+              f"| {vs_tcp} | {tg} | {verdict} | {aux} |")
+        for v, e in row["errors"].items():
+            m = f"{row['title']}, {v}: {e}"
+            if m not in notes:
+                notes.append(m)
+    print()
+    mode = "--quick: " if QUICK else ""
+    print(f"{mode}Each workload ran {args.reps} times per transport, alternating (fresh processes, order "
+          f"rotated every repetition); medians. The ratio is shortcut's median over kernel TCP's, "
+          f"in brackets the lowest and highest ratio of one repetition's pair of runs; for rows "
+          f"marked lower is better, a ratio below 1 is better. Runs: sockbench `conn`, `rr --pairs` "
+          f"{SB_DUR} s; `rate` {RATE_DUR} s per rate after a tenth of warm-up, 1,000, 10,000 and "
+          f"50,000 req/s in one run each; pgbench -T {PG_DUR}; `setup` {SETUP_CONNS:,} connections, "
+          f"{SETUP_CALLS:,} epoll_wait calls. Every shortcut run was checked through `shortcut stats "
+          "--json` (its own SHORTCUT_RUNDIR, shared by both ends) to have put every connection it "
+          "made on shared memory, none on TCP; a run that fell back is not counted, and its row says "
+          f"so. Defaults (SHORTCUT_SPIN_US=50, 1 MiB rings); \"no spin\": SHORTCUT_SPIN_US=0 in both "
+          f"programs (TCP and Unix columns: the runs of the row with spin). These rows took "
+          f"{elapsed:.0f} s.")
+    if notes:
+        print()
+        print("Failed runs (first error of each transport; the cell's median is over the runs that worked):")
+        for m in notes:
+            print(f"- {m}")
+
+
 if __name__ == "__main__":
     if not os.access(SOCKBENCH, os.X_OK):
         raise SystemExit(f"{SOCKBENCH} missing: make {os.path.relpath(SOCKBENCH)}")
+    floor = args.set == "floor"
     t0 = time.time()
-    samples, errors, skipped, fallbacks = run_all()
-    rows = build_rows(samples, errors, skipped, fallbacks)
+    try:
+        samples, errors, skipped, fallbacks, nfail = run_all(FLOOR_GROUPS if floor else GROUPS)
+    finally:
+        pg_remove()
+    rows = build_rows(FLOOR_ROWS if floor else ROWS, samples, errors, skipped, fallbacks, nfail)
     if args.only:
         rows = [(r, na) for r, na in rows if r["group"] in args.only.split(",")]
-    print_table(rows, fallbacks)
+    elapsed = time.time() - t0
+    if floor:
+        print_floor_table(rows, elapsed)
+    else:
+        print_table(rows, fallbacks)
     if args.json:
         data = {}
         if os.path.exists(args.json):
             with open(args.json) as f:
                 data = json.load(f)
-        data["programs"] = {"reps": args.reps, "quick": QUICK, "seconds_per_run": DUR,
-                            "elapsed_s": round(time.time() - t0, 1),
-                            "rows": [r for r, _ in rows], "footnotes": FOOTNOTES}
+        data[args.set] = {"reps": args.reps, "quick": QUICK, "elapsed_s": round(elapsed, 1),
+                          "rows": [r for r, _ in rows]}
+        if not floor:
+            data[args.set].update(seconds_per_run=DUR, footnotes=FOOTNOTES)
         with open(args.json, "w") as f:
             json.dump(data, f, indent=1)
     if errors:

@@ -4,12 +4,13 @@
 
   bench/plot.py bench/results/latest.json bench/results/latest.png
 
-Reads the JSON that bench/run.sh and bench/interposed.py write and draws
-horizontal bars, log-scaled: shortcut and the Unix-domain socket, each as a
-speed-up over kernel TCP (throughput / TCP's; for latency rows TCP's latency
-/ its latency, so that higher is better everywhere), with the lowest–highest
-repetition as a whisker, a line at 1x and each row's target, where issue 5
-sets one, as a marker.
+Reads the JSON that bench/run.sh and bench/interposed.py write (the core
+figures, "programs" and "floor", issue 12's rows) and draws horizontal bars,
+log-scaled: shortcut and the Unix-domain socket, each as a speed-up over
+kernel TCP (throughput / TCP's; for rows where lower is better, latency,
+wall time, CPU per request, TCP's figure / its figure, so that higher is
+better everywhere), with the lowest–highest repetition as a whisker, a line
+at 1x and each row's target, where issue 5 or 12 sets one, as a marker.
 """
 import json
 import sys
@@ -42,6 +43,7 @@ def main():
     rows = list(data.get("core", []))
     progs = data.get("programs", {})
     rows += progs.get("rows", [])
+    rows += data.get("floor", {}).get("rows", [])
     items = []
     for r in rows:
         lower = r.get("lower_is_better", False)
@@ -55,7 +57,7 @@ def main():
             tv = speedup(t["ratio_to_tcp"], lower)
         label = r["title"].replace("`", "")
         if lower:
-            label += " [latency: TCP's / this]"
+            label += " [TCP's / this]"
         items.append({
             "label": "\n".join(textwrap.wrap(label, 58)),
             "shortcut": s, "unix": u,
@@ -99,7 +101,7 @@ def main():
             ok = it["target_met"]
             ax.plot([it["target"]], [y + h / 2], marker="D", markersize=7,
                     color="#2ca02c" if ok else "#d62728", zorder=5,
-                    label=once("issue 5 target (green: met, red: missed)"))
+                    label=once("target (green: met, red: missed)"))
     ax.set_xscale("log")
     lo, hi = min(vals), max(vals)
     ax.set_xlim(min(0.5, lo / 1.6), hi * 3)
@@ -112,7 +114,7 @@ def main():
             tick.set_color("#555")
     ax.set_ylim(-0.8, n - 0.2)
     ax.set_xlabel("speed-up over kernel TCP loopback (log scale; higher is better — "
-                  "for latency rows: TCP's latency / this transport's)")
+                  "for lower-is-better rows: TCP's figure / this transport's)")
     quick = " (--quick)" if progs.get("quick") else ""
     ax.set_title(f"shortcut bench{quick}, {data.get('date', '').replace('T', ' ')}, {data.get('cpus', '?')} CPUs: "
                  f"medians; whiskers: lowest–highest repetition", fontsize=10)
