@@ -101,6 +101,11 @@ def free_port():
     return p
 
 
+# /dev/shm where it is a tmpfs (where shortcut's default run directory is)
+MEMDIR = "/dev/shm" if any(l.split()[1:3] == ["/dev/shm", "tmpfs"]
+                           for l in open("/proc/mounts")) else None
+
+
 class Failed(Exception):
     pass
 
@@ -118,7 +123,9 @@ class Ctx:
     def __init__(self, variant, owner=None):
         self.variant = variant
         self.accel = variant in ("shortcut", "shortcut_nospin")
-        self.rundir = tempfile.mkdtemp(prefix="sc-bench-")
+        # in memory, as the default run directory is (a disk's file
+        # creation would be part of every process's set-up)
+        self.rundir = tempfile.mkdtemp(prefix="sc-bench-", dir=MEMDIR)
         self.tmp = tempfile.mkdtemp(prefix="sc-bw-")
         # owner: a user who owns both directories and runs every program
         # (PostgreSQL refuses root); None: ours

@@ -208,7 +208,7 @@ for i in range(max(reps, 5)):
         cmd = [exe, "300000"]
         env = dict(os.environ)
         if mode == "shortcut":
-            env["SHORTCUT_RUNDIR"] = tempfile.mkdtemp()
+            env["SHORTCUT_RUNDIR"] = tempfile.mkdtemp(dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
             cmd = [os.path.join(build, "shortcut"), "run"] + cmd
         out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120).stdout
         for line in out.splitlines():
