@@ -1,9 +1,27 @@
-# shortcut — build, test, bench.  `make` builds into build/.
+# shortcut — build, test, bench, install.  `make` builds into build/.
 CC      ?= cc
 CFLAGS  ?= -O2 -g
+# CPPFLAGS and LDFLAGS too, as a distribution's build passes them
 WARN    := -Wall -Wextra -Werror -Wno-unused-parameter
-BASE    := -std=gnu11 -D_GNU_SOURCE -Iinclude -pthread -fno-strict-aliasing
+# the version, from one place: VERSION (the soname's number is its first)
+VERSION := $(shell cat VERSION)
+SOMAJOR := $(firstword $(subst ., ,$(VERSION)))
+SONAME  := libshortcut.so.$(SOMAJOR)
+BASE    := -std=gnu11 -D_GNU_SOURCE -Iinclude -pthread -fno-strict-aliasing \
+	   -DSC_VERSION='"$(VERSION)"' $(CPPFLAGS)
 B       := build
+
+# where `make install` puts things (DESTDIR: a staging root in front of all)
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+MANDIR     ?= $(PREFIX)/share/man
+PKGCONFIGDIR   ?= $(LIBDIR)/pkgconfig
+COMPLETIONSDIR ?= $(PREFIX)/share/bash-completion/completions
+# `shortcut run` finds the library relative to its own path: this way
+# from BINDIR to LIBDIR (a prefix moved as a whole still works)
+LIBDIR_REL := $(shell realpath -m --relative-to='$(BINDIR)' '$(LIBDIR)')
 
 # Three layers, one folder each, pointing one way (make check-layers):
 #   src/core        the shared-memory connection core (libshortcut.a too)
@@ -23,8 +41,10 @@ INC_interposer := -Isrc/core -Isrc/rundir -Isrc/interposer
 CLI_SRC := $(sort $(wildcard cli/*.c))
 
 .PHONY: all test test-unit test-asan test-tsan test-preload test-preload-asan demo bench clean \
-	check-layers check-build
-all: $(B)/libshortcut.so $(B)/libshortcut.a $(B)/shortcut
+	check-layers check-build install uninstall deb FORCE
+MANPAGES := $(B)/man/shortcut.1 $(B)/man/shortcut.7 $(B)/man/libshortcut.3
+all: $(B)/libshortcut.so $(B)/$(SONAME) $(B)/libshortcut.a $(B)/shortcut $(B)/shortcut.pc \
+	$(MANPAGES)
 
 # --- normal build ------------------------------------------------------
 $(B)/obj/%.o: src/%.c $(HDRS) | $(B)/obj
@@ -35,12 +55,21 @@ $(B)/obj $(B)/t $(B)/asan $(B)/tsan:
 	mkdir -p $@
 LIB_OBJ := $(patsubst src/%.c,$(B)/obj/%.o,$(LIB_SRC))
 PRELOAD_OBJ := $(patsubst src/%.c,$(B)/obj/%.o,$(PRELOAD))
-# the exports: the public API and every call in calls.h, nothing else
-$(B)/libshortcut.map: src/interposer/calls.h | $(B)/obj
-	{ printf '{\n\tglobal:\n\t\tsc_*;\n'; \
-	  printf '#include "calls.h"\n#define X(f, file) f;\n#define XT(f, file, t) f;\nSC_CALLS(X, XT)\n' | \
-		$(CC) -E -P -Isrc/interposer - | tr ' ' '\n' | grep . | sed 's/^/\t\t/'; \
-	  printf '\tlocal: *;\n};\n'; } > $@.tmp && mv $@.tmp $@
+# The exports.  The public API gets a version node (sc_listen@@SHORTCUT_0);
+# the libc names the interposer defines (calls.h: exported by their
+# default visibility) stay in the base version, and must: glibc's loader
+# binds a program's recv@GLIBC_2.2.5 to a base-version definition, never
+# to one in a node of another name (tests/integration/test_install.py).
+# So the script has no `local: *`: -fvisibility=hidden keeps the rest in,
+# and check-layers checks the exports against calls.h.
+$(B)/libshortcut.map: VERSION | $(B)/obj
+	{ printf '/* made by make from VERSION: the API version node; the calls of\n'; \
+	  printf ' * src/interposer/calls.h stay in the base version (Makefile) */\n'; \
+	  printf 'SHORTCUT_$(SOMAJOR) {\n\tglobal:\n\t\tsc_*;\n};\n'; } > $@.tmp && mv $@.tmp $@
+# the calls of calls.h, one a line (check-layers)
+$(B)/calls.list: src/interposer/calls.h | $(B)/obj
+	printf '#include "calls.h"\n#define X(f, file) f\n#define XT(f, file, t) f\nSC_CALLS(X, XT)\n' | \
+		$(CC) -E -P -Isrc/interposer - | tr ' ' '\n' | grep . > $@.tmp && mv $@.tmp $@
 # the docs table of the same list (committed; test_library.py checks it)
 docs/calls.md: src/interposer/calls.h
 	{ printf '# The calls the interposer defines\n\nGenerated from `src/interposer/calls.h` '; \
@@ -48,19 +77,40 @@ docs/calls.md: src/interposer/calls.h
 	  printf 'and the file of `src/interposer/` that handles it.\n\n| call | file |\n|---|---|\n'; \
 	  printf '#include "calls.h"\n#define X(f, file) | `f` | `file.c` |@\n#define XT(f, file, t) X(f, file)\nSC_CALLS(X, XT)\n' | \
 		$(CC) -E -P -Isrc/interposer - | tr '@' '\n' | sed 's/^ *//' | grep '^|'; } > $@.tmp && mv $@.tmp $@
+# one library: preloaded by `shortcut run`, linked by C API programs
+# (installed as libshortcut.so.VERSION, with SONAME and libshortcut.so
+# links; here libshortcut.so is the file and SONAME the link)
 $(B)/libshortcut.so: $(LIB_OBJ) $(PRELOAD_OBJ) $(B)/libshortcut.map
-	$(CC) -shared -pthread -Wl,-z,defs -Wl,-z,now -Wl,--version-script=$(B)/libshortcut.map -o $@ $(filter %.o,$^) -ldl
+	$(CC) -shared -pthread -Wl,-z,defs -Wl,-z,now -Wl,-soname,$(SONAME) \
+		-Wl,--version-script=$(B)/libshortcut.map $(LDFLAGS) -o $@ $(filter %.o,$^) -ldl
+$(B)/$(SONAME): | $(B)/libshortcut.so
+	ln -sf libshortcut.so $@
 $(B)/libshortcut.a: $(LIB_OBJ)
 	rm -f $@ && ar rcs $@ $^
-$(B)/shortcut: $(CLI_SRC) $(wildcard cli/*.h) $(B)/libshortcut.a
-	$(CC) $(BASE) $(INC_rundir) $(WARN) $(CFLAGS) -Icli -o $@ $(CLI_SRC) $(B)/libshortcut.a -lm
+# what the installed paths and the version change (rewritten only then)
+$(B)/install.vars: FORCE | $(B)/obj
+	@v='$(VERSION) $(PREFIX) $(LIBDIR) $(INCLUDEDIR) $(LIBDIR_REL)'; \
+	 [ "$$(cat $@ 2>/dev/null)" = "$$v" ] || echo "$$v" > $@
+$(B)/shortcut: $(CLI_SRC) $(wildcard cli/*.h) $(B)/libshortcut.a $(B)/install.vars
+	$(CC) $(BASE) $(INC_rundir) $(WARN) $(CFLAGS) -DSC_LIBDIR_REL='"$(LIBDIR_REL)"' \
+		-DSC_SONAME='"$(SONAME)"' -Icli $(LDFLAGS) -o $@ $(CLI_SRC) $(B)/libshortcut.a -lm
+# pkg-config (relative to ${prefix} where the paths are under it)
+$(B)/shortcut.pc: dist/shortcut.pc.in $(B)/install.vars
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' \
+	    -e 's|@LIBDIR@|$(patsubst $(PREFIX)/%,$${prefix}/%,$(LIBDIR))|' \
+	    -e 's|@INCLUDEDIR@|$(patsubst $(PREFIX)/%,$${prefix}/%,$(INCLUDEDIR))|' $< > $@
+# man pages: the version and the date of CHANGELOG.md's newest entry
+RELDATE := $(shell sed -n 's/^\#\# [^ ]* — \([0-9-]*\).*/\1/p' CHANGELOG.md | head -1)
+$(B)/man/%: man/% VERSION CHANGELOG.md
+	@mkdir -p $(dir $@)
+	sed -e 's/@VERSION@/$(VERSION)/g' -e 's/@DATE@/$(RELDATE)/g' $< > $@
 
 # The layers point one way: the core calls no function of the run
 # directory's or the interposer's, the run directory none of the
 # interposer's, and neither makes its own system calls through a libc name
 # the interposer defines (inside a preloaded process that would call back
 # into the interposer: the syscall() hang of an earlier milestone).
-check-layers: $(LIB_OBJ) $(PRELOAD_OBJ) $(B)/libshortcut.so
+check-layers: $(LIB_OBJ) $(PRELOAD_OBJ) $(B)/libshortcut.so $(B)/calls.list
 	tests/check-layers.sh $(B)
 
 # the same sources with clang, and with the non-x86 system-call path
@@ -137,6 +187,42 @@ bench: all $(B)/bench/sockbench
 .PHONY: bench-quick
 bench-quick: all $(B)/bench/sockbench
 	bench/run.sh --quick
+
+FORCE:
+
+# --- install (docs/install.md) --------------------------------------------
+#   make install [PREFIX=/usr/local] [DESTDIR=/staging/root] [LIBDIR=...]
+install: all
+	install -d '$(DESTDIR)$(BINDIR)' '$(DESTDIR)$(LIBDIR)' '$(DESTDIR)$(INCLUDEDIR)' \
+		'$(DESTDIR)$(PKGCONFIGDIR)' '$(DESTDIR)$(MANDIR)/man1' '$(DESTDIR)$(MANDIR)/man3' \
+		'$(DESTDIR)$(MANDIR)/man7' '$(DESTDIR)$(COMPLETIONSDIR)'
+	install -m 755 $(B)/shortcut '$(DESTDIR)$(BINDIR)/shortcut'
+	install -m 644 $(B)/libshortcut.so '$(DESTDIR)$(LIBDIR)/libshortcut.so.$(VERSION)'
+	ln -sfn libshortcut.so.$(VERSION) '$(DESTDIR)$(LIBDIR)/$(SONAME)'
+	ln -sfn $(SONAME) '$(DESTDIR)$(LIBDIR)/libshortcut.so'
+	install -m 644 $(B)/libshortcut.a '$(DESTDIR)$(LIBDIR)/libshortcut.a'
+	install -m 644 include/shortcut.h '$(DESTDIR)$(INCLUDEDIR)/shortcut.h'
+	install -m 644 $(B)/shortcut.pc '$(DESTDIR)$(PKGCONFIGDIR)/shortcut.pc'
+	install -m 644 $(B)/man/shortcut.1 '$(DESTDIR)$(MANDIR)/man1/shortcut.1'
+	install -m 644 $(B)/man/libshortcut.3 '$(DESTDIR)$(MANDIR)/man3/libshortcut.3'
+	install -m 644 $(B)/man/shortcut.7 '$(DESTDIR)$(MANDIR)/man7/shortcut.7'
+	install -m 644 dist/shortcut.bash '$(DESTDIR)$(COMPLETIONSDIR)/shortcut'
+	@# the loader's cache knows the new soname (not when staging)
+	@[ -n '$(DESTDIR)' ] || [ "$$(id -u)" != 0 ] || ldconfig
+
+uninstall:
+	rm -f '$(DESTDIR)$(BINDIR)/shortcut' '$(DESTDIR)$(LIBDIR)/libshortcut.so.$(VERSION)' \
+		'$(DESTDIR)$(LIBDIR)/$(SONAME)' '$(DESTDIR)$(LIBDIR)/libshortcut.so' \
+		'$(DESTDIR)$(LIBDIR)/libshortcut.a' '$(DESTDIR)$(INCLUDEDIR)/shortcut.h' \
+		'$(DESTDIR)$(PKGCONFIGDIR)/shortcut.pc' '$(DESTDIR)$(MANDIR)/man1/shortcut.1' \
+		'$(DESTDIR)$(MANDIR)/man3/libshortcut.3' '$(DESTDIR)$(MANDIR)/man7/shortcut.7' \
+		'$(DESTDIR)$(COMPLETIONSDIR)/shortcut'
+	@[ -n '$(DESTDIR)' ] || [ "$$(id -u)" != 0 ] || ldconfig
+
+# the Debian package, shortcut_VERSION_ARCH.deb in build/deb/, built from a
+# copy of the sources with dpkg-buildpackage (debhelper), then lintian
+deb:
+	dist/mkdeb.sh $(B)
 
 clean:
 	rm -rf $(B)

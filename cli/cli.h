@@ -3,7 +3,11 @@
 #ifndef SHORTCUT_CLI_H
 #define SHORTCUT_CLI_H
 
+#include <limits.h>
 #include <stdbool.h>
+#include <stddef.h>
+
+struct sc_counters;
 
 /*
  * shortcut perf pingpong|stream --size N [...]: argv[0] is "perf".
@@ -20,5 +24,28 @@ int sc__stat_main(int argc, char **argv);
 int sc__stats_main(int argc, char **argv);
 /* `shortcut off` / `shortcut on` */
 int sc__off_main(int argc, char **argv, bool off);
+/* shortcut doctor [--json] [PROGRAM] (doctor.c): 0 all fine, 1 not, 2 usage. */
+int sc__doctor_main(int argc, char **argv);
+
+/* The library `shortcut run` preloads (run.c): 0 and its path, or -errno. */
+int sc__find_lib(char *out, size_t len);
+
+/* `shortcut stats --prometheus` (prometheus.c): the summed counters of the
+ * run directory dir (procs files, live of them running) in the Prometheus
+ * text exposition format.  Returns the exit status. */
+int sc__stats_prometheus(const char *dir, int procs, int live, const struct sc_counters *s);
+
+/* Why the loader will not preload libshortcut into a program (target.c). */
+#define SC_TARGET_FINDINGS 6
+struct sc_target {
+	char path[PATH_MAX];            /* the file exec runs (PATH searched) */
+	int n;                          /* findings: none means it will */
+	struct {
+		char what[400];         /* what is wrong and what it means */
+		char fix[160];          /* what to do about it */
+	} f[SC_TARGET_FINDINGS];
+};
+/* 0 with t filled, or -errno when prog cannot be found or read. */
+int sc__target_check(const char *prog, struct sc_target *t);
 
 #endif /* SHORTCUT_CLI_H */

@@ -24,24 +24,31 @@
 #include "shortcut.h"
 #include "stats.h"
 
-/* libshortcut.so beside the shortcut binary, or in ../lib/shortcut/ */
-static int find_lib(char *out, size_t len)
+/* The library `shortcut run` preloads: libshortcut.so beside the binary
+ * (the build tree), else the installed one, SC_LIBDIR_REL from the
+ * binary's folder (PREFIX/bin/shortcut -> PREFIX/lib/libshortcut.so.0), so
+ * that a prefix moved as a whole (an extracted package) still finds its
+ * own.  0 and the path in out, or -ENOENT (-errno of /proc/self/exe). */
+int sc__find_lib(char *out, size_t len)
 {
 	char exe[PATH_MAX - 64];
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	if (n < 0)
-		return -1;
+		return -errno;
 	exe[n] = 0;
 	char *slash = strrchr(exe, '/');
 	if (!slash)
-		return -1;
+		return -ENOENT;
 	*slash = 0;
 	if (snprintf(out, len, "%s/libshortcut.so", exe) < (int)len && access(out, R_OK) == 0)
 		return 0;
-	if (snprintf(out, len, "%s/../lib/shortcut/libshortcut.so", exe) < (int)len &&
-	    access(out, R_OK) == 0)
+	char rel[PATH_MAX], dir[PATH_MAX];
+	if (snprintf(rel, sizeof(rel), "%s/%s", exe, SC_LIBDIR_REL) >= (int)sizeof(rel) ||
+	    !realpath(rel, dir))
+		return -ENOENT;
+	if (snprintf(out, len, "%s/%s", dir, SC_SONAME) < (int)len && access(out, R_OK) == 0)
 		return 0;
-	return -1;
+	return -ENOENT;
 }
 
 static int run_usage(FILE *f, int status)
@@ -79,10 +86,16 @@ int sc__run_main(int argc, char **argv)
 		return run_usage(stderr, 2);
 	if (sc_config_check())
 		return 2;
-	if (find_lib(lib, sizeof(lib))) {
-		fprintf(stderr, "shortcut: libshortcut.so not found beside the shortcut binary\n");
+	if (sc__find_lib(lib, sizeof(lib))) {
+		fprintf(stderr, "shortcut: %s not found beside the shortcut binary nor in %s from "
+			"it; reinstall (make install, or the package)\n", SC_SONAME, SC_LIBDIR_REL);
 		return 1;
 	}
+	/* a program the loader will not preload into runs, but not silently */
+	struct sc_target t;
+	if (sc__target_check(argv[i], &t) == 0)
+		for (int k = 0; k < t.n; k++)
+			fprintf(stderr, "shortcut: warning: %s: %s\n", t.path, t.f[k].what);
 	const char *old = getenv("LD_PRELOAD");
 	if (old && *old)
 		snprintf(pre, sizeof(pre), "%s:%s", lib, old);
@@ -278,17 +291,26 @@ int sc__stat_main(int argc, char **argv)
 
 int sc__stats_main(int argc, char **argv)
 {
-	bool json = false, reset = false;
+	bool json = false, reset = false, prom = false;
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--json"))
 			json = true;
+		else if (!strcmp(argv[i], "--prometheus"))
+			prom = true;
 		else if (!strcmp(argv[i], "--reset"))
 			reset = true;
 		else {
-			fprintf(stderr, "usage: shortcut stats [--json] [--reset]\n");
+			fprintf(stderr, "shortcut stats: unknown option '%s' (options: --json, "
+				"--prometheus, --reset)\n"
+				"usage: shortcut stats [--json | --prometheus] [--reset]\n", argv[i]);
 			return 2;
 		}
+	}
+	if (json + prom + reset > 1) {
+		fprintf(stderr, "shortcut stats: --json, --prometheus and --reset exclude each other\n"
+			"usage: shortcut stats [--json | --prometheus | --reset]\n");
+		return 2;
 	}
 	if (sc_config_check())
 		return 2;
@@ -378,6 +400,8 @@ int sc__stats_main(int argc, char **argv)
 		printf("counters reset (%d processes)\n", procs);
 		return 0;
 	}
+	if (prom)
+		return sc__stats_prometheus(dir, procs, live, s);
 	if (json) {
 		printf("{\"rundir\": \"%s\", \"processes\": %d, \"live_processes\": %d, "
 		       "\"conns_accelerated\": %llu, \"conns_fallback\": %llu, "

@@ -22,15 +22,24 @@ static void usage(FILE *f)
 		"  stat [--json]\n"
 		"          live TCP connections of running processes: mode (shm, tcp,\n"
 		"          pending), addresses, peer process or fallback reason, bytes\n"
-		"  stats [--json] [--reset]\n"
+		"  stats [--json | --prometheus | --reset]\n"
 		"          counters and fallback reasons of every process in the run directory\n"
+		"          (--prometheus: the Prometheus text format, for node_exporter)\n"
+		"  doctor [--json] [PROGRAM]\n"
+		"          check what acceleration needs on this host, one line each with\n"
+		"          its fix; PROGRAM: whether the loader will preload into it\n"
 		"  off [--wait S]\n"
 		"          kill switch: running processes switch their accelerated\n"
 		"          connections back to TCP and accelerate no new ones (waits up\n"
 		"          to S seconds, default 5, until none is left on shared memory)\n"
 		"  on      accelerate new connections again\n"
 		"  config  validate the SHORTCUT_* environment (exit 2 with the reason if invalid)\n"
-		"  help    this text\n");
+		"  help    this text (--help)\n"
+		"  version the version (--version)\n"
+		"\n"
+		"exit status: 0 success, 1 failure (doctor: a check not ok), 2 bad usage;\n"
+		"run: the program's own (127: it could not be run)\n"
+		"man pages: shortcut(1), shortcut(7), libshortcut(3)\n");
 }
 
 static int cmd_config(void)
@@ -59,6 +68,12 @@ int main(int argc, char **argv)
 		return sc__off_main(argc - 1, argv + 1, argv[1][1] == 'f');
 	if (!strcmp(argv[1], "config"))
 		return cmd_config();
+	if (!strcmp(argv[1], "doctor"))
+		return sc__doctor_main(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
+		printf("shortcut %s\n", SC_VERSION);
+		return 0;
+	}
 	if (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
 		usage(stdout);
 		return 0;

@@ -71,26 +71,32 @@ static bool on_tmpfs(const char *path)
 	return statfs(path, &fs) == 0 && fs.f_type == TMPFS_MAGIC;
 }
 
-static void dir_init(void)
+int sc__rundir_choose(char *buf, size_t len)
 {
 	const char *e = getenv("SHORTCUT_RUNDIR");
 	const char *x = getenv("XDG_RUNTIME_DIR");
-	struct stat st;
 	int n;
 
 	if (e && *e)
-		n = snprintf(dir, sizeof(dir), "%s", e);
+		n = snprintf(buf, len, "%s", e);
 	else if (x && *x)
-		n = snprintf(dir, sizeof(dir), "%s/shortcut", x);
+		n = snprintf(buf, len, "%s/shortcut", x);
 	else
 		/* in memory where there is a tmpfs for it: a process creates
 		 * files here (its stats file, its rendezvous socket), and on a
 		 * disk file system each cost a fork-per-connection server a
 		 * millisecond of journal work per connection */
-		n = snprintf(dir, sizeof(dir), "%s/shortcut-%u",
+		n = snprintf(buf, len, "%s/shortcut-%u",
 			     on_tmpfs("/dev/shm") ? "/dev/shm" : "/tmp", (unsigned)geteuid());
 	/* room for "/p-PID.sock" inside sun_path (108 bytes) */
-	if (n <= 0 || n >= 80)
+	return n <= 0 || n >= SC_RUNDIR_MAX ? -ENAMETOOLONG : 0;
+}
+
+static void dir_init(void)
+{
+	struct stat st;
+
+	if (sc__rundir_choose(dir, sizeof(dir)))
 		snprintf(dir_err, sizeof(dir_err), "%.100s...: longer than 79 bytes (a Unix "
 			 "socket name must fit); set SHORTCUT_RUNDIR to a shorter path", dir);
 	else

@@ -111,6 +111,12 @@ struct sc_board {
 };
 
 
+/* The run directory's path as configured (SHORTCUT_RUNDIR, else
+ * $XDG_RUNTIME_DIR/shortcut, else /dev/shm/shortcut-UID on a tmpfs, else
+ * /tmp/shortcut-UID), nothing checked or created: 0, or -ENAMETOOLONG when
+ * it has SC_RUNDIR_MAX bytes or more. */
+#define SC_RUNDIR_MAX 80
+int sc__rundir_choose(char *buf, size_t len);
 /* The run directory, created (0700) on first use; NULL if unusable. */
 const char *sc__rundir(void);
 /* Why it is unusable, for a message: "PATH: reason; fix" (empty if usable). */

@@ -20,6 +20,14 @@ command -v iperf3 >/dev/null || need_apt+=(iperf3)
 command -v memcached >/dev/null || need_apt+=(memcached)
 command -v memcslap >/dev/null || need_apt+=(libmemcached-tools)
 [ -f /usr/include/liburing.h ] || need_apt+=(liburing-dev)     # test_switch.py's io_uring client
+# test_install.py: pkg-config, the man page linters, the Debian package tools
+command -v pkg-config >/dev/null || need_apt+=(pkgconf)
+command -v mandoc >/dev/null || need_apt+=(mandoc)
+command -v groff >/dev/null || need_apt+=(groff-base)
+command -v man >/dev/null || need_apt+=(man-db)
+command -v dpkg-buildpackage >/dev/null || need_apt+=(dpkg-dev)
+command -v dh >/dev/null || need_apt+=(debhelper)
+command -v lintian >/dev/null || need_apt+=(lintian)
 if [ ${#need_apt[@]} -gt 0 ]; then
 	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
 		echo "installing: ${need_apt[*]}"
@@ -39,5 +47,10 @@ fi
 tests/integration/runtimes/install.sh
 if ! python3 -c 'import pytest' 2>/dev/null; then
 	python3 -m pip install -q pytest
+fi
+# test_install.py validates `shortcut stats --prometheus` with its parser
+if ! python3 -c 'import prometheus_client' 2>/dev/null; then
+	python3 -m pip install -q prometheus_client ||
+		echo "pip failed (PyPI unreachable?): test_stats_prometheus will skip"
 fi
 exec python3 -m pytest -q tests/integration "$@"
