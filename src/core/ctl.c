@@ -91,13 +91,19 @@ static void ctl_cork_scan(void)
 		atomic_store(&cork_tick, true);
 }
 
-/* ctl.lock held, the thread running: put the watched fd in its set. */
+/* ctl.lock held, the thread running: put the watched fd in its set.  What
+ * came while nobody watched may have been read or not: the thread calls fn
+ * once first, and only then is the watch's word good (watching). */
 static void watch_add(void)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = TAG_WATCH };
-	if (ctl.watch_fd >= 0 && !atomic_load(&ctl.watching) &&
-	    epoll_ctl(ctl.epfd, EPOLL_CTL_ADD, ctl.watch_fd, &ev) == 0)
-		atomic_store(&ctl.watching, true);
+	if (ctl.watch_fd >= 0 && !atomic_load(&ctl.watching) && !atomic_load(&ctl.watch_new) &&
+	    epoll_ctl(ctl.epfd, EPOLL_CTL_ADD, ctl.watch_fd, &ev) == 0) {
+		uint64_t one = 1;
+		atomic_store(&ctl.watch_new, true);
+		if (write(ctl.wakefd, &one, sizeof(one)) < 0) {
+		}
+	}
 }
 
 int sc__ctl_watch(int fd, void (*fn)(void))
@@ -338,6 +344,7 @@ static bool ctl_reap(void)
 		return false;
 	/* (the watched fd is not looked at until the thread starts again) */
 	atomic_store(&ctl.watching, false);
+	atomic_store(&ctl.watch_new, false);
 	close(ctl.epfd);
 	close(ctl.wakefd);
 	if (ctl.reserve_fd >= 0)
@@ -353,6 +360,11 @@ static void *ctl_main(void *arg)
 	uint64_t next_cork = 0;
 
 	for (;;) {
+		if (atomic_load(&ctl.watch_new)) {
+			ctl.watch_fn();
+			atomic_store(&ctl.watch_new, false);
+			atomic_store(&ctl.watching, true);
+		}
 		int n = epoll_wait(ctl.epfd, ev, 32, atomic_load(&cork_tick) ? CORK_TICK_MS : -1);
 		for (int i = 0; i < n; i++) {
 			uint64_t tag = ev[i].data.u64;
@@ -501,6 +513,7 @@ void sc__link_atfork_child(void)
 	ctl.watch_fd = -1;
 	ctl.watch_fn = NULL;
 	atomic_store(&ctl.watching, false);
+	atomic_store(&ctl.watch_new, false);
 }
 
 /* The process's totals with its live connections' counters; a closing
@@ -514,7 +527,7 @@ SC_API void sc_stats_get(struct sc_stats *st)
 	GET(proto_errors); GET(groups_created); GET(groups_joined);
 	GET(bytes_sent); GET(bytes_received); GET(wakeups_sent); GET(sleeps);
 	GET(spin_hits); GET(conns_accelerated); GET(conns_fallback);
-	GET(bytes_tcp_sent); GET(bytes_tcp_received);
+	GET(bytes_tcp_sent); GET(bytes_tcp_received); GET(spins_crowded);
 	pthread_mutex_lock(&ctl.lock);
 	for (struct sc_group *g = ctl.groups; g; g = g->next) {
 		pthread_mutex_lock(&g->lock);

@@ -35,7 +35,9 @@ struct sc_ctl {
 	/* one more fd the thread watches for another layer (sc__ctl_watch) */
 	int watch_fd;
 	void (*watch_fn)(void);
-	_Atomic bool watching;          /* watch_fd is in the running thread's set */
+	_Atomic bool watching;          /* watch_fd is in the running thread's set,
+					 * and fn saw what came while it was not */
+	_Atomic bool watch_new;         /* just put in the set: the thread calls fn */
 };
 extern struct sc_ctl ctl;
 
