@@ -348,6 +348,7 @@ void atfork_child(void)
 	pthread_mutex_init(&table_lock, NULL);
 	G.rdv = NULL;
 	G.pending = NULL;
+	atomic_store(&G.npending, 0);
 	sc__link_atfork_child();
 	ep_atfork_child();
 	sw_atfork_child();      /* the switch thread did not come along */

@@ -208,6 +208,7 @@ static int offer_post(int fd, struct sc_sock *s, int family, const struct sc_add
 	pthread_mutex_lock(&G.rdv_lock);
 	s->pnext = G.pending;
 	G.pending = s;
+	atomic_fetch_add(&G.npending, 1);
 	pthread_mutex_unlock(&G.rdv_lock);
 	s->offer = sc__offer_post(s->board, cport, dst, s->tag);
 	offer_unmark(fd, s, family);

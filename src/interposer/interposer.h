@@ -87,6 +87,7 @@ struct sc_interposer {
 	pthread_mutex_t rdv_lock;       /* pending (taken under a group lock) */
 	pthread_mutex_t create_lock;    /* rdv creation (takes link locks) */
 	struct sc_sock *pending;        /* offers waiting for their OPEN */
+	_Atomic int npending;           /* how many (changed under rdv_lock) */
 };
 extern struct sc_interposer G;
 

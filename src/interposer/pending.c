@@ -54,6 +54,7 @@ void pending_unlink(struct sc_sock *s)
 	for (struct sc_sock **pp = &G.pending; *pp; pp = &(*pp)->pnext)
 		if (*pp == s) {
 			*pp = s->pnext;
+			atomic_fetch_sub(&G.npending, 1);
 			break;
 		}
 	pthread_mutex_unlock(&G.rdv_lock);
@@ -240,6 +241,7 @@ static int pending_claimer_died(int fd, struct sc_sock *s)
 		for (struct sc_sock **pp = &G.pending; *pp; pp = &(*pp)->pnext)
 			if (*pp == s) {
 				*pp = s->pnext;
+				atomic_fetch_sub(&G.npending, 1);
 				break;
 			}
 	pthread_mutex_unlock(&G.rdv_lock);
@@ -253,6 +255,12 @@ static int pending_claimer_died(int fd, struct sc_sock *s)
 int pending_settle(int fd, struct sc_sock *s, bool block, int max_ms)
 {
 	uint64_t start = sc__now_ns();
+	/* look at the kernel socket and at the board: a caller that will not
+	 * wait, and then whenever the poll below says the socket has news or
+	 * nothing came for a while.  (Each look costs system calls, a
+	 * blocking caller's first would find what its poll finds.) */
+	bool look = !block;
+	uint64_t looked = start;
 
 	for (;;) {
 		if (atomic_load(&s->mode) != M_PENDING)
@@ -272,12 +280,16 @@ int pending_settle(int fd, struct sc_sock *s, bool block, int max_ms)
 		 * OPEN: the peer is plain, since an accelerated one sends the
 		 * OPEN before it returns from accept */
 		char b;
-		ssize_t n = R(recv)(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-		bool tcp_active = n >= 0 || (errno != EAGAIN && errno != EINTR);
+		ssize_t n = -1;
+		bool tcp_active = false;
+		if (look) {
+			n = R(recv)(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+			tcp_active = n >= 0 || (errno != EAGAIN && errno != EINTR);
+		}
 		bool late = sc__now_ns() > s->deadline_ns;
 		/* the listener gone meanwhile (killed, exec'd, withdrawn):
 		 * nobody will claim the offer */
-		bool gone = st == SC_OFFER_OFFERED && !sc__board_serves(s->board, &s->dst);
+		bool gone = look && st == SC_OFFER_OFFERED && !sc__board_serves(s->board, &s->dst);
 		if (tcp_active || late || gone) {
 			if (sc__offer_withdraw(s->board, s->offer, s->tag)) {
 				s->offer = -1;
@@ -299,12 +311,13 @@ int pending_settle(int fd, struct sc_sock *s, bool block, int max_ms)
 			return -EAGAIN;
 		/* wait for: the OPEN delivered (eventfd), anything on TCP, or
 		 * the OPEN itself on one of our rendezvous groups (we then
-		 * read it ourselves: one wake-up instead of the control
-		 * thread's and then ours) */
+		 * read it ourselves, sooner than the control thread's wake-up
+		 * and then ours; not while other threads of ours wait for
+		 * theirs: each OPEN would wake every one of them) */
 		struct pollfd p[2 + 16] = { { .fd = s->efd, .events = POLLIN },
 					    { .fd = fd, .events = POLLIN } };
 		int np = 2;
-		if (G.rdv) {
+		if (G.rdv && atomic_load_explicit(&G.npending, memory_order_relaxed) <= 1) {
 			int gfds[16];
 			int ng = sc__listener_group_fds(G.rdv, gfds, 16);
 			for (int i = 0; i < ng; i++)
@@ -312,6 +325,10 @@ int pending_settle(int fd, struct sc_sock *s, bool block, int max_ms)
 		}
 		if (tcp_active)
 			p[1].fd = -1;   /* it has told us all it can */
-		R(poll)(p, (nfds_t)np, 20);
+		int pr = R(poll)(p, (nfds_t)np, 20);
+		uint64_t now = sc__now_ns();
+		look = pr <= 0 || p[1].revents || now - looked > 20000000u;
+		if (look)
+			looked = now;
 	}
 }

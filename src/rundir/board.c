@@ -230,6 +230,29 @@ void sc__board_unlisten(struct sc_board *b, uint64_t sock_ino)
 	errno = saved;
 }
 
+/* A listener entry found live is believed so for LIVE_MS: every connect
+ * asked the kernel (an OFD lock test walks the file's locks: ~8 us, a
+ * tenth of a short connection's cost).  A listener that died in that
+ * window costs a client that one wait for a claim that does not come,
+ * which looks again (pending_settle).  Direct-mapped by port and entry: a
+ * word holds port, entry and the time it was seen live. */
+#define LIVE_MS 10u
+static uint64_t mono_ms(void);
+static _Atomic uint64_t live_seen[64];
+
+static bool entry_live_cached(struct sc_board *b, int i)
+{
+	uint64_t key = (uint64_t)b->port << 8 | (uint64_t)i;
+	_Atomic uint64_t *w = &live_seen[(b->port * 31u + (unsigned)i) & 63];
+	uint64_t now = mono_ms(), v = atomic_load_explicit(w, memory_order_relaxed);
+	if (v >> 40 == key && now - (v & ((1ull << 40) - 1)) < LIVE_MS)
+		return true;
+	if (!entry_live(b, i))
+		return false;
+	atomic_store_explicit(w, key << 40 | (now & ((1ull << 40) - 1)), memory_order_relaxed);
+	return true;
+}
+
 bool sc__board_serves(struct sc_board *b, const struct sc_addr16 *dst)
 {
 	bool loop = sc__addr_is_loopback(dst);
@@ -254,7 +277,7 @@ bool sc__board_serves(struct sc_board *b, const struct sc_addr16 *dst)
 			for (uint32_t k = 0; k < n && !yes; k++)
 				yes = !memcmp(&l->addr[k], dst, 16);
 		}
-		if (yes && !entry_live(b, i))
+		if (yes && !entry_live_cached(b, i))
 			yes = false;    /* gone: killed, exec'd, or a zombie */
 	}
 	errno = saved;
