@@ -98,6 +98,9 @@ int sc__stats_prometheus(const char *dir, int procs, int live, const struct sc_c
 	family("shortcut_spin_hits_total", "counter", "Waits that ended while still spinning "
 	       "(SHORTCUT_SPIN_US), without a system call.");
 	printf("shortcut_spin_hits_total %llu\n", V(spin_hits));
+	family("shortcut_spins_crowded_total", "counter", "Waits that slept without spinning: "
+	       "the machine had more runnable threads than CPUs.");
+	printf("shortcut_spins_crowded_total %llu\n", V(spins_crowded));
 
 	family("shortcut_devmem_bindings", "gauge", "Device-memory regions bound now (bind-rx, "
 	       "bind-tx, sc_devmem_bind_*), by running processes.");

@@ -420,13 +420,13 @@ int sc__stats_main(int argc, char **argv)
 		       "\"conns_opened\": %llu, \"conns_closed\": %llu, \"conns_aborted\": %llu, "
 		       "\"conns_refused\": %llu, \"proto_errors\": %llu, \"groups_created\": %llu, "
 		       "\"groups_joined\": %llu, \"wakeups_sent\": %llu, \"sleeps\": %llu, "
-		       "\"spin_hits\": %llu, \"devmem\": {\"bindings\": %llu, "
+		       "\"spin_hits\": %llu, \"spins_crowded\": %llu, \"devmem\": {\"bindings\": %llu, "
 		       "\"bytes_into_regions\": %llu, \"frags_delivered\": %llu, "
 		       "\"frags_outstanding\": %llu, \"waits\": %llu}}\n",
 		       V(bytes_sent), V(bytes_received), V(bytes_tcp_sent), V(bytes_tcp_received),
 		       V(conns_opened), V(conns_closed), V(conns_aborted), V(conns_refused),
 		       V(proto_errors), V(groups_created), V(groups_joined), V(wakeups_sent),
-		       V(sleeps), V(spin_hits), V(dm_bindings), V(dm_bytes_in), V(dm_frags),
+		       V(sleeps), V(spin_hits), V(spins_crowded), V(dm_bindings), V(dm_bytes_in), V(dm_frags),
 		       V(dm_frags_out), V(dm_waits));
 		return 0;
 	}
@@ -449,8 +449,8 @@ int sc__stats_main(int argc, char **argv)
 		       "(%llu outstanding), %llu waits for a free chunk\n", V(dm_bindings),
 		       V(dm_bytes_in), V(dm_frags), V(dm_frags_out), V(dm_waits));
 	printf("aborted %llu, refused %llu, protocol errors %llu, link groups %llu+%llu, "
-	       "wake-ups %llu, sleeps %llu\n",
+	       "wake-ups %llu, sleeps %llu (%llu without spinning: machine crowded)\n",
 	       V(conns_aborted), V(conns_refused), V(proto_errors), V(groups_created),
-	       V(groups_joined), V(wakeups_sent), V(sleeps));
+	       V(groups_joined), V(wakeups_sent), V(sleeps), V(spins_crowded));
 	return 0;
 }

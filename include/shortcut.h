@@ -215,6 +215,8 @@ struct sc_stats {
 	uint64_t conns_accelerated;  /* TCP connections moved to shared memory */
 	uint64_t conns_fallback;     /* TCP connections that stayed on TCP */
 	uint64_t bytes_tcp_sent, bytes_tcp_received;  /* on those */
+	uint64_t spins_crowded;      /* waits that slept at once: more runnable threads
+	                              * on the machine than CPUs */
 };
 void sc_stats_get(struct sc_stats *st);
 

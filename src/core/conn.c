@@ -21,6 +21,7 @@
 #include "link.h"
 #include "listener.h"
 #include "notify.h"
+#include "spin.h"
 #include "stats.h"
 #include "txrx.h"
 #include "sys.h"
@@ -231,17 +232,14 @@ int sc__conn_wait_ready(struct sc_conn *c, bool tx, uint64_t deadline_ns)
 static int conn_wait(struct sc_conn *c, bool tx, bool (*cond)(struct sc_conn *),
 		     uint64_t deadline_ns)
 {
-	uint32_t *spin = &c->spin_ns[tx];
+	uint32_t budget = sc__spin_budget(c, tx);
 
-	if (*spin) {
+	if (budget) {
 		uint64_t t0 = now_ns();
 		for (unsigned i = 1;; i++) {
 			if (cond(c)) {
 				sc__counter_add(&c->spin_hits, 1);
-				c->spin_misses[tx] = 0;
-				if (*spin < sc__cfg.spin_ns)
-					*spin = *spin * 2 > sc__cfg.spin_ns ?
-						sc__cfg.spin_ns : *spin * 2;
+				sc__spin_done(c, tx, budget, true);
 				return 0;
 			}
 			/* a receiver waits for the line the next bytes land in:
@@ -249,17 +247,11 @@ static int conn_wait(struct sc_conn *c, bool tx, bool (*cond)(struct sc_conn *),
 			if (!tx)
 				__builtin_prefetch(c->rx.data + (c->rx.cons & (c->rx.size - 1)));
 			cpu_relax();
-			if (!(i & 63) && now_ns() - t0 > *spin)
+			if (!(i & 63) && now_ns() - t0 > budget)
 				break;
 		}
-		/* the peer keeps being slower than our budget: spin less, but
-		 * not for one hiccup (a preempted peer), and keep a floor so a
-		 * busy stream recovers */
-		if (++c->spin_misses[tx] >= 4 && *spin > sc__cfg.spin_ns / 16) {
-			*spin /= 2;
-			c->spin_misses[tx] = 0;
-		}
 	}
+	sc__spin_done(c, tx, budget, false);
 	int rc = sc__conn_channel(c);
 	if (rc)
 		return rc;

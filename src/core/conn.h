@@ -65,6 +65,7 @@ struct sc_conn {
 	bool polled_out;        /* ... and wants to hear of room (POLLOUT) */
 	uint32_t spin_ns[2];    /* adaptive spin budget: [0] receive, [1] send */
 	uint32_t spin_misses[2];        /* consecutive spins that ended in sleep */
+	bool waited[2];         /* a wait in that direction was made (spin.c) */
 	void *user;
 	uint64_t tag;           /* claim tag from the OPEN (interposer handshake) */
 	/* single writer (under txlock / rxlock), read by stats: relaxed */

@@ -37,6 +37,7 @@ struct sc_counters {
 	/* device memory (devmem.c): bindings and fragments outstanding are
 	 * levels (a dead process's are none), the rest counts */
 	_Atomic uint64_t dm_bindings, dm_bytes_in, dm_frags, dm_frags_out, dm_waits;
+	_Atomic uint64_t spins_crowded;         /* waits that did not spin: crowded (spin.c) */
 };
 extern struct sc_counters *sc__statp;
 

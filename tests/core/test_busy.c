@@ -4,6 +4,9 @@
  * peer's turn-around, a ping-pong of many messages never sleeps and never
  * writes an eventfd (the library counts both: each is one system call).
  * tests/integration/test_cli.py also runs this program under strace -c.
+ * A wait on a crowded machine (more runnable threads than CPUs) does not
+ * spin (spin.c): such waits are counted, and each may cost a sleep here
+ * and a wake-up call on the other side, which the bounds allow for.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +27,10 @@ static int server(const char *path, void *arg)
 		T_EQ(buf[0], (char)i);
 		t_send_all(c, buf, sizeof(buf));
 	}
+	/* our waits that slept without spinning: the client's wake-ups */
+	struct sc_stats st;
+	sc_stats_get(&st);
+	t_send_all(c, &st.spins_crowded, sizeof(st.spins_crowded));
 	sc_close(c);
 	sc_listener_close(l);
 	return 0;
@@ -41,6 +48,9 @@ static int client(const char *path, void *arg)
 	t_recv_all(c, buf, sizeof(buf));
 	T_OK(sc_conn_info(c, &in));
 	uint64_t sleeps0 = in.sleeps, wake0 = in.wakeups_sent;
+	struct sc_stats st;
+	sc_stats_get(&st);
+	uint64_t crowded0 = st.spins_crowded;
 	for (int i = 1; i < MSGS; i++) {
 		memset(buf, i, sizeof(buf));
 		t_send_all(c, buf, sizeof(buf));
@@ -48,13 +58,18 @@ static int client(const char *path, void *arg)
 		T_EQ(buf[63], (char)i);
 	}
 	T_OK(sc_conn_info(c, &in));
-	t_log("%d round trips: %llu sleeps, %llu wake-up calls", MSGS,
+	sc_stats_get(&st);
+	uint64_t crowded = st.spins_crowded - crowded0, peer_crowded;
+	t_recv_all(c, &peer_crowded, sizeof(peer_crowded));
+	t_log("%d round trips: %llu sleeps, %llu wake-up calls; waits on a crowded machine "
+	      "(no spin): %llu here, %llu in the server", MSGS,
 	      (unsigned long long)(in.sleeps - sleeps0),
-	      (unsigned long long)(in.wakeups_sent - wake0));
+	      (unsigned long long)(in.wakeups_sent - wake0), (unsigned long long)crowded,
+	      (unsigned long long)peer_crowded);
 	/* a loaded machine may deschedule a peer longer than the budget now
 	 * and then; "no system calls" means none per message, not none ever */
-	T_ASSERT(in.sleeps - sleeps0 < MSGS / 100);
-	T_ASSERT(in.wakeups_sent - wake0 < MSGS / 100);
+	T_ASSERT(in.sleeps - sleeps0 < MSGS / 100 + crowded);
+	T_ASSERT(in.wakeups_sent - wake0 < MSGS / 100 + peer_crowded);
 	sc_close(c);
 	return 0;
 }

@@ -81,7 +81,8 @@ def test_good_configuration():
 @pytest.mark.skipif(shutil.which("strace") is None, reason="strace (Debian package strace) missing")
 def test_busy_stream_makes_no_syscalls(tmp_path):
     """200,000 ping-pong round trips between two spinning processes: the
-    system calls of all processes together stay those of set-up."""
+    system calls of all processes together stay those of set-up (and of
+    the waits that did not spin because the machine was crowded)."""
     if os.cpu_count() < 2:
         pytest.skip("needs 2 CPUs")
     out = tmp_path / "strace.txt"
@@ -89,7 +90,12 @@ def test_busy_stream_makes_no_syscalls(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     total = re.search(r"^100\.00\s+\S+\s+\S+\s+(\d+)", out.read_text(), re.M)
     assert total, out.read_text()
-    assert int(total.group(1)) < 2000, out.read_text()
+    # a wait on a crowded machine sleeps without spinning (its futex wait
+    # and the peer's wake): the program says how many there were
+    crowded = re.search(r"\(no spin\): (\d+) here, (\d+) in the server", r.stdout + r.stderr)
+    assert crowded, r.stdout + r.stderr
+    allowed = 2000 + 2 * (int(crowded.group(1)) + int(crowded.group(2)))
+    assert int(total.group(1)) < allowed, out.read_text()
 
 
 PAIR = ("import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); "
