@@ -78,7 +78,9 @@ struct sc_epreg {
 	bool fired;             /* signalled since last armed (on the fired list) */
 	struct sc_epreg *fnext;
 	int wfd[2];             /* the fds registered in the inner set */
-	struct sc_epreg *next, *cnext;
+	uint32_t gen;           /* its set's count when it was made: in the inner
+				 * set's data with its fd (reg_token) */
+	struct sc_epreg *next, *prev, *cnext;
 };
 
 /*
@@ -109,6 +111,12 @@ struct sc_ep {
 	struct sc_chan *ch;
 	pthread_mutex_t lock;
 	struct sc_epreg *regs, *check;
+	/* the registration of each fd (at most one per fd): every lookup
+	 * O(1), as the kernel's tree makes it (a list walk per epoll_ctl made
+	 * 10,000 registrations quadratic) */
+	struct sc_epreg **byfd;
+	int nbyfd;
+	uint32_t gens;
 	struct sc_epreg *fired;         /* to re-arm before the next sleep */
 	uint64_t calls;         /* epoll_wait calls (an fd is reported once per call) */
 	bool held;              /* ep_expose found it ready (counted in nexp_sig) */
@@ -160,6 +168,15 @@ void ep_inherited_use(struct sc_ep *e);
 void check_add(struct sc_ep *e, struct sc_epreg *r);
 void fired_add(struct sc_ep *e, struct sc_epreg *r);
 void reg_free(struct sc_ep *e, struct sc_epreg *r);
+/* e->lock held: fd's registration in e, or NULL; r into e's list and index
+ * (-ENOMEM: neither); the inner set's data for r, and r back from it
+ * (NULL: freed since) */
+struct sc_epreg *reg_find(struct sc_ep *e, int fd);
+int reg_link(struct sc_ep *e, struct sc_epreg *r);
+uint64_t reg_token(const struct sc_epreg *r);
+struct sc_epreg *reg_of_token(struct sc_ep *e, uint64_t token);
+/* A user-space pointer's upper half is below this; a token's is not. */
+#define REG_TOKEN_BIT (1ull << 63)
 int ep_chan_ensure(struct sc_ep *e);
 int ep_collect(struct sc_ep *e, bool arm);
 uint32_t reg_eval(struct sc_ep *e, struct sc_epreg *r, bool *gone);

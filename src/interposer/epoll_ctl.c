@@ -61,9 +61,63 @@ static void reg_unwatch(struct sc_ep *e, struct sc_epreg *r)
 	r->kind = 0;
 }
 
+struct sc_epreg *reg_find(struct sc_ep *e, int fd)
+{
+	return fd >= 0 && fd < e->nbyfd ? e->byfd[fd] : NULL;
+}
+
+int reg_link(struct sc_ep *e, struct sc_epreg *r)
+{
+	if (r->fd >= e->nbyfd) {
+		int n = e->nbyfd ? e->nbyfd : 64;
+		while (n <= r->fd)
+			n *= 2;
+		struct sc_epreg **p = realloc(e->byfd, (size_t)n * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		memset(p + e->nbyfd, 0, (size_t)(n - e->nbyfd) * sizeof(*p));
+		e->byfd = p;
+		e->nbyfd = n;
+	}
+	e->byfd[r->fd] = r;
+	r->gen = ++e->gens & 0x7fffffffu;
+	r->prev = NULL;
+	r->next = e->regs;
+	if (e->regs)
+		e->regs->prev = r;
+	e->regs = r;
+	return 0;
+}
+
+static void reg_unlink(struct sc_ep *e, struct sc_epreg *r)
+{
+	if (r->prev)
+		r->prev->next = r->next;
+	else if (e->regs == r)
+		e->regs = r->next;
+	if (r->next)
+		r->next->prev = r->prev;
+	r->next = r->prev = NULL;
+	if (reg_find(e, r->fd) == r)
+		e->byfd[r->fd] = NULL;
+}
+
+uint64_t reg_token(const struct sc_epreg *r)
+{
+	return REG_TOKEN_BIT | (uint64_t)r->gen << 32 | (uint32_t)r->fd;
+}
+
+struct sc_epreg *reg_of_token(struct sc_ep *e, uint64_t token)
+{
+	if (!(token & REG_TOKEN_BIT))
+		return NULL;
+	struct sc_epreg *r = reg_find(e, (int)(uint32_t)token);
+	return r && r->gen == (uint32_t)(token >> 32 & 0x7fffffffu) ? r : NULL;
+}
+
 static void reg_watch_fd(struct sc_ep *e, struct sc_epreg *r, int i, int fd)
 {
-	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.ptr = r };
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.u64 = reg_token(r) };
 	if (R(epoll_ctl)(e->inner, EPOLL_CTL_ADD, fd, &ev) == 0)
 		r->wfd[i] = fd;
 }
@@ -121,11 +175,7 @@ void reg_free(struct sc_ep *e, struct sc_epreg *r)
 			*pp = r->cnext;
 			break;
 		}
-	for (struct sc_epreg **pp = &e->regs; *pp; pp = &(*pp)->next)
-		if (*pp == r) {
-			*pp = r->next;
-			break;
-		}
+	reg_unlink(e, r);
 	free(r);
 }
 
@@ -389,8 +439,7 @@ SC_API int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 
 	if (e) {
 		pthread_mutex_lock(&e->lock);
-		for (r = e->regs; r && r->fd != fd; r = r->next)
-			;
+		r = reg_find(e, fd);
 		if (r && r->s != s) {
 			/* the fd number now names another socket */
 			reg_free(e, r);
@@ -435,8 +484,15 @@ SC_API int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		r->deleted = true;
 		r->wfd[0] = r->wfd[1] = -1;
 		pthread_mutex_lock(&e->lock);
-		r->next = e->regs;
-		e->regs = r;
+		if (reg_find(e, fd) || reg_link(e, r) < 0) {
+			/* (another thread registered it meanwhile: the kernel
+			 * would have told one of us EEXIST) */
+			bool dup = reg_find(e, fd);
+			pthread_mutex_unlock(&e->lock);
+			free(r);
+			errno = dup ? EEXIST : ENOMEM;
+			return -1;
+		}
 	}
 	/* r is ours, e locked.  A deleted registration stays (dormant, its
 	 * watch in place) so that the DEL/ADD pairs event loops make per
@@ -504,6 +560,7 @@ SC_API int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		errno = EINVAL;
 		rc = -1;
 	}
+	uint64_t token = reg_token(r);  /* (r may be freed once we unlock) */
 	pthread_mutex_unlock(&e->lock);
 	if (rc == 0 && op != EPOLL_CTL_DEL && atomic_load(&e->sleepers)) {
 		/* another thread is asleep in the kernel's wait on this set
@@ -518,9 +575,7 @@ SC_API int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		/* another set watches it through our channel, which only our
 		 * waits arm: the dormant entry lets go of it for good */
 		pthread_mutex_lock(&e->lock);
-		struct sc_epreg *q = e->regs;
-		while (q && q != r)
-			q = q->next;
+		struct sc_epreg *q = reg_of_token(e, token);
 		bool sibs = false;      /* another live entry of ours (a dup'd fd) */
 		if (q && s->c)
 			for (struct sc_epreg *x = sc_conn_user(s->c); x; x = x->sib)

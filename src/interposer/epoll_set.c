@@ -151,6 +151,7 @@ static struct sc_ep *ep_new(int fd)
 static void ep_free(struct sc_ep *e)
 {
 	pthread_mutex_destroy(&e->lock);
+	free(e->byfd);
 	free(e->fds);
 	free(e);
 }
@@ -386,6 +387,9 @@ void ep_atfork_child(void)
 	while (e) {
 		struct sc_ep *next = e->next;
 		e->next = NULL;
+		free(e->byfd);          /* (every registration goes) */
+		e->byfd = NULL;
+		e->nbyfd = 0;
 		while (e->regs) {
 			struct sc_epreg *r = e->regs;
 			e->regs = r->next;

@@ -494,7 +494,9 @@ static int do_epoll_wait(int epfd, struct epoll_event *out, int max, int timeout
 static int ep_wait(struct sc_ep *e, int epfd, struct epoll_event *out, int max, int timeout,
 		   const sigset_t *mask)
 {
-	uint64_t end = timeout < 0 ? UINT64_MAX : sc__now_ns() + (uint64_t)timeout * 1000000u;
+	/* (a zero timeout reads no clock: one pass, as the kernel's) */
+	uint64_t end = timeout < 0 ? UINT64_MAX : timeout == 0 ? 0 :
+		       sc__now_ns() + (uint64_t)timeout * 1000000u;
 	int n = 0;
 	pthread_mutex_lock(&e->lock);
 	uint64_t call = ++e->calls;
@@ -507,9 +509,7 @@ static int ep_wait(struct sc_ep *e, int epfd, struct epoll_event *out, int max, 
 		n = ep_harvest(e, out, n, max, call);
 		if (n >= max)
 			return n;
-		uint64_t now = sc__now_ns();
-		int t = n ? 0 : end == UINT64_MAX ? -1 :
-			now >= end ? 0 : (int)((end - now + 999999) / 1000000);
+		int t = n || !end ? 0 : end == UINT64_MAX ? -1 : ms_left(end);
 		if (t) {
 			/* about to sleep: arm the channel, then look once more
 			 * (whatever came before the arming is in the collect);
@@ -569,12 +569,9 @@ static int ep_wait(struct sc_ep *e, int epfd, struct epoll_event *out, int max, 
 					ep_collect(e, false);
 					continue;
 				}
-				struct sc_epreg *r = iev[i].data.ptr;
 				/* still registered? (DEL may have raced) */
-				struct sc_epreg *q = e->regs;
-				while (q && q != r)
-					q = q->next;
-				if (q) {
+				struct sc_epreg *r = reg_of_token(e, iev[i].data.u64);
+				if (r) {
 					check_add(e, r);
 					if (!r->fired) {
 						r->fired = true;
@@ -588,7 +585,7 @@ static int ep_wait(struct sc_ep *e, int epfd, struct epoll_event *out, int max, 
 			 * (asking it again would report a level fd twice) */
 			n = ep_harvest(e, out, n, max, call);
 		}
-		if (n || (t >= 0 && sc__now_ns() >= end))
+		if (n || !end || (t >= 0 && sc__now_ns() >= end))
 			return n;
 	}
 }
