@@ -287,6 +287,27 @@ static void mark_forked(struct sc_sock *s, pid_t parent, pid_t child)
 		sc__conn_set_flags(s->c, SC_SF_FORKED);
 }
 
+/* A listening socket of ours is the child's too.  For its first
+ * PREREG_FORKS forks (a server's workers) the child gets a board entry at
+ * once: the parent writes it before it goes on (it may close its copy at
+ * once, and a client must still find a live listener), the child locks it
+ * (either may be first; the count is the one both saw before the fork).
+ * After those (a server forking per connection, whose children only close
+ * it) the child gets one when it accepts (listener_adopt). */
+#define PREREG_FORKS 8
+static void listener_inherit(struct sc_sock *s, pid_t parent, pid_t child)
+{
+	if (atomic_load(&s->mode) != M_LISTEN || !s->board || s->owner != parent ||
+	    s->inherits >= PREREG_FORKS)
+		return;
+	if (child != sc__pid())
+		s->inherits++;  /* (the parent's count; the child's copy starts anew) */
+	else
+		s->inherits = 0;
+	if (sc__board_listen_inherit(s->board, s->ino, parent, child) == 0 && child == sc__pid())
+		s->owner = child;
+}
+
 /* Have we a connection on shared memory?  (A child that inherits it may
  * ask us to switch it, through our rendezvous socket.) */
 static bool owns_shm(void)
@@ -316,6 +337,7 @@ SC_API pid_t fork(void)
 	pthread_mutex_lock(&table_lock);        /* other threads run here */
 	socks_each(mark_forked, sc__pid(), child);
 	pthread_mutex_unlock(&table_lock);
+	socks_each(listener_inherit, sc__pid(), child);
 	ep_mark_shared();
 	errno = saved;
 	return child;
@@ -339,6 +361,7 @@ void atfork_child(void)
 	(void)sc__pid();
 	sc__board_atfork_child();       /* the parent's listener locks stay its own */
 	socks_each(sock_inherit, parent, sc__pid());
+	socks_each(listener_inherit, parent, sc__pid());
 	/* The control thread did not come along: the child starts its own
 	 * rendezvous and link groups when it needs them.  Connections the
 	 * parent accelerated stay the parent's (s->owner); the child's

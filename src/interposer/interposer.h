@@ -126,6 +126,7 @@ struct sc_sock {
 	int cslot;              /* our connecting slot on the board (-1: none) */
 	int declined;           /* board entry we declined for this connection, or -1 */
 	uint32_t fork_gen;      /* forks we had made when it went to shared memory */
+	uint32_t inherits;      /* listening: forks whose child got a board entry at once */
 	pid_t parent;           /* in a fork child: the parent (owner_gone) */
 	struct sc_addr16 local; /* its local address (as the entry names it) */
 	pid_t owner;            /* the process whose shared-memory state it is */

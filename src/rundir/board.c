@@ -148,6 +148,8 @@ static bool entry_live(struct sc_board *b, int i)
 	int32_t pid = atomic_load(&l->pid);
 	if (!pid)
 		return false;
+	if (atomic_load(&l->prereg))
+		return sc__pid_exists(pid);
 	struct flock fl = entry_range(i, F_WRLCK);
 	if (fcntl(board_fd[b->port], F_OFD_GETLK, &fl) < 0)
 		return sc__pid_exists(pid);          /* no OFD locks here: the pid must do */
@@ -165,24 +167,27 @@ void sc__board_atfork_child(void)
 	n_lk_ports = 0;
 }
 
-/* Write our listener entry t (board flock held), and lock it: into the
- * entry we already have for that socket, or a free or dead one. */
-static int board_put(struct sc_board *b, const struct sc_board_listener *t)
+/* Write listener entry t for process pid (board flock held): into the
+ * entry pid already has for that socket, or a free or dead one.  Our own
+ * entry is locked; a child's (written by its parent at fork) is marked
+ * prereg until the child locks it. */
+static int board_put(struct sc_board *b, int32_t pid, const struct sc_board_listener *t)
 {
-	int32_t pid = sc__pid();
+	bool mine = pid == sc__pid();
 	for (int i = 0; i < SC_BOARD_LISTENERS; i++) {
 		struct sc_board_listener *l = &b->listeners[i];
 		int32_t p = atomic_load(&l->pid);
 		bool same = p == pid && l->sock_ino == t->sock_ino;
 		if (p && !same && entry_live(b, i))
 			continue;
-		if (entry_lock(b, i, F_WRLCK) < 0) {
+		if (mine && entry_lock(b, i, F_WRLCK) < 0) {
 			if (errno == EAGAIN || errno == EACCES)
 				continue;       /* held: live after all */
 			return -errno;
 		}
 		l->naddr = 0;
 		atomic_store(&l->pid, pid);
+		atomic_store(&l->prereg, mine ? 0u : 1u);
 		l->netns = t->netns;
 		l->sock_ino = t->sock_ino;
 		l->wildcard = t->wildcard;
@@ -207,7 +212,27 @@ int sc__board_listen(struct sc_board *b, const struct sc_addr16 *addr, uint64_t 
 	if (!t.naddr)
 		t.naddr = SC_BOARD_ADDRS + 1;   /* wildcard, loopback only */
 	flock(fd, LOCK_EX);
-	rc = board_put(b, &t);
+	rc = board_put(b, sc__pid(), &t);
+	flock(fd, LOCK_UN);
+	errno = saved;
+	return rc;
+}
+
+int sc__board_listen_inherit(struct sc_board *b, uint64_t sock_ino, int32_t parent,
+			     int32_t child)
+{
+	int fd = board_fd[b->port], rc = -ENOENT, saved = errno;
+
+	flock(fd, LOCK_EX);
+	for (int i = 0; i < SC_BOARD_LISTENERS; i++) {
+		struct sc_board_listener *l = &b->listeners[i];
+		if (atomic_load(&l->pid) == parent && l->sock_ino == sock_ino) {
+			struct sc_board_listener t;
+			memcpy(&t, l, sizeof(t));
+			rc = board_put(b, child, &t);
+			break;
+		}
+	}
 	flock(fd, LOCK_UN);
 	errno = saved;
 	return rc;

@@ -50,8 +50,12 @@ struct sc_addr16 {
  * with its process however it ends (killed, a zombie not yet reaped), and
  * with an exec (the new image, with the library or without, does not know
  * the socket it inherited is ours).  A fork child that inherits a listening
- * socket has an entry of its own once it accepts on it (a child that only
- * closes it, as a server's per-connection child does, costs nothing).
+ * socket: for the first forks after listen() (a server's workers) its parent
+ * writes its entry at the fork (prereg: alive while the child is, until the
+ * child locks it), so that a listener is never missing while the child
+ * starts and the parent closes its copy; after those (a server forking per
+ * connection, whose children only close it) the child has an entry of its
+ * own once it accepts on it.
  */
 struct sc_board_listener {
 	_Atomic int32_t pid;            /* 0: free */
@@ -61,7 +65,7 @@ struct sc_board_listener {
 	struct sc_addr16 addr[SC_BOARD_ADDRS];  /* bound address, or all local
 						  * addresses of a wildcard bind */
 	uint32_t wildcard;
-	uint32_t pad;
+	_Atomic uint32_t prereg;        /* written by the parent at fork, not yet locked */
 };
 
 /* A client between its connect() and its offer: the accepting side waits
@@ -139,6 +143,10 @@ struct sc_board *sc__board(uint16_t port, bool create);
 /* A listener of ours on port (addr as bound): register / drop it. */
 int sc__board_listen(struct sc_board *b, const struct sc_addr16 *addr, uint64_t sock_ino);
 void sc__board_unlisten(struct sc_board *b, uint64_t sock_ino);
+/* After fork: process child holds the listening socket parent registered
+ * too (idempotent; either side may call it, the child's call locks it). */
+int sc__board_listen_inherit(struct sc_board *b, uint64_t sock_ino, int32_t parent,
+			     int32_t child);
 /* Does a live accelerated listener serve dst?  (client side) */
 bool sc__board_serves(struct sc_board *b, const struct sc_addr16 *dst);
 /* In a fork child, first thing: the parent's lock descriptions are not
