@@ -96,26 +96,42 @@ bool sc__spin_crowded(void)
 	return c;
 }
 
-/* the first-wait budget per direction, learned by the process; UINT32_MAX:
- * not set yet (the configured budget) */
-static _Atomic uint32_t first_ns[2] = { UINT32_MAX, UINT32_MAX };
-static _Atomic uint32_t first_count;
+/* A kind of wait the process learns a budget for, one verdict per wait:
+ * ns UINT32_MAX is not set yet (the configured budget). */
+static struct sc_spin_class first_waits[2] = { SC_SPIN_CLASS_INIT, SC_SPIN_CLASS_INIT };
+
+uint32_t sc__spin_class_budget(struct sc_spin_class *k)
+{
+	if (!sc__cfg.spin_ns)
+		return 0;
+	uint32_t b = atomic_load_explicit(&k->ns, memory_order_relaxed);
+	if (b == UINT32_MAX)
+		b = sc__cfg.spin_ns;
+	if (!b && atomic_fetch_add_explicit(&k->count, 1, memory_order_relaxed) % PROBE_EVERY == 0)
+		b = sc__cfg.spin_ns / 8 ? sc__cfg.spin_ns / 8 : 1;
+	return b;
+}
+
+uint32_t sc__spin_class_done(struct sc_spin_class *k, uint32_t budget, bool hit)
+{
+	uint32_t max = sc__cfg.spin_ns, floor = max / 16, b = budget;
+	if (hit)
+		b = b * 2 > max ? max : b * 2 < floor ? floor : b * 2;
+	else
+		b = b / 2 < floor ? 0 : b / 2;
+	atomic_store_explicit(&k->ns, b, memory_order_relaxed);
+	return b;
+}
 
 uint32_t sc__spin_budget(struct sc_conn *c, bool tx)
 {
 	uint32_t b;
 	if (!sc__cfg.spin_ns)
 		return 0;
-	if (c->waited[tx]) {
+	if (c->waited[tx])
 		b = c->spin_ns[tx];
-	} else {
-		b = atomic_load_explicit(&first_ns[tx], memory_order_relaxed);
-		if (b == UINT32_MAX)
-			b = sc__cfg.spin_ns;
-		if (!b && atomic_fetch_add_explicit(&first_count, 1, memory_order_relaxed) %
-			  PROBE_EVERY == 0)
-			b = sc__cfg.spin_ns / 8 ? sc__cfg.spin_ns / 8 : 1;
-	}
+	else
+		b = sc__spin_class_budget(&first_waits[tx]);
 	if (b && sc__spin_crowded()) {
 		SC_STAT_ADD(spins_crowded, 1);
 		b = 0;
@@ -132,14 +148,8 @@ void sc__spin_done(struct sc_conn *c, bool tx, uint32_t budget, bool hit)
 		return;
 	if (first) {
 		/* one verdict per connection: the process's next ones start
-		 * from it */
-		uint32_t b = budget;
-		if (hit)
-			b = b * 2 > max ? max : b * 2 < floor ? floor : b * 2;
-		else
-			b = b / 2 < floor ? 0 : b / 2;
-		atomic_store_explicit(&first_ns[tx], b, memory_order_relaxed);
-		/* this connection goes on from what the process knows */
+		 * from it, and this one goes on from what the process knows */
+		uint32_t b = sc__spin_class_done(&first_waits[tx], budget, hit);
 		c->spin_ns[tx] = b ? b : floor;
 		return;
 	}

@@ -2,6 +2,7 @@
 #ifndef SC_SPIN_H
 #define SC_SPIN_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -11,6 +12,17 @@ struct sc_conn;
  * all), and what came of it: spin.c says how it is learned. */
 uint32_t sc__spin_budget(struct sc_conn *c, bool tx);
 void sc__spin_done(struct sc_conn *c, bool tx, uint32_t budget, bool hit);
+/* A kind of wait whose budget the process learns, one verdict per wait
+ * (a connection's first wait; a client's wait for its OPEN): the budget
+ * to spin now (not judged for crowding), and the outcome, which returns
+ * the budget learned. */
+struct sc_spin_class {
+	_Atomic uint32_t ns;
+	_Atomic uint32_t count;
+};
+#define SC_SPIN_CLASS_INIT { UINT32_MAX, 0 }
+uint32_t sc__spin_class_budget(struct sc_spin_class *k);
+uint32_t sc__spin_class_done(struct sc_spin_class *k, uint32_t budget, bool hit);
 /* More runnable threads on the machine than CPUs for us (sampled). */
 bool sc__spin_crowded(void);
 
