@@ -452,11 +452,13 @@ void sc__group_kill(struct sc_group *g, int err)
 			continue;
 		int expected = 0;
 		int e = err;
-		if (err == -ECONNRESET && (atomic_load(&c->sw) ||
+		if (err == -ECONNRESET && sc__switch_hook && (atomic_load(&c->sw) ||
 		    (atomic_load_explicit(&c->peer->flags, memory_order_acquire) & SC_SF_FROZEN))) {
 			/* the peer froze it for a switch to TCP and went away
 			 * (exec): its kernel socket lives on; the switch ends
-			 * it, not its death */
+			 * it, not its death.  (Without the interposer there is
+			 * no switch and no TCP: a FROZEN flag is the peer's
+			 * scribble, and its death ends the connection.) */
 			sc__group_switch_ask(c);
 			continue;
 		}
