@@ -114,9 +114,8 @@ static int recv_msg(struct sc_group *g, struct sc_msg *m, int *fd, int *fd2)
 	while (n < 0 && errno == EINTR);
 	if (n < 0)
 		return errno == EAGAIN ? 0 : -errno;
-	if (n == 0)
-		return -ECONNRESET;
-	/* take every fd passed, whatever else is wrong, so none leaks */
+	/* take every fd passed, whatever else is wrong (a zero-length
+	 * message, the hang-up's look-alike, included), so none leaks */
 	int nfds = 0;
 	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
 		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
@@ -132,6 +131,14 @@ static int recv_msg(struct sc_group *g, struct sc_msg *m, int *fd, int *fd2)
 			else
 				close(f);
 		}
+	}
+	if (n == 0) {
+		if (*fd >= 0)
+			close(*fd);
+		if (*fd2 >= 0)
+			close(*fd2);
+		*fd = *fd2 = -1;
+		return -ECONNRESET;
 	}
 	if ((mh.msg_flags & MSG_CTRUNC) && nfds == 0) {
 		/* an fd could not be installed here (our fd limit): a local
