@@ -262,6 +262,13 @@ static int group_create(const char *path, uint32_t nslots, struct sc_group **out
 		rc = (errno == ENOENT || errno == ECONNREFUSED) ? -ECONNREFUSED : -errno;
 		goto err_sock;
 	}
+	/* the listener must be our own user's: our segment goes to it */
+	struct ucred cr;
+	socklen_t crl = sizeof(cr);
+	if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cr, &crl) < 0 || cr.uid != geteuid()) {
+		rc = -ECONNREFUSED;
+		goto err_sock;
+	}
 	g = sc__group_alloc(0, sock);
 	if (!g) {
 		rc = -ENOMEM;
@@ -316,10 +323,7 @@ static int group_create(const char *path, uint32_t nslots, struct sc_group **out
 	if (rc)
 		goto err_memfd;
 	close(memfd);
-	struct ucred cr;
-	socklen_t crl = sizeof(cr);
-	if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cr, &crl) == 0)
-		g->peer_pid = cr.pid;
+	g->peer_pid = cr.pid;
 	SC_STAT_ADD(groups_created, 1);
 	*out = g;
 	return 0;
