@@ -218,6 +218,44 @@ bool sc__pid_alive(int32_t pid)
 	return !(p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'));
 }
 
+uint64_t sc__pid_start(int32_t pid)
+{
+	char path[64], st[512];
+	int saved = errno;
+
+	if (pid <= 0)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		errno = saved;
+		return 0;
+	}
+	ssize_t n = read(fd, st, sizeof(st) - 1);
+	close(fd);
+	errno = saved;
+	if (n <= 0)
+		return 0;
+	st[n] = 0;
+	/* after the name (which may hold anything, ')' included): state is
+	 * field 3, starttime field 22 */
+	const char *p = strrchr(st, ')');
+	if (!p)
+		return 0;
+	p++;
+	for (int field = 2; field < 21; field++) {
+		p = strchr(p + 1, ' ');
+		if (!p)
+			return 0;
+	}
+	return strtoull(p + 1, NULL, 10);
+}
+
+bool sc__pid_alive_since(int32_t pid, uint64_t start)
+{
+	return sc__pid_alive(pid) && (!start || sc__pid_start(pid) == start);
+}
+
 int sc__rendezvous_path(int32_t pid, char *buf, size_t len)
 {
 	const char *d = sc__rundir();
