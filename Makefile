@@ -173,6 +173,13 @@ check:
 test: check-layers check-build test-unit test-asan test-tsan test-preload test-preload-asan
 	tests/integration/run.sh
 
+# the crash soak at length (make test runs its 40-round version, pytest):
+# kill -9 either side at random moments, SOAK_ROUNDS times
+SOAK_ROUNDS ?= 1000
+.PHONY: soak
+soak: all
+	SOAK_ROUNDS=$(SOAK_ROUNDS) python3 -m pytest -q -s tests/integration/test_soak.py
+
 demo: all
 	$(B)/shortcut perf pingpong --size 64
 	$(B)/shortcut perf stream --size 65536
