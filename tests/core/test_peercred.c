@@ -8,6 +8,10 @@
  * listener (-ECONNREFUSED).  Needs root, to be another user (skips, 77).
  */
 #include <errno.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -77,6 +81,16 @@ static int other_client(const char *path, void *arg)
 
 	become_other();
 	await_(ready[0]);
+	/* a raw connection, as an attacker would make it (sc_connect would
+	 * refuse our listener first): the listener hangs up on it */
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int sk = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+	char b;
+	memcpy(sa.sun_path + 1, path + 1, strlen(path) - 1);
+	T_OK(connect(sk, (struct sockaddr *)&sa, offsetof(struct sockaddr_un, sun_path) + strlen(path)));
+	T_EQ(recv(sk, &b, 1, 0), 0);
+	close(sk);
+	/* and sc_connect does not give it a segment either */
 	T_ASSERT(sc_connect(path, &c, 0) < 0);
 	signal_(done_[1]);
 	t_wait_ok(own);
