@@ -170,8 +170,24 @@ check:
 	@MAKE="$(MAKE)" tests/check.sh "$(T)" "$(SAN)"
 
 # everything CI runs: plain, ASan+UBSan, TSan, the interposer, then pytest
-test: check-layers check-build test-unit test-asan test-tsan test-preload test-preload-asan
+test: check-layers check-build test-unit test-asan test-tsan fuzz-quick test-preload test-preload-asan
 	tests/integration/run.sh
+
+# libFuzzer harnesses (tests/fuzz/, clang): FUZZ_SECONDS each; make test
+# runs them for a few seconds
+FUZZ_SECONDS ?= 60
+.PHONY: fuzz fuzz-quick
+fuzz:
+	FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz.sh $(B)
+fuzz-quick:
+	FUZZ_SECONDS=5 tests/fuzz.sh $(B)
+
+# the crash soak at length (make test runs its 40-round version, pytest):
+# kill -9 either side at random moments, SOAK_ROUNDS times
+SOAK_ROUNDS ?= 1000
+.PHONY: soak
+soak: all
+	SOAK_ROUNDS=$(SOAK_ROUNDS) python3 -m pytest -q -s tests/integration/test_soak.py
 
 demo: all
 	$(B)/shortcut perf pingpong --size 64

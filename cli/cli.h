@@ -27,6 +27,10 @@ int sc__off_main(int argc, char **argv, bool off);
 /* shortcut doctor [--json] [PROGRAM] (doctor.c): 0 all fine, 1 not, 2 usage. */
 int sc__doctor_main(int argc, char **argv);
 
+/* s as a JSON string on stdout: quoted, '"', '\\', control characters and
+ * bytes outside ASCII escaped (a process name set by prctl may hold any). */
+void sc__json_str(const char *s);
+
 /* The library `shortcut run` preloads (run.c): 0 and its path, or -errno. */
 int sc__find_lib(char *out, size_t len);
 

@@ -516,15 +516,15 @@ static void check_target(const char *prog)
 
 /* ---- output -------------------------------------------------------------- */
 
-static void json_str(const char *s)
+void sc__json_str(const char *s)
 {
 	putchar('"');
 	for (; *s; s++) {
 		unsigned char ch = (unsigned char)*s;
 		if (ch == '"' || ch == '\\')
 			printf("\\%c", ch);
-		else if (ch < 0x20)
-			printf("\\u%04x", ch);
+		else if (ch < 0x20 || ch >= 0x7f)
+			printf("\\u%04x", ch);        /* (a byte: valid JSON whatever it is) */
 		else
 			putchar(ch);
 	}
@@ -573,14 +573,14 @@ int sc__doctor_main(int argc, char **argv)
 	if (json) {
 		struct utsname u;
 		printf("{\"version\": \"%s\", \"kernel\": ", SC_VERSION);
-		json_str(uname(&u) == 0 ? u.release : "");
+		sc__json_str(uname(&u) == 0 ? u.release : "");
 		printf(", \"ok\": %s, \"checks\": [", bad ? "false" : "true");
 		for (int i = 0; i < nchecks; i++) {
 			printf("%s{\"name\": \"%s\", \"status\": \"%s\", \"detail\": ", i ? ", " : "",
 			       checks[i].name, level_name[checks[i].level]);
-			json_str(checks[i].detail);
+			sc__json_str(checks[i].detail);
 			printf(", \"fix\": ");
-			json_str(checks[i].fix);
+			sc__json_str(checks[i].fix);
 			printf("}");
 		}
 		printf("]}\n");

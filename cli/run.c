@@ -107,9 +107,11 @@ int sc__run_main(int argc, char **argv)
 	return 127;
 }
 
-static bool alive(int pid)
+/* f's process is alive: its pid, and the same process (not a later one
+ * given its pid: the start time recorded in the file). */
+static bool alive(const struct sc_stats_file *f)
 {
-	return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+	return sc__pid_alive_since(f->pid, f->version == SC_STATS_VERSION ? f->start : 0);
 }
 
 static const char *addr_str(const struct sc_addr16 *a, uint16_t port, char *buf, size_t len)
@@ -145,7 +147,7 @@ static void each_live_file(DIR *d, void (*fn)(const struct sc_stats_file *, void
 		close(fd);
 		if (f == MAP_FAILED)
 			continue;
-		if (f->magic == SC_STATS_MAGIC && f->version == SC_STATS_VERSION && alive(f->pid))
+		if (f->magic == SC_STATS_MAGIC && f->version == SC_STATS_VERSION && alive(f))
 			fn(f, arg);
 		munmap(f, sizeof(*f));
 	}
@@ -177,16 +179,26 @@ static void stat_file(const struct sc_stats_file *f, void *arg)
 			snprintf(why, sizeof(why), "-");
 		unsigned long long tx = atomic_load_explicit(&r->bytes_sent, memory_order_relaxed);
 		unsigned long long rx = atomic_load_explicit(&r->bytes_received, memory_order_relaxed);
-		if (x->json)
-			printf("%s{\"pid\": %d, \"command\": \"%s\", \"fd\": %d, \"mode\": \"%s\", "
+		/* the name is the process's to choose (prctl): a copy,
+		 * terminated, printed escaped */
+		char comm[sizeof(f->comm)];
+		memcpy(comm, f->comm, sizeof(comm));
+		comm[sizeof(comm) - 1] = 0;
+		if (x->json) {
+			printf("%s{\"pid\": %d, \"command\": ", x->n ? ", " : "", f->pid);
+			sc__json_str(comm);
+			printf(", \"fd\": %d, \"mode\": \"%s\", "
 			       "\"local\": \"%s\", \"peer\": \"%s\", \"peer_pid\": %d, "
 			       "\"fallback\": \"%s\", \"bytes_sent\": %llu, \"bytes_received\": %llu}",
-			       x->n ? ", " : "", f->pid, f->comm, r->fd, modes[m], la, pa,
-			       m == SC_REC_SHM ? r->peer_pid : 0,
+			       r->fd, modes[m], la, pa, m == SC_REC_SHM ? r->peer_pid : 0,
 			       m == SC_REC_TCP ? why : "", tx, rx);
-		else
+		} else {
+			for (char *p = comm; *p; p++)
+				if ((unsigned char)*p < 0x20 || *p == 0x7f)
+					*p = '?';
 			printf("%-8d %-15.15s %5d %-8s %-24s %-24s %-22s %12llu %12llu\n", f->pid,
-			       f->comm, r->fd, modes[m], la, pa, why, tx, rx);
+			       comm, r->fd, modes[m], la, pa, why, tx, rx);
+		}
 		x->n++;
 	}
 }
@@ -363,7 +375,7 @@ int sc__stats_main(int argc, char **argv)
 			continue;
 		if (__atomic_load_n(&f->magic, __ATOMIC_ACQUIRE) == SC_STATS_MAGIC) {
 			_Atomic uint64_t *c = (_Atomic uint64_t *)&f->c;
-			bool up = alive(f->pid);
+			bool up = alive(f);
 			procs++;
 			live += up;
 			for (size_t i = 0; i < sizeof(sum) / 8; i++)
@@ -403,10 +415,12 @@ int sc__stats_main(int argc, char **argv)
 	if (prom)
 		return sc__stats_prometheus(dir, procs, live, s);
 	if (json) {
-		printf("{\"rundir\": \"%s\", \"processes\": %d, \"live_processes\": %d, "
+		printf("{\"rundir\": ");
+		sc__json_str(dir);
+		printf(", \"processes\": %d, \"live_processes\": %d, "
 		       "\"conns_accelerated\": %llu, \"conns_fallback\": %llu, "
 		       "\"conns_switched_to_tcp\": %llu, \"fallback\": {",
-		       dir, procs, live, V(conns_accelerated), V(conns_fallback),
+		       procs, live, V(conns_accelerated), V(conns_fallback),
 		       V(fallback[SC_FB_SWITCHED]));
 		for (int i = 0, first = 1; i < SC_FB_MAX; i++) {
 			if (!sc__fallback_names[i] || i == SC_FB_SWITCHED)

@@ -85,6 +85,10 @@ struct sc_conn {
 	/* a switch's re-send of a framed ring: the bytes of the record at
 	 * its cursor already re-sent (switch.c) */
 	uint32_t dm_resend_off;
+	/* devmem: we asked for records on our receive ring (rxlock; set by
+	 * sc__dm_rx_start).  The header's framed_from is the peer's word: a
+	 * framed ring we never asked for is its scribble, not devmem */
+	bool dm_rx_asked;
 };
 
 enum { SC_SW_NONE, SC_SW_ASKED, SC_SW_FROZEN, SC_SW_TCP };

@@ -283,15 +283,23 @@ static void ctl_accept(uint64_t id)
 		}
 		if (s < 0)
 			return;
+		/* only our own user's processes share memory with us (another
+		 * user who can reach the socket, by an abstract name or a
+		 * directory left writable, is hung up on) */
+		struct ucred cr;
+		socklen_t crl = sizeof(cr);
+		if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cr, &crl) < 0 ||
+		    cr.uid != geteuid()) {
+			SC_STAT_ADD(conns_refused, 1);
+			close(s);
+			continue;
+		}
 		struct sc_group *g = sc__group_alloc(1, s);
 		if (!g) {
 			close(s);
 			continue;
 		}
-		struct ucred cr;
-		socklen_t crl = sizeof(cr);
-		if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cr, &crl) == 0)
-			g->peer_pid = cr.pid;
+		g->peer_pid = cr.pid;
 		g->listener = l;
 		if (sc__group_register(g)) {
 			g->sock = -1;

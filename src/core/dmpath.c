@@ -96,11 +96,13 @@ void sc__dm_wait(struct sc_conn *c, uint32_t seq)
 int sc__dm_rx_start(struct sc_conn *c, struct sc_dm_rx *rx)
 {
 	uint32_t id = sc__dm_rx_id(rx);
-	if (atomic_load_explicit(&c->rx.h->dm_want, memory_order_relaxed) == id)
+	if (c->dm_rx_asked && atomic_load_explicit(&c->rx.h->dm_want, memory_order_relaxed) == id)
 		return 0;
 	int rc = sc__dm_share(c->g, id);
-	if (rc == 0)
+	if (rc == 0) {
 		atomic_store_explicit(&c->rx.h->dm_want, id, memory_order_release);
+		c->dm_rx_asked = true;
+	}
 	return rc;
 }
 

@@ -114,9 +114,8 @@ static int recv_msg(struct sc_group *g, struct sc_msg *m, int *fd, int *fd2)
 	while (n < 0 && errno == EINTR);
 	if (n < 0)
 		return errno == EAGAIN ? 0 : -errno;
-	if (n == 0)
-		return -ECONNRESET;
-	/* take every fd passed, whatever else is wrong, so none leaks */
+	/* take every fd passed, whatever else is wrong (a zero-length
+	 * message, the hang-up's look-alike, included), so none leaks */
 	int nfds = 0;
 	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
 		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
@@ -132,6 +131,14 @@ static int recv_msg(struct sc_group *g, struct sc_msg *m, int *fd, int *fd2)
 			else
 				close(f);
 		}
+	}
+	if (n == 0) {
+		if (*fd >= 0)
+			close(*fd);
+		if (*fd2 >= 0)
+			close(*fd2);
+		*fd = *fd2 = -1;
+		return -ECONNRESET;
 	}
 	if ((mh.msg_flags & MSG_CTRUNC) && nfds == 0) {
 		/* an fd could not be installed here (our fd limit): a local
@@ -255,6 +262,13 @@ static int group_create(const char *path, uint32_t nslots, struct sc_group **out
 		rc = (errno == ENOENT || errno == ECONNREFUSED) ? -ECONNREFUSED : -errno;
 		goto err_sock;
 	}
+	/* the listener must be our own user's: our segment goes to it */
+	struct ucred cr;
+	socklen_t crl = sizeof(cr);
+	if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cr, &crl) < 0 || cr.uid != geteuid()) {
+		rc = -ECONNREFUSED;
+		goto err_sock;
+	}
 	g = sc__group_alloc(0, sock);
 	if (!g) {
 		rc = -ENOMEM;
@@ -309,10 +323,7 @@ static int group_create(const char *path, uint32_t nslots, struct sc_group **out
 	if (rc)
 		goto err_memfd;
 	close(memfd);
-	struct ucred cr;
-	socklen_t crl = sizeof(cr);
-	if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cr, &crl) == 0)
-		g->peer_pid = cr.pid;
+	g->peer_pid = cr.pid;
 	SC_STAT_ADD(groups_created, 1);
 	*out = g;
 	return 0;
@@ -452,11 +463,13 @@ void sc__group_kill(struct sc_group *g, int err)
 			continue;
 		int expected = 0;
 		int e = err;
-		if (err == -ECONNRESET && (atomic_load(&c->sw) ||
+		if (err == -ECONNRESET && sc__switch_hook && (atomic_load(&c->sw) ||
 		    (atomic_load_explicit(&c->peer->flags, memory_order_acquire) & SC_SF_FROZEN))) {
 			/* the peer froze it for a switch to TCP and went away
 			 * (exec): its kernel socket lives on; the switch ends
-			 * it, not its death */
+			 * it, not its death.  (Without the interposer there is
+			 * no switch and no TCP: a FROZEN flag is the peer's
+			 * scribble, and its death ends the connection.) */
 			sc__group_switch_ask(c);
 			continue;
 		}

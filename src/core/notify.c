@@ -444,16 +444,17 @@ static void notify_self_cell(struct sc_conn *c, uint32_t idx)
 		return;
 	struct sc_cell *cell = &g->my_cells[idx];
 	set_ready(cell, c->slot);
-	/* our own cell: the owner may be asleep; the channel pointer is
-	 * stable while the group lock (held by the caller) is */
-	uint32_t v = atomic_load_explicit(&cell->armed, memory_order_relaxed);
-	if (v == SC_ARM_FUTEX && take(cell, v))
-		futex_wake(cell);
-	else if (v == SC_ARM_POLL && g->cell_chan[idx] && g->cell_chan[idx]->lfd >= 0 && take(cell, v)) {
+	/* Our own waiters are woken whatever the cell's token says: the cell
+	 * lives in the segment, where the peer may have zeroed the token
+	 * before it died, and a local event (that death above all) must
+	 * never depend on what the peer wrote.  Local events are rare, so the
+	 * wake-up calls are made every time; the token is taken so that a
+	 * poller re-arming finds it used and drains its fd.  The channel
+	 * pointer is stable while the group lock (held by the caller) is. */
+	atomic_exchange_explicit(&cell->armed, 0, memory_order_acq_rel);
+	futex_wake(cell);
+	if (g->cell_chan[idx] && g->cell_chan[idx]->lfd >= 0)
 		wake_local(g->cell_chan[idx]);
-		if (atomic_load_explicit(&cell->futex_waiters, memory_order_relaxed))
-			futex_wake(cell);
-	}
 }
 
 uint32_t sc__chan_arm_conn(struct sc_conn *c, uint32_t mode)

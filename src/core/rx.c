@@ -126,6 +126,11 @@ static ssize_t recv_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
 		}
 		uint64_t ff = av > 0 ? atomic_load_explicit(&c->rx.h->framed_from,
 							    memory_order_acquire) : 0;
+		if (ff && !c->dm_rx_asked) {
+			/* records we never asked for: the peer's scribble */
+			rc = sc__conn_proto_error(c);
+			break;
+		}
 		if (ff && c->rx.cons >= ff - 1) {
 			/* records: payload in our region (devmem) */
 			if (!dm || peek) {

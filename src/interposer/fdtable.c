@@ -95,7 +95,7 @@ static void stats_open(void)
 	if (!sc__rundir()) {
 		/* a failure that disables acceleration says so, once, when
 		 * the process first has a TCP socket it would have sped up */
-		char buf[600];
+		char buf[1200];
 		int n = snprintf(buf, sizeof(buf), "shortcut[%d]: run directory unusable: %s; "
 				 "this process runs without acceleration\n", (int)sc__pid(),
 				 sc__rundir_error());

@@ -32,29 +32,40 @@
 
 static pthread_mutex_t board_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sc_board *_Atomic boards[65536];
-static int board_fd[65536];
 /* Our own description of a board, for the locks of our listener entries
  * (fd + 1; 0: none); the ports that have one, for the fork child. */
 static int board_lkfd[65536];
 static uint16_t lk_ports[64];
 static int n_lk_ports;
 
+/* A new description of port's board file (-1: none).  Boards stay mapped,
+ * but no fd of theirs stays open: a client that meets many ports (a new
+ * server's each time) would keep one per port (issue 15: 300 rounds, +300
+ * fds).  The flock, and the OFD lock look-ups, use one opened for them. */
+static int board_open(uint16_t port, int flags)
+{
+	const char *d = sc__rundir();
+	char path[320];
+
+	if (!d)
+		return -1;
+	snprintf(path, sizeof(path), "%s/tcp-v%u-%u", d, SC_BOARD_VERSION, port);
+	return open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | flags, 0600);
+}
+
 struct sc_board *sc__board(uint16_t port, bool create)
 {
 	struct sc_board *b = atomic_load_explicit(&boards[port], memory_order_acquire);
-	const char *d;
-	char path[320];
 	struct stat st;
 	int fd, saved = errno;
 
-	if (b || !(d = sc__rundir()))
+	if (b || !sc__rundir())
 		return b;
-	snprintf(path, sizeof(path), "%s/tcp-v%u-%u", d, SC_BOARD_VERSION, port);
 	pthread_mutex_lock(&board_lock);
 	b = atomic_load_explicit(&boards[port], memory_order_relaxed);
 	if (b)
 		goto out;
-	fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0), 0600);
+	fd = board_open(port, create ? O_CREAT : 0);
 	if (fd < 0)
 		goto out;
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
@@ -80,7 +91,7 @@ struct sc_board *sc__board(uint16_t port, bool create)
 		b = NULL;
 		goto out;
 	}
-	board_fd[port] = fd;
+	close(fd);
 	atomic_store_explicit(&boards[port], b, memory_order_release);
 out:
 	pthread_mutex_unlock(&board_lock);
@@ -141,7 +152,8 @@ static int entry_lock(struct sc_board *b, int i, short type)
 }
 
 /* Is listener entry i's process alive, with the socket it named?  (its
- * lock held) */
+ * lock held, seen through a description of the board file of its own: not
+ * our lock's, where our own locks would not show) */
 static bool entry_live(struct sc_board *b, int i)
 {
 	struct sc_board_listener *l = &b->listeners[i];
@@ -151,7 +163,11 @@ static bool entry_live(struct sc_board *b, int i)
 	if (atomic_load(&l->prereg))
 		return sc__pid_exists(pid);
 	struct flock fl = entry_range(i, F_WRLCK);
-	if (fcntl(board_fd[b->port], F_OFD_GETLK, &fl) < 0)
+	int fd = board_open((uint16_t)b->port, 0);
+	int rc = fd < 0 ? -1 : fcntl(fd, F_OFD_GETLK, &fl);
+	if (fd >= 0)
+		close(fd);
+	if (rc < 0)
 		return sc__pid_exists(pid);          /* no OFD locks here: the pid must do */
 	return fl.l_type != F_UNLCK;
 }
@@ -201,7 +217,7 @@ static int board_put(struct sc_board *b, int32_t pid, const struct sc_board_list
 
 int sc__board_listen(struct sc_board *b, const struct sc_addr16 *addr, uint64_t sock_ino)
 {
-	int fd = board_fd[b->port], rc, saved = errno;
+	int fd = board_open((uint16_t)b->port, 0), rc, saved = errno;
 	struct sc_board_listener t = { .netns = sc__netns(), .sock_ino = sock_ino,
 				       .wildcard = sc__addr_is_any(addr), .naddr = 1 };
 
@@ -211,9 +227,14 @@ int sc__board_listen(struct sc_board *b, const struct sc_addr16 *addr, uint64_t 
 		t.addr[0] = *addr;
 	if (!t.naddr)
 		t.naddr = SC_BOARD_ADDRS + 1;   /* wildcard, loopback only */
+	if (fd < 0) {
+		rc = -errno;
+		errno = saved;
+		return rc;
+	}
 	flock(fd, LOCK_EX);
 	rc = board_put(b, sc__pid(), &t);
-	flock(fd, LOCK_UN);
+	close(fd);      /* (the flock with it) */
 	errno = saved;
 	return rc;
 }
@@ -221,8 +242,13 @@ int sc__board_listen(struct sc_board *b, const struct sc_addr16 *addr, uint64_t 
 int sc__board_listen_inherit(struct sc_board *b, uint64_t sock_ino, int32_t parent,
 			     int32_t child)
 {
-	int fd = board_fd[b->port], rc = -ENOENT, saved = errno;
+	int fd = board_open((uint16_t)b->port, 0), rc = -ENOENT, saved = errno;
 
+	if (fd < 0) {
+		rc = -errno;
+		errno = saved;
+		return rc;
+	}
 	flock(fd, LOCK_EX);
 	for (int i = 0; i < SC_BOARD_LISTENERS; i++) {
 		struct sc_board_listener *l = &b->listeners[i];
@@ -233,17 +259,19 @@ int sc__board_listen_inherit(struct sc_board *b, uint64_t sock_ino, int32_t pare
 			break;
 		}
 	}
-	flock(fd, LOCK_UN);
+	close(fd);      /* (the flock with it) */
 	errno = saved;
 	return rc;
 }
 
 void sc__board_unlisten(struct sc_board *b, uint64_t sock_ino)
 {
-	int fd = board_fd[b->port], saved = errno;
+	int fd = board_open((uint16_t)b->port, 0), saved = errno;
 	int32_t me = sc__pid();
 
-	flock(fd, LOCK_EX);
+	/* (no file: the lock of our entry still goes) */
+	if (fd >= 0)
+		flock(fd, LOCK_EX);
 	for (int i = 0; i < SC_BOARD_LISTENERS; i++) {
 		struct sc_board_listener *l = &b->listeners[i];
 		if (atomic_load(&l->pid) == me && l->sock_ino == sock_ino) {
@@ -251,7 +279,8 @@ void sc__board_unlisten(struct sc_board *b, uint64_t sock_ino)
 			entry_lock(b, i, F_UNLCK);
 		}
 	}
-	flock(fd, LOCK_UN);
+	if (fd >= 0)
+		close(fd);      /* (the flock with it) */
 	errno = saved;
 }
 

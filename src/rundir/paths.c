@@ -30,39 +30,65 @@
 static pthread_once_t dir_once = PTHREAD_ONCE_INIT;
 static char dir[256];
 static bool dir_ok;
-static char dir_err[400];
+static char dir_err[1024];
 static uint64_t netns_ino;
 
+/* Which setting chose the run directory, for messages: the one to change. */
+static const char *dir_setting(void)
+{
+	const char *e = getenv("SHORTCUT_RUNDIR");
+	const char *x = getenv("XDG_RUNTIME_DIR");
+
+	if (e && *e)
+		return "SHORTCUT_RUNDIR";
+	if (x && *x)
+		return "the default, $XDG_RUNTIME_DIR/shortcut: SHORTCUT_RUNDIR is not set";
+	return "the default: SHORTCUT_RUNDIR and XDG_RUNTIME_DIR are not set";
+}
+
+/* Create the run directory, or check the one there: a directory (not a
+ * symlink) of this user's, that no other user may write.  Another user's
+ * directory, or one others may write, would let them impersonate
+ * listeners, read our offers, or switch us off. */
 static int mkdir_private(const char *p)
 {
 	struct stat st;
 	int saved = errno;
+	const char *why = NULL;
+	char what[128];
 
 	if (mkdir(p, 0700) < 0 && errno != EEXIST) {
-		snprintf(dir_err, sizeof(dir_err), "%s: cannot create it (%s); set "
-			 "SHORTCUT_RUNDIR to a directory this user may create", p, strerror(errno));
+		snprintf(dir_err, sizeof(dir_err), "%s (%s): cannot create it (%s); set "
+			 "SHORTCUT_RUNDIR to a directory this user may create", p, dir_setting(),
+			 strerror(errno));
 		errno = saved;
 		return -1;
 	}
 	if (lstat(p, &st) < 0) {
-		snprintf(dir_err, sizeof(dir_err), "%s: %s", p, strerror(errno));
+		snprintf(dir_err, sizeof(dir_err), "%s (%s): %s", p, dir_setting(), strerror(errno));
 		errno = saved;
 		return -1;
 	}
-	/* another user's directory would let them impersonate listeners */
-	if (!S_ISDIR(st.st_mode)) {
-		snprintf(dir_err, sizeof(dir_err), "%s: not a directory; set SHORTCUT_RUNDIR "
-			 "to a directory path", p);
-		return -1;
-	}
-	if (st.st_uid != geteuid()) {
-		snprintf(dir_err, sizeof(dir_err), "%s: owned by uid %u, not by this user (uid %u); "
-			 "run both ends as one user, or set SHORTCUT_RUNDIR to a directory of "
-			 "this user's on both sides", p, (unsigned)st.st_uid, (unsigned)geteuid());
-		return -1;
+	if (S_ISLNK(st.st_mode)) {
+		why = "a symbolic link, not a directory";
+	} else if (!S_ISDIR(st.st_mode)) {
+		why = "not a directory";
+	} else if (st.st_uid != geteuid()) {
+		snprintf(what, sizeof(what), "owned by uid %u, not by this user (uid %u)",
+			 (unsigned)st.st_uid, (unsigned)geteuid());
+		why = what;
+	} else if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+		snprintf(what, sizeof(what), "mode %03o: other users may write in it",
+			 (unsigned)(st.st_mode & 07777));
+		why = what;
 	}
 	errno = saved;
-	return 0;
+	if (!why)
+		return 0;
+	snprintf(dir_err, sizeof(dir_err), "%s (%s): %s; remove it, or set SHORTCUT_RUNDIR to "
+		 "a directory of this user's that only it may write (the same on both sides)",
+		 p, dir_setting(), why);
+	return -1;
 }
 
 static bool on_tmpfs(const char *path)
@@ -190,6 +216,44 @@ bool sc__pid_alive(int32_t pid)
 	st[n] = 0;
 	const char *p = strrchr(st, ')');
 	return !(p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'));
+}
+
+uint64_t sc__pid_start(int32_t pid)
+{
+	char path[64], st[512];
+	int saved = errno;
+
+	if (pid <= 0)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		errno = saved;
+		return 0;
+	}
+	ssize_t n = read(fd, st, sizeof(st) - 1);
+	close(fd);
+	errno = saved;
+	if (n <= 0)
+		return 0;
+	st[n] = 0;
+	/* after the name (which may hold anything, ')' included): state is
+	 * field 3, starttime field 22 */
+	const char *p = strrchr(st, ')');
+	if (!p)
+		return 0;
+	p++;
+	for (int field = 2; field < 21; field++) {
+		p = strchr(p + 1, ' ');
+		if (!p)
+			return 0;
+	}
+	return strtoull(p + 1, NULL, 10);
+}
+
+bool sc__pid_alive_since(int32_t pid, uint64_t start)
+{
+	return sc__pid_alive(pid) && (!start || sc__pid_start(pid) == start);
 }
 
 int sc__rendezvous_path(int32_t pid, char *buf, size_t len)

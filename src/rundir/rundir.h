@@ -175,6 +175,12 @@ int32_t sc__offer_claimer(struct sc_board *b, int idx, uint64_t tag);
 bool sc__pid_exists(int32_t pid);
 /* Is process pid alive (a zombie is not)? */
 bool sc__pid_alive(int32_t pid);
+/* Process pid's start time (/proc/PID/stat's starttime, clock ticks since
+ * boot), 0 if unknown (no such process). */
+uint64_t sc__pid_start(int32_t pid);
+/* Is the process that started at start as pid still alive (not a later
+ * process given the same pid)?  start 0: judged by the pid alone. */
+bool sc__pid_alive_since(int32_t pid, uint64_t start);
 /* Client: withdraw our offer if nobody claimed it (OFFERED or DECLINED →
  * FREE).  true: withdrawn, nobody will claim it; false: claimed. */
 bool sc__offer_withdraw(struct sc_board *b, int idx, uint64_t tag);
@@ -221,6 +227,9 @@ struct sc_stats_file {
 	_Atomic uint32_t nrecs;         /* records [0, nrecs) were ever used */
 	struct sc_counters c;
 	char comm[16];
+	/* the process's start time (/proc/PID/stat's starttime): pid and
+	 * start name a process, pid alone may be a later one's (PID reuse) */
+	uint64_t start;
 	struct sc_conn_rec recs[SC_STAT_RECS];  /* lowest first: pages touched as used */
 };
 
@@ -232,7 +241,7 @@ static inline uint32_t sc__stats_nrecs(const struct sc_stats_file *f)
 	return n < SC_STAT_RECS ? n : SC_STAT_RECS;
 }
 #define SC_STATS_MAGIC 0x53435354u
-#define SC_STATS_VERSION 4u      /* 4: nrecs */
+#define SC_STATS_VERSION 5u      /* 4: nrecs; 5: start */
 
 /* A record for a connection of ours (NULL: table full or no stats file). */
 struct sc_conn_rec *sc__rec_get(void);

@@ -116,6 +116,7 @@ static int stats_open(bool child)
 		return -ENOMEM;
 	}
 	f->pid = sc__pid();
+	f->start = sc__pid_start(f->pid);
 	f->version = SC_STATS_VERSION;
 	int cf = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
 	if (cf >= 0) {
@@ -254,7 +255,7 @@ void sc__stats_collect(bool force)
 		}
 		if (strncmp(e->d_name, "stats-", 6) || sscanf(e->d_name, "stats-%d-", &pid) != 1)
 			continue;
-		if (pid == sc__pid() || sc__pid_alive(pid))
+		if (pid == sc__pid())
 			continue;
 		int fd = openat(dfd, e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 		struct stat st;
@@ -272,6 +273,12 @@ void sc__stats_collect(bool force)
 		bool ours = __atomic_load_n(&f->magic, __ATOMIC_ACQUIRE) == SC_STATS_MAGIC &&
 			    f->version == SC_STATS_VERSION && f->pid == pid;
 		bool blank = !__atomic_load_n(&f->magic, __ATOMIC_ACQUIRE);
+		/* its process still runs (a blank file: being written); a
+		 * later process with the same pid does not keep it */
+		if (sc__pid_alive_since(pid, ours ? f->start : 0)) {
+			munmap(f, sizeof(*f));
+			continue;
+		}
 		/* removed first: of two collectors, the one whose unlink
 		 * succeeded folds it */
 		if ((ours || blank) && unlinkat(dfd, e->d_name, 0) == 0 && ours)

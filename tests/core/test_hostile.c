@@ -239,6 +239,67 @@ static int pipe_server(const char *path, void *arg)
 	return 0;
 }
 
+/* Zero-length control messages carrying fds (issue 15: they read as a
+ * hang-up, and the fds attached stayed open in the victim: +4 each). */
+#define ZERO_MSGS 100
+static int zero_client(const char *path, void *arg)
+{
+	union { char b[CMSG_SPACE(sizeof(int) * 4)]; struct cmsghdr a; } u;
+	int nul = open("/dev/null", O_RDONLY);
+	int fds[4] = { nul, nul, nul, nul };
+	char b;
+
+	T_OK(nul);
+	await_(ready[0]);       /* the victim counted its fds */
+	for (int k = 0; k < ZERO_MSGS; k++) {
+		/* a group each: the first such message ends its group */
+		struct sc_conn *c = t_connect_retry(path, 0, 5000);
+		struct iovec iov = { &b, 0 };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+				     .msg_control = u.b, .msg_controllen = sizeof(u.b) };
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(fds));
+		memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+		T_EQ(sendmsg(c->g->sock, &mh, 0), 0);
+		/* the victim hangs up on the group */
+		T_ASSERT(sc_recv(c, &b, 1, 0) <= 0);
+		sc_close(c);
+	}
+	signal_(go[1]);
+	return 0;
+}
+
+static int zero_server(const char *path, void *arg)
+{
+	struct sc_listener *l;
+	struct sc_conn *c;
+	char b;
+
+	T_OK(sc_listen(path, 0, &l));
+	int fds0 = t_fd_count();
+	t_log("zero-length messages with fds: the fds are closed");
+	signal_(ready[1]);
+	await_(go[0]);
+	/* the connections (if they reached the backlog) end at once */
+	while (sc_accept(l, &c, SC_NONBLOCK) == 0) {
+		T_ASSERT(sc_recv(c, &b, 1, 0) <= 0);
+		sc_close(c);
+	}
+	/* the control thread frees the dead groups as soon as it can: a
+	 * hang guard, not a deadline */
+	uint64_t t0 = t_now_ms();
+	int fds;
+	while ((fds = t_fd_count()) != fds0 && t_now_ms() - t0 < 10000)
+		t_sleep_ms(5);
+	if (fds != fds0)
+		t_fd_dump("after the zero-length messages");
+	T_EQ(fds, fds0);
+	sc_listener_close(l);
+	return 0;
+}
+
 int main(void)
 {
 	char path[T_PATH_MAX];
@@ -249,5 +310,6 @@ int main(void)
 	t_run_pair(t_listen_path(path), server, client, NULL);
 	t_run_pair(t_listen_path(path), raw_server, raw_unsealed, NULL);
 	t_run_pair(t_listen_path(path), pipe_server, pipe_client, NULL);
+	t_run_pair(t_listen_path(path), zero_server, zero_client, NULL);
 	return 0;
 }

@@ -414,6 +414,64 @@ print("ok", flush=True)
     assert r.returncode != 0 and b"uid 65534" in r.stderr, r
 
 
+@pytest.mark.parametrize("case", ["world_writable", "group_writable", "symlink",
+                                  "default_other_owner"])
+def test_unsafe_rundir_refused(procs, tmp_path, case):
+    """An existing run directory others could use against us (issue 15: in
+    a world-writable SHORTCUT_RUNDIR another user leaked fds into a victim
+    and switched it off) is refused: the program runs on TCP and says once
+    which setting chose the directory and what is wrong with it; nothing is
+    created in it.  A pre-created default directory is not blamed on
+    SHORTCUT_RUNDIR when that is not set."""
+    if os.geteuid() != 0 and case == "default_other_owner":
+        pytest.skip("needs root to give a directory to another user")
+    extra = {}
+    d = tmp_path / "rd"
+    if case == "symlink":
+        real = tmp_path / "real"
+        real.mkdir(mode=0o700)
+        d.symlink_to(real)
+        want = "symbolic link"
+    elif case == "default_other_owner":
+        xdg = tmp_path / "xdg"
+        xdg.mkdir(mode=0o700)
+        d = xdg / "shortcut"
+        d.mkdir(mode=0o700)
+        os.chown(d, 65534, 65534)
+        extra = {"XDG_RUNTIME_DIR": str(xdg)}
+        want = "uid 65534"
+    else:
+        d.mkdir()
+        os.chmod(d, 0o777 if case == "world_writable" else 0o770)
+        want = "other users may write"
+    procs.rundir = str(d)
+    code = r"""
+import socket
+ls = socket.socket(); ls.bind(("127.0.0.1", 0)); ls.listen(4)
+for _ in range(3):
+    c = socket.create_connection(ls.getsockname()); a, _x = ls.accept()
+    c.sendall(b"hi"); assert a.recv(2) == b"hi"; c.close(); a.close()
+print("ok", flush=True)
+"""
+    env = procs.env(extra)
+    if case == "default_other_owner":
+        del env["SHORTCUT_RUNDIR"]
+    p = subprocess.Popen([SHORTCUT, "run"] + py(code), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=env, start_new_session=True)
+    procs.procs.append(p)
+    out, err = p.communicate(timeout=HANG)
+    assert p.returncode == 0 and out.decode().strip() == "ok", (out, err)
+    lines = [l for l in err.decode().splitlines() if "shortcut" in l]
+    assert len(lines) == 1, err
+    assert str(d) in lines[0] and want in lines[0], lines[0]
+    if case == "default_other_owner":
+        assert "(SHORTCUT_RUNDIR)" not in lines[0] and "SHORTCUT_RUNDIR is not set" in lines[0]
+    else:
+        assert "(SHORTCUT_RUNDIR)" in lines[0], lines[0]
+    assert os.listdir(d) == [], os.listdir(d)
+    r = subprocess.run([SHORTCUT, "stats"], env=env, capture_output=True, timeout=HANG)
+    assert r.returncode != 0 and want.encode() in r.stderr, r
+
 def test_dead_stats_files_collected(rundir, procs):
     """Every process leaves a stats file; those of dead processes are folded
     into stats-retired (by later processes and by `shortcut stats`) and

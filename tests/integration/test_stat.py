@@ -66,3 +66,80 @@ def test_stat_lists_live_connections():
         for p in (srv, accel, plain):
             p.kill()
             p.wait()
+
+
+def _env(rundir):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SHORTCUT_") and k != "LD_PRELOAD"}
+    env["SHORTCUT_RUNDIR"] = rundir
+    return env
+
+
+def _stat_json(env):
+    r = subprocess.run([SHORTCUT, "stat", "--json"], capture_output=True, text=True, env=env,
+                       timeout=30)
+    assert r.returncode == 0, r
+    return json.loads(r.stdout)
+
+
+def test_stat_pid_reuse_not_live():
+    """A dead process's stats file whose pid a later process got (issue 15:
+    `shortcut stat` showed its connections as live): the start time
+    recorded in the file is not the new process's, so none is listed."""
+    rundir = tempfile.mkdtemp(prefix="sc-stat-")
+    env = _env(rundir)
+    srv = subprocess.Popen([SHORTCUT, "run", sys.executable, "-c", SERVER], stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, text=True, env=env)
+    port = srv.stdout.readline().strip()
+    clis = [subprocess.Popen([SHORTCUT, "run", sys.executable, "-c", CLIENT, port],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+            for _ in range(2)]        # (the server answers once both are there)
+    later = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.readline()"],
+                             stdin=subprocess.PIPE, env=env)
+    try:
+        for c in clis:
+            c.stdout.readline()
+        assert [r for r in _stat_json(env) if r["pid"] == srv.pid]
+        for p in [srv] + clis:
+            p.kill()
+            p.wait()
+        # the server's file, as if `later` had been given the dead server's pid
+        name = [f for f in os.listdir(rundir) if f.startswith(f"stats-{srv.pid}-")][0]
+        reused = os.path.join(rundir, f"stats-{later.pid}-{name.split('-')[2]}")
+        os.rename(os.path.join(rundir, name), reused)
+        with open(reused, "r+b") as f:
+            f.seek(8)                   # magic, version, pid
+            f.write(later.pid.to_bytes(4, sys.byteorder))
+        rows = _stat_json(env)
+        assert not [r for r in rows if r["pid"] == later.pid], rows
+    finally:
+        for p in [srv, later] + clis:
+            p.kill()
+            p.wait()
+
+
+def test_stat_json_escapes_names():
+    """A process name is the process's to choose (prctl PR_SET_NAME): quotes,
+    backslashes, control characters and other bytes in it still give valid
+    JSON (issue 15: `stat --json` printed it raw)."""
+    rundir = tempfile.mkdtemp(prefix="sc-stat-")
+    env = _env(rundir)
+    name = b'a"b\\c\x01\xffd'
+    code = ("import ctypes; ctypes.CDLL(None).prctl(15, ctypes.c_char_p(%r), 0, 0, 0)\n" % name
+            + SERVER)
+    srv = subprocess.Popen([SHORTCUT, "run", sys.executable, "-c", code], stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, text=True, env=env)
+    port = srv.stdout.readline().strip()
+    clis = [subprocess.Popen([SHORTCUT, "run", sys.executable, "-c", CLIENT, port],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+            for _ in range(2)]
+    try:
+        for c in clis:
+            c.stdout.readline()
+        mine = [r for r in _stat_json(env) if r["pid"] == srv.pid]
+        assert len(mine) == 2 and mine[0]["command"] == name.decode("latin-1"), mine
+        table = subprocess.run([SHORTCUT, "stat"], capture_output=True, env=env).stdout
+        assert b'a"b\\c?' in table, table
+    finally:
+        for p in [srv] + clis:
+            p.kill()
+            p.wait()

@@ -1,0 +1,39 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# make fuzz (FUZZ_SECONDS per harness, default 60) and make fuzz-quick (a few
+# seconds, in make test): build each tests/fuzz/fuzz_NAME.c with clang's
+# libFuzzer, ASan and UBSan, and run it from its seed corpus
+# (tests/fuzz/corpus/NAME) plus what earlier runs found (build/fuzz/corpus-NAME).
+# A crash leaves its input in build/fuzz/crash-* and fails the run; replay it
+# with build/fuzz/fuzz_NAME build/fuzz/crash-...
+# Without clang's fuzzer runtime (Debian: libclang-rt-14-dev) it says so and skips.
+set -e
+B=${1:-build}
+SECONDS_EACH=${FUZZ_SECONDS:-60}
+CC=${FUZZ_CC:-clang}
+mkdir -p "$B/fuzz"
+for src in tests/fuzz/fuzz_*.c; do
+	name=$(basename "$src" .c)
+	short=${name#fuzz_}
+	bin="$B/fuzz/$name"
+	# the core's sources compiled in (libc calls, as the sanitizer tests)
+	if ! $CC -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter -g -O1 \
+		-pthread -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+		-Iinclude -Isrc/core -o "$bin" "$src" src/core/*.c \
+		2>"$B/fuzz/$name.build.log"; then
+		echo "fuzz: SKIP $name: $CC cannot build a libFuzzer harness" \
+		     "($B/fuzz/$name.build.log; Debian: apt-get install clang libclang-rt-14-dev)"
+		continue
+	fi
+	mkdir -p "$B/fuzz/corpus-$short"
+	"$bin" -max_total_time="$SECONDS_EACH" -print_final_stats=1 -artifact_prefix="$B/fuzz/" \
+		"$B/fuzz/corpus-$short" "tests/fuzz/corpus/$short" >"$B/fuzz/$name.log" 2>&1 || {
+		tail -40 "$B/fuzz/$name.log"
+		echo "fuzz: FAIL $name (log: $B/fuzz/$name.log)"
+		exit 1
+	}
+	runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$B/fuzz/$name.log")
+	rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$B/fuzz/$name.log")
+	cov=$(grep -o 'cov: [0-9]*' "$B/fuzz/$name.log" | tail -1)
+	echo "fuzz: PASS $name: $runs executions in ${SECONDS_EACH}s ($rate/s), $cov, 0 crashes"
+done
