@@ -12,6 +12,15 @@ B=${1:-build}
 SECONDS_EACH=${FUZZ_SECONDS:-60}
 CC=${FUZZ_CC:-clang}
 mkdir -p "$B/fuzz"
+# clang and its fuzzer runtime: installed with apt-get when we can
+if [ "$CC" = clang ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null &&
+   { ! command -v clang >/dev/null ||
+     ! ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; }; then
+	v=$(clang --version 2>/dev/null | sed -n 's/.*clang version \([0-9]*\).*/\1/p' | head -1)
+	echo "fuzz: installing clang and libclang-rt-${v:-14}-dev"
+	{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+		--no-install-recommends clang "libclang-rt-${v:-14}-dev" >/dev/null; } || true
+fi
 for src in tests/fuzz/fuzz_*.c; do
 	name=$(basename "$src" .c)
 	short=${name#fuzz_}
