@@ -184,10 +184,12 @@ fuzz-quick:
 
 # the crash soak at length (make test runs its 40-round version, pytest):
 # kill -9 either side at random moments, SOAK_ROUNDS times
+INTEGRITY_BYTES ?= 1e10
 SOAK_ROUNDS ?= 1000
 .PHONY: soak
 soak: all
 	SOAK_ROUNDS=$(SOAK_ROUNDS) python3 -m pytest -q -s tests/integration/test_soak.py
+	INTEGRITY_BYTES=$(INTEGRITY_BYTES) python3 -m pytest -q -s tests/integration/test_integrity.py
 
 demo: all
 	$(B)/shortcut perf pingpong --size 64
