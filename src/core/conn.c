@@ -103,10 +103,14 @@ uint32_t sc__peer_flags(struct sc_conn *c)
 	 * WR_DONE seen here comes with every byte produced before it */
 	uint32_t f = atomic_load_explicit(&c->peer->flags, memory_order_acquire);
 
-	/* bits that do not exist, or a switch to TCP where there is no TCP
-	 * to switch to (the C API, without the interposer): the peer's
-	 * scribble, not a state */
-	if ((f & ~SC_SF_ALL) || (!sc__switch_hook && (f & (SC_SF_FROZEN | SC_SF_ONTCP)))) {
+	/* bits that do not exist, a switch to TCP where there is no TCP to
+	 * switch to (the C API, without the interposer), or a refusal where
+	 * none can come (only a listener refuses, before it has sent a byte:
+	 * never to the accepting side, never after we received something):
+	 * the peer's scribble, not a state */
+	if ((f & ~SC_SF_ALL) || (!sc__switch_hook && (f & (SC_SF_FROZEN | SC_SF_ONTCP))) ||
+	    ((f & SC_SF_REFUSED) && (c->side == 1 ||
+				     atomic_load_explicit(&c->bytes_received, memory_order_relaxed)))) {
 		sc__conn_proto_error(c);
 		return SC_SF_ABORT;
 	}
