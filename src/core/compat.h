@@ -23,6 +23,17 @@ static inline uint64_t sc__now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* A spinning loop's pause: lets the sibling hyperthread (or the peer on a
+ * shared core) run, and saves power. */
+static inline void sc__cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
 /* Our pid, cached (glibc no longer caches it); a fork child's is its own
  * (pid.c).  A vfork child shares our memory, and so sees our pid here:
  * getpid() != sc__pid() tells it apart. */

@@ -163,15 +163,6 @@ static uint64_t now_ns(void)
 	return sc__now_ns();
 }
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
-
 /* Bind c to its own channel if it has none (first wait); bindlock held. */
 static int ensure_channel(struct sc_conn *c)
 {
@@ -253,7 +244,7 @@ static int conn_wait(struct sc_conn *c, bool tx, bool (*cond)(struct sc_conn *),
 			 * ask for it now, so its transfer overlaps the cursor's */
 			if (!tx)
 				__builtin_prefetch(c->rx.data + (c->rx.cons & (c->rx.size - 1)));
-			cpu_relax();
+			sc__cpu_relax();
 			if (!(i & 63) && now_ns() - t0 > budget)
 				break;
 		}

@@ -14,6 +14,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "compat.h"
+
 struct sc_lock {
 	_Atomic uint32_t v;     /* 0 free, 1 held */
 };
@@ -24,13 +26,10 @@ static inline void sc__lock_slow(struct sc_lock *l)
 		if (!atomic_load_explicit(&l->v, memory_order_relaxed) &&
 		    !atomic_exchange_explicit(&l->v, 1, memory_order_acquire))
 			return;
-		if (i < 1000) {
-#if defined(__x86_64__) || defined(__i386__)
-			__builtin_ia32_pause();
-#endif
-		} else {
+		if (i < 1000)
+			sc__cpu_relax();
+		else
 			sched_yield();
-		}
 	}
 }
 

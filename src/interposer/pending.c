@@ -278,11 +278,7 @@ static bool pending_spin(struct sc_sock *s, uint32_t ns)
 					return true;
 			}
 		}
-#if defined(__x86_64__) || defined(__i386__)
-		__builtin_ia32_pause();
-#elif defined(__aarch64__)
-		__asm__ __volatile__("yield");
-#endif
+		sc__cpu_relax();
 		if (!(i & 63) && sc__now_ns() - t0 > ns)
 			return atomic_load(&s->attached);
 	}
