@@ -481,10 +481,11 @@ SC_API void sc_listener_close(struct sc_listener *l)
 
 SC_API int sc_connect(const char *path, struct sc_conn **out, int flags)
 {
-	return sc__connect_tagged(path, 0, flags, out);
+	return sc__connect_tagged(path, 0, NULL, 0, flags, out);
 }
 
-int sc__connect_tagged(const char *path, uint64_t tag, int flags, struct sc_conn **out)
+int sc__connect_tagged(const char *path, uint64_t tag, const uint8_t *early, uint32_t elen,
+		       int flags, struct sc_conn **out)
 {
 	int saved = errno, rc;
 	struct sc_group *g;
@@ -508,8 +509,17 @@ int sc__connect_tagged(const char *path, uint64_t tag, int flags, struct sc_conn
 		return rc;
 	}
 	sc__conn_set_flags(c, SC_SF_OPEN);
+	if (elen > SC_EARLY_MAX || elen > g->ring_size[!c->side])
+		elen = 0;       /* (the caller's bound) */
+	if (elen) {
+		/* the peer's first bytes, as if it had sent them: its
+		 * producer cursor starts past them (the OPEN says so) */
+		memcpy(sc__ring_data(g, slot, !c->side), early, elen);
+		atomic_store_explicit(&c->s->ring[!c->side].prod, elen, memory_order_release);
+	}
 	struct sc_msg m = { .magic = SC_MSG_MAGIC, .type = SC_MSG_OPEN,
-			    .version = SC_LAYOUT_VERSION, .slot = slot, .tag = tag };
+			    .version = SC_LAYOUT_VERSION, .slot = slot, .early = elen,
+			    .tag = tag };
 	rc = sc__group_send(g, &m, -1);
 	pthread_mutex_unlock(&g->lock);
 	if (rc) {

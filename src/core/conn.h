@@ -48,6 +48,8 @@ struct sc_conn {
 	pthread_mutex_t bindlock;
 
 	_Atomic int err;        /* sticky -ECONNRESET / -EPROTO / -ECONNREFUSED */
+	uint32_t early;         /* side 1: bytes of ours the opener put in the
+				 * ring from our offer (before our first send) */
 	_Atomic uint32_t lflags;
 	bool nonblock, linger0;
 	/* published bytes whose wake-up is held back (SC_MORE, sc_set_cork):
@@ -125,8 +127,11 @@ int sc__conn_poll_arm(struct sc_conn *c, bool want_out);
  * waiter (an epoll set) is awake.  A wake-up datagram it leaves behind
  * is the channel owner's to drain (the interposer resets it). */
 int sc__conn_poll_arm_(struct sc_conn *c, bool want_out, bool sleeper);
-/* sc_connect with a claim tag carried in the OPEN message. */
-int sc__connect_tagged(const char *path, uint64_t tag, int flags, struct sc_conn **out);
+/* sc_connect with a claim tag carried in the OPEN message, and the peer's
+ * first bytes (early, elen ≤ SC_EARLY_MAX: from its offer) put in the
+ * receiving ring before the OPEN tells it so. */
+int sc__connect_tagged(const char *path, uint64_t tag, const uint8_t *early, uint32_t elen,
+		       int flags, struct sc_conn **out);
 /* Create the local half of slot s in g (group locked). */
 int sc__conn_new(struct sc_group *g, uint32_t slot, struct sc_conn **out);
 /* Record a peer violation on c: sticky -EPROTO, counted. */

@@ -551,11 +551,16 @@ static int group_open(struct sc_group *g, const struct sc_msg *m, struct sc_conn
 	struct sc_conn *c;
 	int rc;
 
-	if (m->slot >= g->nslots || g->conns[m->slot])
+	if (m->slot >= g->nslots || g->conns[m->slot] || m->early > SC_EARLY_MAX ||
+	    m->early > g->ring_size[1])
 		return -EPROTO;
 	rc = sc__conn_new(g, m->slot, &c);
 	if (rc)
 		return rc;
+	/* our first bytes, in our sending ring already (the opener put them
+	 * there from our offer): ours to go on from */
+	c->tx.prod = c->tx.pub = m->early;
+	c->early = m->early;
 	sc__conn_set_flags(c, SC_SF_OPEN);
 	c->tag = m->tag;
 	atomic_store_explicit(&c->me->tag, m->tag, memory_order_relaxed);

@@ -36,6 +36,9 @@
 #define SC_CELL_NONE        0xffffffffu
 #define SC_XCELLS           4       /* extra cells per slot side (cellx) */
 #define SC_RING_MIN         (16u << 10)
+/* A client's first bytes that the acceptor may put in the ring for it
+ * before the OPEN (the offer's early bytes, src/rundir): at most this. */
+#define SC_EARLY_MAX        248u
 #define SC_RING_MAX         (8u << 20)
 
 #define SC_ALIGNED __attribute__((aligned(SC_CACHELINE)))

@@ -81,7 +81,12 @@ struct sc_msg {
 	};
 	uint32_t cell;
 	int32_t pid;
-	uint32_t nslots;
+	union {
+		uint32_t nslots;        /* HELLO */
+		uint32_t early;         /* OPEN: bytes the opener put in our
+					 * sending ring for us (the claimed
+					 * offer's early bytes) */
+	};
 	uint32_t ring_size[2];
 	union {
 		uint64_t seg_size;      /* HELLO */

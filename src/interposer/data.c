@@ -68,7 +68,7 @@ static int sc_flags(struct sc_sock *s, int flags, bool rx)
 static ssize_t pending_send(int fd, struct sc_sock *s, const struct iovec *iov, int iovcnt,
 			    int flags)
 {
-	size_t done = 0;
+	size_t done = 0, from = s->plen;
 
 	for (int i = 0; i < iovcnt && s->plen < PBUF_CAP; i++) {
 		size_t n = iov[i].iov_len;
@@ -80,6 +80,13 @@ static ssize_t pending_send(int fd, struct sc_sock *s, const struct iovec *iov, 
 		if (n < iov[i].iov_len)
 			break;
 	}
+	/* the first bytes ride with the offer too, while nobody claimed it:
+	 * the acceptor finds them in its ring at once (not held ones: a
+	 * cork or MSG_MORE waits for more) */
+	if (done && s->early == from && s->offer >= 0 && s->board &&
+	    !s->cork && !(flags & MSG_MORE))
+		s->early += (uint32_t)sc__offer_early(s->board, s->offer, s->tag, s->early,
+						      s->pbuf + from, done);
 	return (ssize_t)done;
 }
 

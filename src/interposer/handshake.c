@@ -115,7 +115,7 @@ static bool fd_headroom(int fd)
 /* Before the real connect: is there an accelerated listener for addr, and
  * can we take part?  Marks the SYN and prepares the pending state. */
 static int offer_prepare(int fd, struct sc_sock *s, const struct sockaddr *addr,
-			 struct sc_addr16 *dst, enum sc_fallback *why)
+			 struct sc_addr16 *dst, uint16_t *port, enum sc_fallback *why)
 {
 	uint16_t dport;
 
@@ -170,6 +170,7 @@ static int offer_prepare(int fd, struct sc_sock *s, const struct sockaddr *addr,
 		R(setsockopt)(fd, IPPROTO_IPV6, IPV6_TCLASS, &tos, sizeof(tos));
 	s->board = b;
 	s->dst = *dst;
+	*port = dport;
 	/* until the offer is posted, the acceptor may wait for it */
 	s->cslot = sc__board_connecting(b);
 	return 0;
@@ -191,7 +192,7 @@ static void offer_unmark(int fd, struct sc_sock *s, int family)
 /* After the real connect (made, or in progress): unmark, and post the
  * offer under the port the kernel gave us. */
 static int offer_post(int fd, struct sc_sock *s, int family, const struct sc_addr16 *dst,
-		      enum sc_fallback *why)
+		      uint16_t dport, enum sc_fallback *why)
 {
 	struct sockaddr_storage me;
 	socklen_t ml = sizeof(me);
@@ -203,6 +204,13 @@ static int offer_post(int fd, struct sc_sock *s, int family, const struct sc_add
 		offer_unmark(fd, s, family);
 		*why = SC_FB_LIMITS;
 		return -1;
+	}
+	/* the record gets the addresses we have (rec_fill then asks nothing) */
+	if (s->rec || (s->rec = sc__rec_get())) {
+		s->rec->laddr = mine;
+		s->rec->lport = cport;
+		s->rec->paddr = *dst;
+		s->rec->pport = dport;
 	}
 	s->tag = next_tag();
 	pthread_mutex_lock(&G.rdv_lock);
@@ -232,6 +240,7 @@ SC_API int connect(int fd, const struct sockaddr *addr, socklen_t alen)
 	struct sc_sock *s = sock_get(fd);
 	enum sc_fallback why = SC_FB_NO_LISTENER;
 	struct sc_addr16 dst;
+	uint16_t dport = 0;
 	bool marked = false;
 
 	if (!s || atomic_load(&s->mode) != M_TCP || s->counted || !addr ||
@@ -245,14 +254,14 @@ SC_API int connect(int fd, const struct sockaddr *addr, socklen_t alen)
 	else if (G.uring)
 		why = SC_FB_UNSUPPORTED;
 	else
-		marked = offer_prepare(fd, s, addr, &dst, &why) == 0;
+		marked = offer_prepare(fd, s, addr, &dst, &dport, &why) == 0;
 	int rc = R(connect)(fd, addr, alen);
 	int err = errno;
 	bool made = rc == 0 || err == EINPROGRESS;
 	bool offered = false;
 	if (marked) {
 		if (made)
-			offered = offer_post(fd, s, addr->sa_family, &dst, &why) == 0;
+			offered = offer_post(fd, s, addr->sa_family, &dst, dport, &why) == 0;
 		else
 			offer_unmark(fd, s, addr->sa_family);
 		if (!offered) {
@@ -299,6 +308,39 @@ SC_API int listen(int fd, int backlog)
 	return rc;
 }
 
+/* Both ends of a connection from the SYN the kernel saved for it (its IP
+ * and TCP headers, as the socket sees them): no getsockname/getpeername.
+ * false if the headers are not a plain IPv4 or IPv6 + TCP SYN. */
+static bool syn_addrs(const uint8_t *syn, socklen_t len, struct sc_addr16 *local,
+		      uint16_t *lport, struct sc_addr16 *remote, uint16_t *rport)
+{
+	socklen_t th;
+
+	memset(local, 0, sizeof(*local));
+	memset(remote, 0, sizeof(*remote));
+	if ((syn[0] >> 4) == 4 && len >= 20) {
+		th = (socklen_t)(syn[0] & 0x0f) * 4;
+		if (th < 20 || syn[9] != IPPROTO_TCP)
+			return false;
+		local->b[10] = local->b[11] = remote->b[10] = remote->b[11] = 0xff;
+		memcpy(remote->b + 12, syn + 12, 4);
+		memcpy(local->b + 12, syn + 16, 4);
+	} else if ((syn[0] >> 4) == 6 && len >= 40) {
+		th = 40;
+		if (syn[6] != IPPROTO_TCP)
+			return false;   /* extension headers: ask the socket */
+		memcpy(remote->b, syn + 8, 16);
+		memcpy(local->b, syn + 24, 16);
+	} else {
+		return false;
+	}
+	if (len < th + 4)
+		return false;
+	*rport = (uint16_t)(syn[th] << 8 | syn[th + 1]);
+	*lport = (uint16_t)(syn[th + 2] << 8 | syn[th + 3]);
+	return *rport && *lport;
+}
+
 /* A connection we accepted on an accelerated listener: claim its offer. */
 /* An accepted connection's first use in this process (not accept() itself:
  * a server that forks per connection uses it in the child, which must be
@@ -314,10 +356,22 @@ static void server_claim(int nfd, struct sc_sock *s)
 
 	atomic_store(&s->mode, M_TCP);  /* unless claimed below */
 	s->owner = sc__pid();
-	if (getsockname(nfd, (struct sockaddr *)&me, &ml) < 0 ||
-	    getpeername(nfd, (struct sockaddr *)&peer, &pl) < 0 ||
-	    !sc__addr16((struct sockaddr *)&me, &local, &lport) ||
-	    !sc__addr16((struct sockaddr *)&peer, &remote, &cport)) {
+	/* the SYN tells whether the client is accelerated (TCP_SAVE_SYN),
+	 * and both ends' addresses */
+	uint8_t syn[128];
+	socklen_t sl = sizeof(syn);
+	bool marked = false, have_syn =
+		R(getsockopt)(nfd, IPPROTO_TCP, TCP_SAVED_SYN, syn, &sl) == 0 && sl >= 2;
+	if (have_syn) {
+		int tos = (syn[0] >> 4) == 4 ? syn[1] : (syn[0] >> 4) == 6 ?
+			  ((syn[0] & 0x0f) << 4 | syn[1] >> 4) : 0;
+		marked = (tos & 0xfc) == SC_SYN_TOS;
+	}
+	if (!(have_syn && syn_addrs(syn, sl, &local, &lport, &remote, &cport)) &&
+	    (getsockname(nfd, (struct sockaddr *)&me, &ml) < 0 ||
+	     getpeername(nfd, (struct sockaddr *)&peer, &pl) < 0 ||
+	     !sc__addr16((struct sockaddr *)&me, &local, &lport) ||
+	     !sc__addr16((struct sockaddr *)&peer, &remote, &cport))) {
 		fallback_stat(s, nfd, SC_FB_PEER_PLAIN);
 		return;
 	}
@@ -333,16 +387,7 @@ static void server_claim(int nfd, struct sc_sock *s)
 		fallback_stat(s, nfd, SC_FB_PEER_PLAIN);
 		return;
 	}
-	/* the SYN tells whether the client is accelerated (TCP_SAVE_SYN) */
 	bool room = fd_headroom(nfd);
-	uint8_t syn[128];
-	socklen_t sl = sizeof(syn);
-	bool marked = false;
-	if (R(getsockopt)(nfd, IPPROTO_TCP, TCP_SAVED_SYN, syn, &sl) == 0 && sl >= 2) {
-		int tos = (syn[0] >> 4) == 4 ? syn[1] : (syn[0] >> 4) == 6 ?
-			  ((syn[0] & 0x0f) << 4 | syn[1] >> 4) : 0;
-		marked = (tos & 0xfc) == SC_SYN_TOS;
-	}
 	/* marked: its offer follows its connect() by microseconds; wait for
 	 * it while a client is between its connect() and its offer (bounded),
 	 * else decline the 4-tuple so it learns.  A marked SYN with nobody
@@ -389,9 +434,12 @@ static void server_claim(int nfd, struct sc_sock *s)
 	}
 	char path[128];
 	struct sc_conn *c = NULL;
+	uint32_t elen;
+	const uint8_t *early = sc__offer_early_take(b, idx, &elen);
+	LOG(3, "offer %d claimed, %u early bytes", idx, elen);
 	int rc = sc__rendezvous_path(pid, path, sizeof(path));
-	if (!rc)
-		rc = sc__connect_tagged(path, tag, 0, &c);      /* blocking: per call */
+	if (!rc)        /* blocking: per call; the client's first bytes go in */
+		rc = sc__connect_tagged(path, tag, early, elen, 0, &c);
 	if (rc) {
 		/* the client learns it from the board and stays on TCP */
 		sc__offer_decline(b, idx, tag);

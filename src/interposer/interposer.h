@@ -141,6 +141,7 @@ struct sc_sock {
 	struct sc_addr16 dst;   /* where it connected (its listener's liveness) */
 	char *pbuf;
 	size_t plen;
+	uint32_t early;         /* of pbuf, published with the offer (board) */
 	int efd;                /* readable once the OPEN arrived */
 	bool efd_exposed;       /* ... handed to a poller or an epoll set (kept
 				 * for the socket's life: they may still name it) */

@@ -69,7 +69,20 @@ void pending_unlink(struct sc_sock *s)
 
 static int pending_to_shm(struct sc_sock *s);
 
-/* Control thread, group lock held: an OPEN carrying a tag arrived. */
+/* The pending client whose own thread is reading the rendezvous groups
+ * (pump_for): an OPEN for it needs no eventfd signal, it looks at
+ * `attached` next. */
+static __thread struct sc_sock *pumping_for;
+
+static void pump_for(struct sc_sock *s)
+{
+	pumping_for = s;
+	sc__listener_pump(G.rdv);
+	pumping_for = NULL;
+}
+
+/* Control thread (or a pending client's, pump_for), group lock held: an
+ * OPEN carrying a tag arrived. */
 static int rdv_deliver(struct sc_listener *l, struct sc_conn *c)
 {
 	uint64_t one = 1;
@@ -81,7 +94,8 @@ static int rdv_deliver(struct sc_listener *l, struct sc_conn *c)
 			continue;
 		struct sc_conn *none = NULL;
 		if (atomic_compare_exchange_strong(&s->attached, &none, c)) {
-			if (R(write)(s->efd, &one, sizeof(one)) < 0) {
+			if ((s != pumping_for || s->efd_exposed) &&
+			    R(write)(s->efd, &one, sizeof(one)) < 0) {
 			}
 			rc = 0;
 		}
@@ -182,6 +196,20 @@ static int pending_to_shm(struct sc_sock *s)
 	s->offer = -1;          /* the claimer frees the entry */
 	s->c = c;
 	sc_set_nonblock(c, 0);          /* O_NONBLOCK is applied per call */
+	/* the acceptor put our early bytes in the ring: the rest follow.  It
+	 * took all we published (it sealed them as it claimed), or it is
+	 * not one of us */
+	uint32_t early = c->early;
+	if (early != s->early || early > s->plen) {
+		LOG(1, "the acceptor took %u early bytes, %u were offered", early, s->early);
+		sc__conn_proto_error(c);
+		early = 0;
+	}
+	if (early) {
+		sc__counter_add(&c->bytes_sent, early);
+		memmove(s->pbuf, s->pbuf + early, s->plen - early);
+		s->plen -= early;
+	}
 	if (s->plen) {
 		/* an empty ring of at least PBUF_CAP bytes: never waits */
 		ssize_t n = sc_send(c, s->pbuf, s->plen, SC_NONBLOCK);
@@ -229,7 +257,7 @@ static int pending_claimer_died(int fd, struct sc_sock *s)
 	uint64_t end = sc__now_ns() + 200000000u;
 	while (!atomic_load(&s->attached) && sc__now_ns() < end) {
 		if (G.rdv)
-			sc__listener_pump(G.rdv);
+			pump_for(s);
 		struct pollfd p = { .fd = s->efd, .events = POLLIN };
 		if (!atomic_load(&s->attached))
 			R(poll)(&p, 1, 10);
@@ -272,7 +300,7 @@ static bool pending_spin(struct sc_sock *s, uint32_t ns)
 		if (st == SC_OFFER_CLAIMED && G.rdv) {
 			uint64_t now = sc__now_ns();
 			if (now - pumped > 2000) {      /* (a system call per look) */
-				sc__listener_pump(G.rdv);
+				pump_for(s);
 				pumped = now;
 				if (atomic_load(&s->attached))
 					return true;
@@ -300,7 +328,7 @@ int pending_settle(int fd, struct sc_sock *s, bool block, int max_ms)
 			return 0;
 		if (!atomic_load(&s->attached) && G.rdv &&
 		    sc__offer_state(s->board, s->offer, s->tag) == SC_OFFER_CLAIMED)
-			sc__listener_pump(G.rdv);       /* the OPEN may be waiting */
+			pump_for(s);    /* the OPEN may be waiting */
 		if (atomic_load(&s->attached))
 			return pending_to_shm(s);
 		uint32_t st = sc__offer_state(s->board, s->offer, s->tag);

@@ -458,10 +458,43 @@ int sc__offer_post(struct sc_board *b, uint16_t cport, const struct sc_addr16 *d
 		}
 		if (!offer_take(o, &w))
 			continue;
+		/* no early bytes yet (published with the word, release) */
+		atomic_store_explicit(&b->early[cport].len, 0, memory_order_relaxed);
 		offer_fill(o, cport, dst, SC_OFFER_WORD(tag, SC_OFFER_OFFERED));
 		errno = saved;
 		return cport;
 	}
+}
+
+size_t sc__offer_early(struct sc_board *b, int idx, uint64_t tag, uint32_t at,
+		       const void *buf, size_t len)
+{
+	struct sc_early *e = &b->early[idx];
+	uint32_t l = at;
+
+	if (at >= SC_EARLY_MAX || !len ||
+	    atomic_load_explicit(&b->offers[idx].word, memory_order_relaxed) !=
+	    SC_OFFER_WORD(tag, SC_OFFER_OFFERED) ||
+	    atomic_load_explicit(&e->len, memory_order_relaxed) != at)
+		return 0;
+	if (len > SC_EARLY_MAX - at)
+		len = SC_EARLY_MAX - at;
+	memcpy(e->data + at, buf, len);
+	/* release: the bytes before the length; fails once sealed */
+	if (!atomic_compare_exchange_strong_explicit(&e->len, &l, at + (uint32_t)len,
+						     memory_order_release, memory_order_relaxed))
+		return 0;
+	return len;
+}
+
+const uint8_t *sc__offer_early_take(struct sc_board *b, int idx, uint32_t *len)
+{
+	struct sc_early *e = &b->early[idx];
+	uint32_t l = atomic_fetch_or_explicit(&e->len, SC_EARLY_SEALED, memory_order_acquire);
+
+	l &= ~SC_EARLY_SEALED;
+	*len = l <= SC_EARLY_MAX ? l : 0;       /* a scribbled length: none */
+	return e->data;
 }
 
 uint32_t sc__offer_state(struct sc_board *b, int idx, uint64_t tag)

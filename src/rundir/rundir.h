@@ -29,10 +29,11 @@
 #include <sys/types.h>
 
 #include "compat.h"
+#include "layout.h"
 #include "stats.h"
 
 #define SC_BOARD_MAGIC      0x5343424fu
-#define SC_BOARD_VERSION    3u
+#define SC_BOARD_VERSION    4u
 #define SC_BOARD_LISTENERS  32
 #define SC_BOARD_CONNECTING 32
 #define SC_BOARD_ADDRS      8
@@ -107,11 +108,26 @@ struct sc_offer {
 #define SC_SYN_TOS 0x1c
 _Static_assert(sizeof(struct sc_offer) == 64, "offer is one cache line");
 
+/* A client's first bytes, riding with its offer (as TCP Fast Open's ride
+ * with the SYN): what it sends before the OPEN comes is put here too, so
+ * that the acceptor finds the request in its ring as soon as it claims,
+ * instead of waiting for the client to be woken by the OPEN and flush.
+ * len: bytes published (the client appends, then moves len by a CAS); the
+ * claimer seals it (SC_EARLY_SEALED) and takes data[0, len). */
+#define SC_EARLY_SEALED (1u << 31)
+struct sc_early {
+	_Atomic uint32_t len;
+	uint32_t pad;
+	uint8_t data[SC_EARLY_MAX];
+};
+_Static_assert(sizeof(struct sc_early) == 256, "early bytes: four cache lines");
+
 struct sc_board {
 	uint32_t magic, version, port, pad;
 	struct sc_board_listener listeners[SC_BOARD_LISTENERS];
 	struct sc_board_connecting connecting[SC_BOARD_CONNECTING];
 	struct sc_offer offers[SC_BOARD_OFFERS] __attribute__((aligned(64)));
+	struct sc_early early[SC_BOARD_OFFERS];        /* by client port, as offers */
 };
 
 
@@ -165,6 +181,11 @@ bool sc__board_anyone_connecting(struct sc_board *b);
  * already declined this 4-tuple, -EBUSY if another live offer holds it. */
 int sc__offer_post(struct sc_board *b, uint16_t cport, const struct sc_addr16 *dst,
 		   uint64_t tag);
+/* Client, our offer posted and not claimed yet: publish len more bytes of
+ * our stream, which has had `at` bytes published so far.  Returns how many
+ * were (0 once the offer is claimed, or full). */
+size_t sc__offer_early(struct sc_board *b, int idx, uint64_t tag, uint32_t at,
+		       const void *buf, size_t len);
 /* Client: our offer's state: OFFERED, DECLINED, or CLAIMED (claimed, or
  * claimed and already done with: the OPEN is on its way). */
 uint32_t sc__offer_state(struct sc_board *b, int idx, uint64_t tag);
@@ -191,6 +212,10 @@ bool sc__offer_withdraw(struct sc_board *b, int idx, uint64_t tag);
 bool sc__offer_withdrawn(struct sc_board *b, uint16_t cport, const struct sc_addr16 *local);
 int sc__offer_claim(struct sc_board *b, uint16_t cport, const struct sc_addr16 *local,
 		    int32_t *pid, uint64_t *tag);
+/* Server, right after a claim: seal the client's early bytes (it publishes
+ * no more) and return them (*len ≤ SC_EARLY_MAX; stable in the board until
+ * the client's next offer on that port, after this connection). */
+const uint8_t *sc__offer_early_take(struct sc_board *b, int idx, uint32_t *len);
 /* Server: no offer for this connection: decline the 4-tuple so that a late
  * offer learns it.  0 = declined (index in *idx, or -1 if another live
  * offer holds the entry), -EAGAIN = an offer for it just arrived: claim. */
