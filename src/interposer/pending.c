@@ -397,6 +397,16 @@ int pending_settle(int fd, struct sc_sock *s, bool block, int max_ms)
 		if (tcp_active)
 			p[1].fd = -1;   /* it has told us all it can */
 		int pr = R(poll)(p, (nfds_t)np, 20);
+		/* a group with news: read it now, whatever our offer's state
+		 * (an OPEN for another of our clients; a group whose peer
+		 * exited, as a server's child per connection does, stays
+		 * readable, a hang-up, until it is read and found dead; left
+		 * to the control thread, it made this loop spin meanwhile) */
+		for (int i = 2; pr > 0 && i < np; i++)
+			if (p[i].revents) {
+				pump_for(s);
+				break;
+			}
 		uint64_t now = sc__now_ns();
 		look = pr <= 0 || p[1].revents || now - looked > 20000000u;
 		if (look)
