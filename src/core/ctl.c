@@ -191,14 +191,23 @@ int sc__listener_group_fds(struct sc_listener *l, int *fds, int max)
 	return n;
 }
 
-void sc__listener_pump(struct sc_listener *l)
+/* Drain the side-1 groups of l that pid names (0: any) or whose socket
+ * is in fds (when n > 0). */
+static void listener_pump(struct sc_listener *l, int32_t pid, const int *fds, int n)
 {
 	int saved = errno;
 
 	pthread_mutex_lock(&ctl.lock);
 	for (struct sc_group *g = ctl.groups; g; g = g->next) {
-		if (g->side != 1 || g->listener != l)
+		if (g->side != 1 || g->listener != l || (pid && g->peer_pid != pid))
 			continue;
+		if (n > 0) {
+			int i = 0;
+			while (i < n && fds[i] != g->sock)
+				i++;
+			if (i == n)
+				continue;
+		}
 		struct sc_conn *refused = NULL;
 		pthread_mutex_lock(&g->lock);
 		if (!g->dead && g->hello_done)
@@ -208,6 +217,22 @@ void sc__listener_pump(struct sc_listener *l)
 	}
 	pthread_mutex_unlock(&ctl.lock);
 	errno = saved;
+}
+
+void sc__listener_pump(struct sc_listener *l)
+{
+	listener_pump(l, 0, NULL, 0);
+}
+
+void sc__listener_pump_peer(struct sc_listener *l, int32_t pid)
+{
+	listener_pump(l, pid, NULL, 0);
+}
+
+void sc__listener_pump_socks(struct sc_listener *l, const int *fds, int n)
+{
+	if (n > 0)
+		listener_pump(l, 0, fds, n);
 }
 
 int sc__listener_register(struct sc_listener *l)

@@ -154,6 +154,11 @@ extern void (*sc__switch_hook)(struct sc_conn *c);
 /* Drain, from the calling thread, the sockets of every group whose OPENs
  * go to l: a caller waiting for one need not wait for the control thread. */
 void sc__listener_pump(struct sc_listener *l);
+/* The same for the groups with process pid only (a caller that knows
+ * where its OPEN comes from: one read instead of one per group), or for
+ * those whose socket is one of fds (poll said they have news). */
+void sc__listener_pump_peer(struct sc_listener *l, int32_t pid);
+void sc__listener_pump_socks(struct sc_listener *l, const int *fds, int n);
 /* The sockets of the live groups whose OPENs go to l (at most max), for a
  * caller that waits for an OPEN itself; returns how many. */
 int sc__listener_group_fds(struct sc_listener *l, int *fds, int max);

@@ -76,8 +76,14 @@ static __thread struct sc_sock *pumping_for;
 
 static void pump_for(struct sc_sock *s)
 {
+	/* only the claimer's groups (a process with thousands of
+	 * connections has dozens of groups: a read of each per look) */
+	int32_t who = s->offer >= 0 ? sc__offer_claimer_hint(s->board, s->offer) : 0;
 	pumping_for = s;
-	sc__listener_pump(G.rdv);
+	if (who > 0)
+		sc__listener_pump_peer(G.rdv, who);
+	else
+		sc__listener_pump(G.rdv);
 	pumping_for = NULL;
 }
 
@@ -402,11 +408,15 @@ int pending_settle(int fd, struct sc_sock *s, bool block, int max_ms)
 		 * exited, as a server's child per connection does, stays
 		 * readable, a hang-up, until it is read and found dead; left
 		 * to the control thread, it made this loop spin meanwhile) */
+		int news[16], nn = 0;
 		for (int i = 2; pr > 0 && i < np; i++)
-			if (p[i].revents) {
-				pump_for(s);
-				break;
-			}
+			if (p[i].revents)
+				news[nn++] = p[i].fd;
+		if (nn) {
+			pumping_for = s;
+			sc__listener_pump_socks(G.rdv, news, nn);
+			pumping_for = NULL;
+		}
 		uint64_t now = sc__now_ns();
 		look = pr <= 0 || p[1].revents || now - looked > 20000000u;
 		if (look)

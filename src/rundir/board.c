@@ -513,6 +513,11 @@ int32_t sc__offer_claimer(struct sc_board *b, int idx, uint64_t tag)
 	return w == SC_OFFER_WORD(tag, SC_OFFER_CLAIMED) ? who : 0;
 }
 
+int32_t sc__offer_claimer_hint(struct sc_board *b, int idx)
+{
+	return atomic_load_explicit(&b->offers[idx].claimer, memory_order_relaxed);
+}
+
 bool sc__offer_withdraw(struct sc_board *b, int idx, uint64_t tag)
 {
 	_Atomic uint64_t *w = &b->offers[idx].word;

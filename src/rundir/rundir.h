@@ -192,6 +192,10 @@ uint32_t sc__offer_state(struct sc_board *b, int idx, uint64_t tag);
 /* Client: the process that claimed our offer, while it is claimed and
  * not done with (its OPEN may not be sent yet); 0 otherwise. */
 int32_t sc__offer_claimer(struct sc_board *b, int idx, uint64_t tag);
+/* The same as a hint, also once the claimer is done with it (the OPEN
+ * sent): the last process that claimed entry idx (0: none).  Another
+ * namespace's later offer on the port may have changed it. */
+int32_t sc__offer_claimer_hint(struct sc_board *b, int idx);
 /* Does process pid exist (kill(pid, 0); a zombie does)? */
 bool sc__pid_exists(int32_t pid);
 /* Is process pid alive (a zombie is not)? */
