@@ -247,7 +247,7 @@ int sc__listener_register(struct sc_listener *l)
 		if (epoll_ctl(ctl.epfd, EPOLL_CTL_ADD, l->sock, &ev) < 0) {
 			rc = -errno;
 		} else {
-			ctl.nlisteners++;
+			__atomic_fetch_add(&ctl.nlisteners, 1, __ATOMIC_RELAXED);
 			l->next = ctl.listeners;
 			ctl.listeners = l;
 		}
@@ -262,7 +262,7 @@ void sc__listener_unregister(struct sc_listener *l)
 {
 	pthread_mutex_lock(&ctl.lock);
 	epoll_ctl(ctl.epfd, EPOLL_CTL_DEL, l->sock, NULL);
-	ctl.nlisteners--;
+	__atomic_fetch_sub(&ctl.nlisteners, 1, __ATOMIC_RELAXED);
 	for (struct sc_listener **pp = &ctl.listeners; *pp; pp = &(*pp)->next)
 		if (*pp == l) {
 			*pp = l->next;
@@ -366,7 +366,7 @@ static bool ctl_reap(void)
 		pthread_mutex_unlock(&g->lock);
 		if (gone) {
 			*pp = g->next;
-			ctl.ngroups--;
+			__atomic_fetch_sub(&ctl.ngroups, 1, __ATOMIC_RELAXED);
 			epoll_ctl(ctl.epfd, EPOLL_CTL_DEL, g->sock, NULL);
 			sc__group_free(g);
 		} else {
@@ -422,11 +422,18 @@ static void *ctl_main(void *arg)
 			ctl_cork_scan();
 			next_cork = sc__now_ns() + CORK_TICK_MS * 1000000ull;
 		}
-		pthread_mutex_lock(&ctl.lock);
-		bool done = ctl_reap();
-		pthread_mutex_unlock(&ctl.lock);
-		if (done)
-			return NULL;
+		/* only when a group died, or nothing may be left to watch: each
+		 * reap takes ctl.lock and every group's lock, and a waiting
+		 * client takes them too to read its OPEN */
+		if (atomic_exchange(&ctl.reap_due, false) ||
+		    (!__atomic_load_n(&ctl.ngroups, __ATOMIC_RELAXED) &&
+		     !__atomic_load_n(&ctl.nlisteners, __ATOMIC_RELAXED))) {
+			pthread_mutex_lock(&ctl.lock);
+			bool done = ctl_reap();
+			pthread_mutex_unlock(&ctl.lock);
+			if (done)
+				return NULL;
+		}
 	}
 }
 

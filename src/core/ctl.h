@@ -27,6 +27,7 @@ struct sc_ctl {
 	struct sc_group *groups;
 	struct sc_listener *listeners;
 	struct sc_group *zombies;       /* dead, unused, to be freed by the thread */
+	_Atomic bool reap_due;          /* a group became a zombie since the last reap */
 	/* after fork: our ancestors' control-thread eventfds, to ask one of
 	 * them to switch a connection we inherited (sc__kick_owner) */
 	int nkick;

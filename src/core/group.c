@@ -212,6 +212,7 @@ static void group_maybe_zombie(struct sc_group *g)
 	if (!g->dead || g->nconns || g->zombie)
 		return;
 	g->zombie = true;
+	atomic_store(&ctl.reap_due, true);
 	sc__ctl_kick();
 }
 
@@ -348,7 +349,7 @@ int sc__group_register(struct sc_group *g)
 		return -errno;
 	g->next = ctl.groups;
 	ctl.groups = g;
-	ctl.ngroups++;
+	__atomic_fetch_add(&ctl.ngroups, 1, __ATOMIC_RELAXED);
 	return 0;
 }
 
