@@ -39,89 +39,7 @@
 
 #include "shortcut.h"
 #include "cli.h"
-
-#define PERF_MAX_SIZE	(64u << 20)
-#define MEMCPY_RING	(256u << 10)	/* a typical ring: what memcpy cycles through */
-#define SHM_EOF		UINT64_MAX
-#define MAX_REPS	1000
-#define MAX_SECONDS	3600.0
-
-#if defined(__x86_64__) || defined(__i386__)
-#define cpu_relax()	__builtin_ia32_pause()
-#elif defined(__aarch64__)
-#define cpu_relax()	__asm__ volatile("yield" ::: "memory")
-#else
-#define cpu_relax()	__asm__ volatile("" ::: "memory")
-#endif
-
-enum mode { PINGPONG, STREAM };
-#define M_PP	(1u << PINGPONG)
-#define M_ST	(1u << STREAM)
-
-struct cfg {
-	enum mode mode;
-	size_t size;
-	double seconds;		/* per repetition per transport */
-	int reps;
-	bool json;
-};
-
-/* Written by the measuring child (and the stream sender), read after reaping. */
-struct run_result {
-	uint64_t iters;		/* pingpong: timed round trips */
-	uint64_t bytes;		/* stream: bytes the receiver got */
-	uint64_t ns;		/* elapsed on the measuring side */
-	uint64_t sent;		/* stream: bytes the sender sent, to cross-check */
-};
-
-/* 128 bytes apart: not even the adjacent-line prefetcher pairs the flags. */
-struct shm_flag {
-	_Alignas(128) uint64_t seq;
-};
-
-/* futex transport: a 32-bit word each way (the futex size) */
-struct futex_word {
-	_Alignas(128) uint32_t seq;
-};
-
-struct shared {
-	struct shm_flag flag[2];	/* shm transport: flag[i] written by side i only */
-	struct futex_word fw[2];	/* futex transport: fw[i] written by side i only */
-	struct run_result res;
-};
-
-/* One end of a connection, whatever the transport. */
-struct xport {
-	const struct xport_ops *ops;
-	const char *role;		/* for messages: client, server, sender, receiver */
-	char path[80];			/* unix / shortcut rendezvous ('@': abstract) */
-	uint16_t port;			/* tcp rendezvous on 127.0.0.1, set by listen */
-	bool nodelay;			/* tcp: TCP_NODELAY on both ends */
-	int lfd, fd;
-	struct sc_listener *l;
-	struct sc_conn *c;
-	struct shared *sh;
-	int side;			/* shm: 0 accepting, 1 connecting */
-	uint64_t tx_seq, rx_seq;	/* shm */
-};
-
-/*
- * listen runs in the accepting child before the connecting child is let go;
- * send/recv return a count or -errno (recv: 0 at end of stream; all: wait
- * for len bytes); shutdown ends our sending, the peer then sees end of stream.
- */
-struct xport_ops {
-	const char *name;
-	const char *prefix;		/* rendezvous name prefix, if any */
-	bool bare;			/* moves no payload (shm): nothing to verify */
-	int (*listen)(struct xport *x);
-	int (*accept)(struct xport *x);
-	int (*connect)(struct xport *x);
-	ssize_t (*send)(struct xport *x, const void *buf, size_t len);
-	ssize_t (*recv)(struct xport *x, void *buf, size_t len, bool all);
-	int (*shutdown)(struct xport *x);
-	int (*close)(struct xport *x);
-};
+#include "perf.h"
 
 static uint64_t now_ns(void)
 {
@@ -138,7 +56,7 @@ static void vperr(const char *fmt, va_list ap)
 	fputc('\n', stderr);
 }
 
-static void __attribute__((format(printf, 1, 2))) perr(const char *fmt, ...)
+void sc__perf_err(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -147,327 +65,11 @@ static void __attribute__((format(printf, 1, 2))) perr(const char *fmt, ...)
 	va_end(ap);
 }
 
-static int xerr(const struct xport *x, const char *what, int err)
+int sc__perf_xerr(const struct xport *x, const char *what, int err)
 {
-	perr("%s %s: %s: %s", x->ops->name, x->role, what, strerror(-err));
+	sc__perf_err("%s %s: %s: %s", x->ops->name, x->role, what, strerror(-err));
 	return err;
 }
-
-/* ---- tcp and unix ------------------------------------------------------ */
-
-static socklen_t unix_addr(struct sockaddr_un *sun, const char *path)
-{
-	size_t n = strlen(path);
-
-	memset(sun, 0, sizeof(*sun));
-	sun->sun_family = AF_UNIX;
-	memcpy(sun->sun_path, path, n);
-	sun->sun_path[0] = '\0';	/* '@': abstract, nothing left to unlink */
-	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n);
-}
-
-static struct sockaddr_in tcp_addr(uint16_t port)
-{
-	struct sockaddr_in sin = {
-		.sin_family = AF_INET,
-		.sin_port = htons(port),
-		.sin_addr.s_addr = htonl(INADDR_LOOPBACK),
-	};
-	return sin;
-}
-
-static int sock_listen(struct xport *x, const struct sockaddr *sa, socklen_t len)
-{
-	x->lfd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (x->lfd < 0 || bind(x->lfd, sa, len) || listen(x->lfd, 1))
-		return -errno;
-	return 0;
-}
-
-static int tcp_listen(struct xport *x)
-{
-	struct sockaddr_in sin = tcp_addr(0);
-	socklen_t len = sizeof(sin);
-	int err = sock_listen(x, (struct sockaddr *)&sin, sizeof(sin));
-
-	if (err)
-		return err;
-	if (getsockname(x->lfd, (struct sockaddr *)&sin, &len))
-		return -errno;
-	x->port = ntohs(sin.sin_port);
-	return 0;
-}
-
-static int unix_listen(struct xport *x)
-{
-	struct sockaddr_un sun;
-
-	return sock_listen(x, (struct sockaddr *)&sun, unix_addr(&sun, x->path));
-}
-
-static int tcp_opts(struct xport *x)
-{
-	int one = 1;
-
-	if (x->nodelay &&
-	    setsockopt(x->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)))
-		return -errno;
-	return 0;
-}
-
-/* One connection per run: the listener goes as soon as it delivered it. */
-static int sock_accept(struct xport *x)
-{
-	int err = 0;
-
-	x->fd = accept4(x->lfd, NULL, NULL, SOCK_CLOEXEC);
-	if (x->fd < 0)
-		err = -errno;
-	close(x->lfd);
-	x->lfd = -1;
-	return err;
-}
-
-static int tcp_accept(struct xport *x)
-{
-	int err = sock_accept(x);
-
-	return err ? err : tcp_opts(x);
-}
-
-static int sock_connect(struct xport *x, const struct sockaddr *sa, socklen_t len)
-{
-	x->fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (x->fd < 0 || connect(x->fd, sa, len))
-		return -errno;
-	return 0;
-}
-
-static int tcp_connect(struct xport *x)
-{
-	struct sockaddr_in sin = tcp_addr(x->port);
-	int err = sock_connect(x, (struct sockaddr *)&sin, sizeof(sin));
-
-	return err ? err : tcp_opts(x);
-}
-
-static int unix_connect(struct xport *x)
-{
-	struct sockaddr_un sun;
-
-	return sock_connect(x, (struct sockaddr *)&sun, unix_addr(&sun, x->path));
-}
-
-static ssize_t sock_send(struct xport *x, const void *buf, size_t len)
-{
-	ssize_t n = send(x->fd, buf, len, MSG_NOSIGNAL);
-
-	return n < 0 ? -errno : n;
-}
-
-static ssize_t sock_recv(struct xport *x, void *buf, size_t len, bool all)
-{
-	ssize_t n = recv(x->fd, buf, len, all ? MSG_WAITALL : 0);
-
-	return n < 0 ? -errno : n;
-}
-
-static int sock_shutdown(struct xport *x)
-{
-	return shutdown(x->fd, SHUT_WR) ? -errno : 0;
-}
-
-static int sock_close(struct xport *x)
-{
-	int err = 0;
-
-	if (x->fd >= 0 && close(x->fd))
-		err = -errno;
-	if (x->lfd >= 0 && close(x->lfd) && !err)
-		err = -errno;
-	x->fd = x->lfd = -1;
-	return err;
-}
-
-static const struct xport_ops tcp_ops = {
-	.name = "tcp",
-	.listen = tcp_listen, .accept = tcp_accept, .connect = tcp_connect,
-	.send = sock_send, .recv = sock_recv,
-	.shutdown = sock_shutdown, .close = sock_close,
-};
-
-static const struct xport_ops unix_ops = {
-	.name = "unix", .prefix = "@shortcut-perf-unix-",
-	.listen = unix_listen, .accept = sock_accept, .connect = unix_connect,
-	.send = sock_send, .recv = sock_recv,
-	.shutdown = sock_shutdown, .close = sock_close,
-};
-
-/* ---- shortcut ---------------------------------------------------------- */
-
-static int scx_listen(struct xport *x)
-{
-	return sc_listen(x->path, 1, &x->l);
-}
-
-static int scx_accept(struct xport *x)
-{
-	int err = sc_accept(x->l, &x->c, 0);
-
-	sc_listener_close(x->l);
-	x->l = NULL;
-	return err;
-}
-
-static int scx_connect(struct xport *x)
-{
-	return sc_connect(x->path, &x->c, 0);
-}
-
-static ssize_t scx_send(struct xport *x, const void *buf, size_t len)
-{
-	return sc_send(x->c, buf, len, 0);
-}
-
-static ssize_t scx_recv(struct xport *x, void *buf, size_t len, bool all)
-{
-	return sc_recv(x->c, buf, len, all ? SC_WAITALL : 0);
-}
-
-static int scx_shutdown(struct xport *x)
-{
-	return sc_shutdown(x->c, SHUT_WR);
-}
-
-static int scx_close(struct xport *x)
-{
-	int err = 0;
-
-	if (x->c)
-		err = sc_close(x->c);
-	if (x->l)
-		sc_listener_close(x->l);
-	x->c = NULL;
-	x->l = NULL;
-	return err;
-}
-
-static const struct xport_ops sc_ops = {
-	.name = "shortcut", .prefix = "@shortcut-perf-",
-	.listen = scx_listen, .accept = scx_accept, .connect = scx_connect,
-	.send = scx_send, .recv = scx_recv,
-	.shutdown = scx_shutdown, .close = scx_close,
-};
-
-/* ---- shm: one cache line each way, no payload -------------------------- */
-
-static int shm_listen(struct xport *x)
-{
-	return 0;
-}
-
-static int shm_accept(struct xport *x)
-{
-	x->side = 0;
-	return 0;
-}
-
-static int shm_connect(struct xport *x)
-{
-	x->side = 1;
-	return 0;
-}
-
-static ssize_t shm_send(struct xport *x, const void *buf, size_t len)
-{
-	__atomic_store_n(&x->sh->flag[x->side].seq, ++x->tx_seq, __ATOMIC_RELEASE);
-	return (ssize_t)len;
-}
-
-static ssize_t shm_recv(struct xport *x, void *buf, size_t len, bool all)
-{
-	const uint64_t *f = &x->sh->flag[!x->side].seq;
-	uint64_t v;
-	unsigned spins = 0;
-
-	while ((v = __atomic_load_n(f, __ATOMIC_ACQUIRE)) == x->rx_seq) {
-		cpu_relax();
-		/* with fewer CPUs than spinners the peer needs ours to run */
-		if (++spins % (1u << 16) == 0)
-			sched_yield();
-	}
-	if (v == SHM_EOF)
-		return 0;
-	x->rx_seq = v;
-	return (ssize_t)len;
-}
-
-static int shm_shutdown(struct xport *x)
-{
-	__atomic_store_n(&x->sh->flag[x->side].seq, SHM_EOF, __ATOMIC_RELEASE);
-	return 0;
-}
-
-static const struct xport_ops shm_ops = {
-	.name = "shm", .bare = true,
-	.listen = shm_listen, .accept = shm_accept, .connect = shm_connect,
-	.send = shm_send, .recv = shm_recv,
-	.shutdown = shm_shutdown, .close = shm_shutdown,
-};
-
-/*
- * ---- futex: the same, but the receiver sleeps ---------------------------
- * Shared-memory flags with a FUTEX_WAIT/FUTEX_WAKE pair per message and no
- * spinning: the floor for any transport whose receivers sleep (what
- * shortcut does with SHORTCUT_SPIN_US=0), set by the scheduler's wake-up.
- */
-#define FUTEX_EOF	UINT32_MAX
-
-static long futex_call(uint32_t *w, int op, uint32_t val)
-{
-	return syscall(SYS_futex, w, op, val, NULL, NULL, 0);
-}
-
-static ssize_t futex_send(struct xport *x, const void *buf, size_t len)
-{
-	uint32_t *w = &x->sh->fw[x->side].seq;
-	uint32_t v = (uint32_t)++x->tx_seq;
-
-	if (v == FUTEX_EOF)		/* skip the end-of-stream value */
-		v = (uint32_t)++x->tx_seq;
-	__atomic_store_n(w, v, __ATOMIC_RELEASE);
-	futex_call(w, FUTEX_WAKE, 1);
-	return (ssize_t)len;
-}
-
-static ssize_t futex_recv(struct xport *x, void *buf, size_t len, bool all)
-{
-	uint32_t *w = &x->sh->fw[!x->side].seq;
-	uint32_t v;
-
-	while ((v = __atomic_load_n(w, __ATOMIC_ACQUIRE)) == (uint32_t)x->rx_seq)
-		futex_call(w, FUTEX_WAIT, v);
-	if (v == FUTEX_EOF)
-		return 0;
-	x->rx_seq = v;
-	return (ssize_t)len;
-}
-
-static int futex_shutdown(struct xport *x)
-{
-	uint32_t *w = &x->sh->fw[x->side].seq;
-
-	__atomic_store_n(w, FUTEX_EOF, __ATOMIC_RELEASE);
-	futex_call(w, FUTEX_WAKE, 1);
-	return 0;
-}
-
-static const struct xport_ops futex_ops = {
-	.name = "futex", .bare = true,
-	.listen = shm_listen, .accept = shm_accept, .connect = shm_connect,
-	.send = futex_send, .recv = futex_recv,
-	.shutdown = futex_shutdown, .close = futex_shutdown,
-};
 
 /* ---- the generic bodies ------------------------------------------------ */
 
@@ -512,7 +114,7 @@ static void *xalloc(struct xport *x, size_t len)
 	void *p = malloc(len);
 
 	if (!p)
-		xerr(x, "malloc", -ENOMEM);
+		sc__perf_xerr(x, "malloc", -ENOMEM);
 	else	/* fault the pages in now, not while timing */
 		memset(p, 0, len);
 	return p;
@@ -576,18 +178,18 @@ static int pp_round(void *arg)
 		p->tx[p->size - 1] = (char)seq;
 	n = send_all(x, p->tx, p->size);
 	if (n < 0)
-		return xerr(x, "send", (int)n);
+		return sc__perf_xerr(x, "send", (int)n);
 	n = recv_all(x, p->rx, p->size);
 	if (n < 0)
-		return xerr(x, "recv", (int)n);
+		return sc__perf_xerr(x, "recv", (int)n);
 	if ((size_t)n < p->size) {
-		perr("%s client: end of stream after %zd of %zu bytes of round trip %llu",
+		sc__perf_err("%s client: end of stream after %zd of %zu bytes of round trip %llu",
 		     x->ops->name, n, p->size, (unsigned long long)seq);
 		return -EPIPE;
 	}
 	if (!x->ops->bare && (memcmp(p->tx, p->rx, k) ||
 			      p->tx[p->size - 1] != p->rx[p->size - 1])) {
-		perr("%s client: round trip %llu: echoed bytes differ from those sent",
+		sc__perf_err("%s client: round trip %llu: echoed bytes differ from those sent",
 		     x->ops->name, (unsigned long long)seq);
 		return -EBADMSG;
 	}
@@ -614,16 +216,16 @@ static int pp_client(struct xport *x, const struct cfg *cfg)
 		goto out;
 	err = x->ops->shutdown(x);
 	if (err) {
-		xerr(x, "shutdown", err);
+		sc__perf_xerr(x, "shutdown", err);
 		goto out;
 	}
 	/* the server closes once it has seen our end: nothing may follow */
 	while ((n = x->ops->recv(x, p.rx, cfg->size, false)) == -EINTR)
 		;
 	if (n) {
-		err = n < 0 ? xerr(x, "recv", (int)n) : -EBADMSG;
+		err = n < 0 ? sc__perf_xerr(x, "recv", (int)n) : -EBADMSG;
 		if (n > 0)
-			perr("%s client: %zd stray bytes after the last echo",
+			sc__perf_err("%s client: %zd stray bytes after the last echo",
 			     x->ops->name, n);
 	}
 out:
@@ -643,15 +245,15 @@ static int pp_server(struct xport *x, const struct cfg *cfg)
 		if (n == 0)
 			break;		/* the client is done */
 		if (n < 0) {
-			err = xerr(x, "recv", (int)n);
+			err = sc__perf_xerr(x, "recv", (int)n);
 		} else if ((size_t)n < cfg->size) {
-			perr("%s server: end of stream after %zd of %zu bytes",
+			sc__perf_err("%s server: end of stream after %zd of %zu bytes",
 			     x->ops->name, n, cfg->size);
 			err = -EPIPE;
 		} else {
 			n = send_all(x, buf, cfg->size);
 			if (n < 0)
-				err = xerr(x, "send", (int)n);
+				err = sc__perf_xerr(x, "send", (int)n);
 		}
 	}
 	free(buf);
@@ -677,7 +279,7 @@ static int st_step(void *arg)
 	ssize_t n = send_all(s->x, s->buf, s->size);
 
 	if (n < 0)
-		return xerr(s->x, "send", (int)n);
+		return sc__perf_xerr(s->x, "send", (int)n);
 	s->sent += s->size;
 	return 0;
 }
@@ -698,7 +300,7 @@ static int st_sender(struct xport *x, const struct cfg *cfg)
 	/* wait for the receiver's go: its clock starts with it, ours too */
 	n = recv_all(x, &go, 1);
 	if (n != 1) {
-		err = n < 0 ? xerr(x, "recv", (int)n) : xerr(x, "recv", -EPIPE);
+		err = n < 0 ? sc__perf_xerr(x, "recv", (int)n) : sc__perf_xerr(x, "recv", -EPIPE);
 		goto out;
 	}
 	err = timed_loop(st_step, &s, (uint64_t)(cfg->seconds * 1e9), &iters, &ns);
@@ -707,16 +309,16 @@ static int st_sender(struct xport *x, const struct cfg *cfg)
 	x->sh->res.sent = s.sent;
 	err = x->ops->shutdown(x);
 	if (err) {
-		xerr(x, "shutdown", err);
+		sc__perf_xerr(x, "shutdown", err);
 		goto out;
 	}
 	/* linger until the receiver has everything and closes */
 	while ((n = x->ops->recv(x, buf, cfg->size, false)) == -EINTR)
 		;
 	if (n) {
-		err = n < 0 ? xerr(x, "recv", (int)n) : -EBADMSG;
+		err = n < 0 ? sc__perf_xerr(x, "recv", (int)n) : -EBADMSG;
 		if (n > 0)
-			perr("%s sender: %zd unexpected bytes from the receiver",
+			sc__perf_err("%s sender: %zd unexpected bytes from the receiver",
 			     x->ops->name, n);
 	}
 out:
@@ -736,7 +338,7 @@ static int st_receiver(struct xport *x, const struct cfg *cfg)
 		return -ENOMEM;
 	n = send_all(x, "g", 1);
 	if (n < 0) {
-		err = xerr(x, "send", (int)n);
+		err = sc__perf_xerr(x, "send", (int)n);
 		goto out;
 	}
 	t0 = now_ns();
@@ -745,7 +347,7 @@ static int st_receiver(struct xport *x, const struct cfg *cfg)
 		if (n == -EINTR)
 			continue;
 		if (n < 0) {
-			err = xerr(x, "recv", (int)n);
+			err = sc__perf_xerr(x, "recv", (int)n);
 			goto out;
 		}
 		if (n == 0)
@@ -753,7 +355,7 @@ static int st_receiver(struct xport *x, const struct cfg *cfg)
 		/* spot check both ends of every read: O(1), yet any slip shows */
 		if (buf[0] != st_byte(total, cfg->size) ||
 		    buf[n - 1] != st_byte(total + (uint64_t)n - 1, cfg->size)) {
-			perr("%s receiver: wrong bytes in %zd-byte read at stream offset %llu",
+			sc__perf_err("%s receiver: wrong bytes in %zd-byte read at stream offset %llu",
 			     x->ops->name, n, (unsigned long long)total);
 			err = -EBADMSG;
 			goto out;
@@ -794,18 +396,18 @@ child(struct xport *x, int side, const int ready[2], const struct cfg *cfg)
 		close(ready[0]);
 		err = x->ops->listen(x);
 		if (err) {
-			xerr(x, "listen", err);
+			sc__perf_xerr(x, "listen", err);
 			_exit(1);	/* ready closes unwritten: the peer quits */
 		}
 		/* the port is only known now: it is the go for the peer */
 		if (write(ready[1], &x->port, sizeof(x->port)) != sizeof(x->port)) {
-			xerr(x, "write", -errno);
+			sc__perf_xerr(x, "write", -errno);
 			_exit(1);
 		}
 		close(ready[1]);
 		err = x->ops->accept(x);
 		if (err)
-			xerr(x, "accept", err);
+			sc__perf_xerr(x, "accept", err);
 		else
 			err = cfg->mode == PINGPONG ? pp_server(x, cfg) : st_sender(x, cfg);
 	} else {
@@ -819,13 +421,13 @@ child(struct xport *x, int side, const int ready[2], const struct cfg *cfg)
 		close(ready[0]);
 		err = x->ops->connect(x);
 		if (err)
-			xerr(x, "connect", err);
+			sc__perf_xerr(x, "connect", err);
 		else
 			err = cfg->mode == PINGPONG ? pp_client(x, cfg) : st_receiver(x, cfg);
 	}
 	e = x->ops->close(x);
 	if (e && !err)
-		err = xerr(x, "close", e);
+		err = sc__perf_xerr(x, "close", e);
 	_exit(err ? 1 : 0);
 }
 
@@ -836,17 +438,17 @@ static int reap(pid_t pid, const char *name, const char *role, const struct cfg 
 	while (waitpid(pid, &st, 0) < 0) {
 		if (errno != EINTR) {
 			err = -errno;
-			perr("%s: waitpid: %s", name, strerror(-err));
+			sc__perf_err("%s: waitpid: %s", name, strerror(-err));
 			return err;
 		}
 	}
 	if (WIFEXITED(st))
 		return WEXITSTATUS(st) ? -EIO : 0;	/* a failing child said why */
 	if (WTERMSIG(st) == SIGALRM)
-		perr("%s: %s (pid %d) stuck: killed after %u s", name, role,
+		sc__perf_err("%s: %s (pid %d) stuck: killed after %u s", name, role,
 		     (int)pid, child_timeout(cfg));
 	else
-		perr("%s: %s (pid %d) killed by signal %d (%s)", name, role,
+		sc__perf_err("%s: %s (pid %d) killed by signal %d (%s)", name, role,
 		     (int)pid, WTERMSIG(st), strsignal(WTERMSIG(st)));
 	return -EIO;
 }
@@ -868,7 +470,7 @@ static int run_pair(const struct xport_ops *ops, const struct cfg *cfg,
 			 (int)getpid(), run);
 	if (pipe2(ready, O_CLOEXEC)) {
 		err = -errno;
-		perr("%s: pipe: %s", ops->name, strerror(-err));
+		sc__perf_err("%s: pipe: %s", ops->name, strerror(-err));
 		return err;
 	}
 	fflush(stdout);
@@ -878,7 +480,7 @@ static int run_pair(const struct xport_ops *ops, const struct cfg *cfg,
 			child(&x, i, ready, cfg);
 		if (pid[i] < 0) {
 			err = -errno;
-			perr("%s: fork: %s", ops->name, strerror(errno));
+			sc__perf_err("%s: fork: %s", ops->name, strerror(errno));
 			pid[i] = 0;
 			if (i)	/* the listening child would wait for nobody */
 				kill(pid[0], SIGKILL);
@@ -895,7 +497,7 @@ static int run_pair(const struct xport_ops *ops, const struct cfg *cfg,
 		return err;
 	*out = sh->res;
 	if (cfg->mode == STREAM && out->bytes != out->sent) {
-		perr("%s: receiver got %llu bytes, sender sent %llu", ops->name,
+		sc__perf_err("%s: receiver got %llu bytes, sender sent %llu", ops->name,
 		     (unsigned long long)out->bytes, (unsigned long long)out->sent);
 		return -EBADMSG;
 	}
@@ -932,7 +534,7 @@ static int run_memcpy(const struct cfg *cfg, struct run_result *out)
 	if (!m.src || !m.dst) {
 		free(m.src);
 		free(m.dst);
-		perr("memcpy: malloc: %s", strerror(ENOMEM));
+		sc__perf_err("memcpy: malloc: %s", strerror(ENOMEM));
 		return -ENOMEM;
 	}
 	memset(m.src, 0x5a, m.ring);
@@ -951,11 +553,11 @@ static const struct transport {
 	unsigned modes;
 	const struct xport_ops *ops;	/* NULL: memcpy, measured in this process */
 } transports[] = {
-	{ "tcp", M_PP | M_ST, &tcp_ops },
-	{ "unix", M_PP | M_ST, &unix_ops },
-	{ "shortcut", M_PP | M_ST, &sc_ops },
-	{ "shm", M_PP, &shm_ops },
-	{ "futex", M_PP, &futex_ops },
+	{ "tcp", M_PP | M_ST, &sc__perf_tcp_ops },
+	{ "unix", M_PP | M_ST, &sc__perf_unix_ops },
+	{ "shortcut", M_PP | M_ST, &sc__perf_sc_ops },
+	{ "shm", M_PP, &sc__perf_shm_ops },
+	{ "futex", M_PP, &sc__perf_futex_ops },
 	{ "memcpy", M_ST, NULL },
 };
 #define NR_TRANSPORTS	(sizeof(transports) / sizeof(transports[0]))
@@ -1272,7 +874,7 @@ int sc__perf_main(int argc, char **argv)
 				return bad("--spin-us: '%s' is not a count of microseconds", val);
 			/* before any library call: it reads this once, on first use */
 			if (setenv("SHORTCUT_SPIN_US", val, 1)) {
-				perr("setenv: %s", strerror(errno));
+				sc__perf_err("setenv: %s", strerror(errno));
 				return 1;
 			}
 		} else if (!strcmp(opt, "--reps")) {
@@ -1296,7 +898,7 @@ int sc__perf_main(int argc, char **argv)
 				sel[n++] = &transports[i];
 	}
 	for (int i = 0; i < n; i++)
-		need_sc |= sel[i]->ops == &sc_ops;
+		need_sc |= sel[i]->ops == &sc__perf_sc_ops;
 	/* a bad SHORTCUT_* variable is a usage error, not n failed children */
 	if (need_sc && sc_config_check())
 		return 2;
@@ -1305,7 +907,7 @@ int sc__perf_main(int argc, char **argv)
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
 		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (sh == MAP_FAILED) {
-		perr("mmap: %s", strerror(errno));
+		sc__perf_err("mmap: %s", strerror(errno));
 		return 1;
 	}
 	for (int i = 0; i < n; i++) {
@@ -1313,7 +915,7 @@ int sc__perf_main(int argc, char **argv)
 		tl[i].v = calloc((size_t)cfg.reps, sizeof(double));
 		tl[i].mps = calloc((size_t)cfg.reps, sizeof(double));
 		if (!tl[i].v || !tl[i].mps) {
-			perr("malloc: %s", strerror(ENOMEM));
+			sc__perf_err("malloc: %s", strerror(ENOMEM));
 			status = 1;
 			goto out;
 		}
@@ -1327,7 +929,7 @@ int sc__perf_main(int argc, char **argv)
 
 			if (sel[i]->ops ? run_pair(sel[i]->ops, &cfg, sh, run++, &res)
 					: run_memcpy(&cfg, &res)) {
-				perr("%s: failed in rep %d of %d", sel[i]->name, r + 1, cfg.reps);
+				sc__perf_err("%s: failed in rep %d of %d", sel[i]->name, r + 1, cfg.reps);
 				status = 1;
 				goto out;
 			}
@@ -1347,7 +949,7 @@ int sc__perf_main(int argc, char **argv)
 	else
 		print_table(&cfg, tl, n, spin);
 	if (fflush(stdout)) {
-		perr("stdout: %s", strerror(errno));
+		sc__perf_err("stdout: %s", strerror(errno));
 		status = 1;
 	}
 out:
