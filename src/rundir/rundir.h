@@ -193,7 +193,8 @@ int sc__offer_claim(struct sc_board *b, uint16_t cport, const struct sc_addr16 *
 		    int32_t *pid, uint64_t *tag);
 /* Server: no offer for this connection: decline the 4-tuple so that a late
  * offer learns it.  0 = declined (index in *idx, or -1 if another live
- * offer holds the entry), -EAGAIN = an offer for it just arrived: claim. */
+ * offer holds the entry, or a live writer has held it BUSY for 20 ms),
+ * -EAGAIN = an offer for it just arrived: claim. */
 int sc__offer_decline_tuple(struct sc_board *b, uint16_t cport, const struct sc_addr16 *local,
 			    int *idx);
 /* Server, closing a connection it declined: free the entry if still ours. */
