@@ -260,6 +260,10 @@ struct sc_stats_retired {
 #define SC_RETIRED_MAGIC 0x53435254u
 #define SC_RETIRED_FILE "stats-retired"
 
+/* retired's flock held exclusively: fold one dead process's file into r
+ * (what it counted, and the bytes of shared-memory connections it never
+ * closed, as `shortcut stats` counts them). */
+void sc__stats_fold(struct sc_stats_retired *r, const struct sc_stats_file *f);
 /* Fold the stats files of dead processes into stats-retired and remove
  * them, with the rendezvous sockets of dead processes.  Without force, only
  * every 64th caller does (each new stats file calls it). */
