@@ -6,8 +6,9 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
-struct sc_counters;
+#include "stats.h"
 
 /*
  * shortcut perf pingpong|stream --size N [...]: argv[0] is "perf".
@@ -27,9 +28,33 @@ int sc__off_main(int argc, char **argv, bool off);
 /* shortcut doctor [--json] [PROGRAM] (doctor.c): 0 all fine, 1 not, 2 usage. */
 int sc__doctor_main(int argc, char **argv);
 
+/* The run directory's stats files read (statsread.c): any process of the
+ * user may have written them, or died writing. */
+struct sc_stats_file;
+struct sc_stats_retired;
 /* s as a JSON string on stdout: quoted, '"', '\\', control characters and
  * bytes outside ASCII escaped (a process name set by prctl may hold any). */
 void sc__json_str(const char *s);
+/* f's process is alive: its pid, and the same process (not a later one
+ * given its pid: the start time recorded in the file). */
+bool sc__stats_file_live(const struct sc_stats_file *f);
+/* `shortcut stat`: one line (a JSON object) per connection record of f;
+ * *n counts them (the separator of the JSON list). */
+void sc__stat_list(const struct sc_stats_file *f, bool json, int *n);
+/* Connection records of f on shared memory (`shortcut off` waits for 0). */
+int sc__stat_shm_conns(const struct sc_stats_file *f);
+/* `shortcut stats`: the counters summed, as struct sc_counters, over the
+ * files (procs) of processes live or not, and the retired counters.  Any
+ * count a file holds may be garbage: the sums wrap, as unsigned ones do (an
+ * int here overflowed on a stats-retired claiming INT_MAX processes). */
+struct sc_stats_sum {
+	uint64_t c[sizeof(struct sc_counters) / 8];
+	unsigned long long procs, live;
+};
+void sc__stats_add_file(struct sc_stats_sum *s, const struct sc_stats_file *f, bool live);
+void sc__stats_add_retired(struct sc_stats_sum *s, const struct sc_stats_retired *r);
+/* The sums as a table, JSON or Prometheus text; returns the exit status. */
+int sc__stats_print(const char *dir, const struct sc_stats_sum *s, bool json, bool prom);
 
 /* The library `shortcut run` preloads (run.c): 0 and its path, or -errno. */
 int sc__find_lib(char *out, size_t len);
@@ -37,7 +62,8 @@ int sc__find_lib(char *out, size_t len);
 /* `shortcut stats --prometheus` (prometheus.c): the summed counters of the
  * run directory dir (procs files, live of them running) in the Prometheus
  * text exposition format.  Returns the exit status. */
-int sc__stats_prometheus(const char *dir, int procs, int live, const struct sc_counters *s);
+int sc__stats_prometheus(const char *dir, unsigned long long procs, unsigned long long live,
+			 const struct sc_counters *s);
 
 /* Why the loader will not preload libshortcut into a program (target.c). */
 #define SC_TARGET_FINDINGS 6

@@ -516,21 +516,6 @@ static void check_target(const char *prog)
 
 /* ---- output -------------------------------------------------------------- */
 
-void sc__json_str(const char *s)
-{
-	putchar('"');
-	for (; *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-		if (ch == '"' || ch == '\\')
-			printf("\\%c", ch);
-		else if (ch < 0x20 || ch >= 0x7f)
-			printf("\\u%04x", ch);        /* (a byte: valid JSON whatever it is) */
-		else
-			putchar(ch);
-	}
-	putchar('"');
-}
-
 static int usage(FILE *f, int status)
 {
 	fputs("usage: shortcut doctor [--json] [PROGRAM]\n"

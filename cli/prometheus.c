@@ -39,7 +39,8 @@ static void label_value(const char *v)
 	}
 }
 
-int sc__stats_prometheus(const char *dir, int procs, int live, const struct sc_counters *s)
+int sc__stats_prometheus(const char *dir, unsigned long long procs, unsigned long long live,
+			 const struct sc_counters *s)
 {
 	family("shortcut_info", "gauge", "The shortcut that wrote these metrics, and the run "
 	       "directory they are from.");
@@ -48,9 +49,9 @@ int sc__stats_prometheus(const char *dir, int procs, int live, const struct sc_c
 	printf("\"} 1\n");
 	family("shortcut_processes", "gauge", "Processes whose counters are summed here "
 	       "(running and exited).");
-	printf("shortcut_processes %d\n", procs);
+	printf("shortcut_processes %llu\n", procs);
 	family("shortcut_processes_running", "gauge", "Of those, the processes still running.");
-	printf("shortcut_processes_running %d\n", live);
+	printf("shortcut_processes_running %llu\n", live);
 
 	family("shortcut_connections_total", "counter", "TCP connections of accelerated "
 	       "processes, by where they went: shm (shared memory) or tcp (stayed on kernel "

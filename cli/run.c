@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * shortcut run CMD...   run a program with the interposer preloaded
- * shortcut stats        counters of every process of the run directory
+ * shortcut stat, stats  the stats files of the run directory (each file
+ *                       read by statsread.c)
+ * shortcut off, on      the kill switch
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,6 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <arpa/inet.h>
 #include <stdatomic.h>
 
 #include "cli.h"
@@ -107,27 +107,6 @@ int sc__run_main(int argc, char **argv)
 	return 127;
 }
 
-/* f's process is alive: its pid, and the same process (not a later one
- * given its pid: the start time recorded in the file). */
-static bool alive(const struct sc_stats_file *f)
-{
-	return sc__pid_alive_since(f->pid, f->version == SC_STATS_VERSION ? f->start : 0);
-}
-
-static const char *addr_str(const struct sc_addr16 *a, uint16_t port, char *buf, size_t len)
-{
-	char ip[INET6_ADDRSTRLEN];
-	static const uint8_t pre[12] = { [10] = 0xff, [11] = 0xff };
-	if (!memcmp(a->b, pre, 12)) {
-		inet_ntop(AF_INET, &a->b[12], ip, sizeof(ip));
-		snprintf(buf, len, "%s:%u", ip, port);
-	} else {
-		inet_ntop(AF_INET6, a->b, ip, sizeof(ip));
-		snprintf(buf, len, "[%s]:%u", ip, port);
-	}
-	return buf;
-}
-
 /* shortcut stat: the live connections of every running process (smcss). */
 /* Call fn for the stats file of every live process in the run directory. */
 static void each_live_file(DIR *d, void (*fn)(const struct sc_stats_file *, void *), void *arg)
@@ -147,7 +126,7 @@ static void each_live_file(DIR *d, void (*fn)(const struct sc_stats_file *, void
 		close(fd);
 		if (f == MAP_FAILED)
 			continue;
-		if (f->magic == SC_STATS_MAGIC && f->version == SC_STATS_VERSION && alive(f))
+		if (f->magic == SC_STATS_MAGIC && f->version == SC_STATS_VERSION && sc__stats_file_live(f))
 			fn(f, arg);
 		munmap(f, sizeof(*f));
 	}
@@ -158,57 +137,16 @@ struct stat_ctx {
 	int n;
 };
 
-/* `shortcut stat`: one line per live connection record of f. */
 static void stat_file(const struct sc_stats_file *f, void *arg)
 {
-	static const char *const modes[] = { "-", "tcp", "pending", "shm" };
 	struct stat_ctx *x = arg;
-	for (uint32_t i = 0, n = sc__stats_nrecs(f); i < n; i++) {
-		const struct sc_conn_rec *r = &f->recs[i];
-		uint32_t m = atomic_load_explicit(&r->mode, memory_order_acquire);
-		if (m == SC_REC_FREE || m > SC_REC_SHM)
-			continue;
-		char la[64], pa[64], why[40];
-		addr_str(&r->laddr, r->lport, la, sizeof(la));
-		addr_str(&r->paddr, r->pport, pa, sizeof(pa));
-		if (m == SC_REC_SHM)
-			snprintf(why, sizeof(why), "%d", r->peer_pid);
-		else if (r->reason && r->reason <= SC_FB_MAX && sc__fallback_names[r->reason - 1])
-			snprintf(why, sizeof(why), "%s", sc__fallback_names[r->reason - 1]);
-		else
-			snprintf(why, sizeof(why), "-");
-		unsigned long long tx = atomic_load_explicit(&r->bytes_sent, memory_order_relaxed);
-		unsigned long long rx = atomic_load_explicit(&r->bytes_received, memory_order_relaxed);
-		/* the name is the process's to choose (prctl): a copy,
-		 * terminated, printed escaped */
-		char comm[sizeof(f->comm)];
-		memcpy(comm, f->comm, sizeof(comm));
-		comm[sizeof(comm) - 1] = 0;
-		if (x->json) {
-			printf("%s{\"pid\": %d, \"command\": ", x->n ? ", " : "", f->pid);
-			sc__json_str(comm);
-			printf(", \"fd\": %d, \"mode\": \"%s\", "
-			       "\"local\": \"%s\", \"peer\": \"%s\", \"peer_pid\": %d, "
-			       "\"fallback\": \"%s\", \"bytes_sent\": %llu, \"bytes_received\": %llu}",
-			       r->fd, modes[m], la, pa, m == SC_REC_SHM ? r->peer_pid : 0,
-			       m == SC_REC_TCP ? why : "", tx, rx);
-		} else {
-			for (char *p = comm; *p; p++)
-				if ((unsigned char)*p < 0x20 || *p == 0x7f)
-					*p = '?';
-			printf("%-8d %-15.15s %5d %-8s %-24s %-24s %-22s %12llu %12llu\n", f->pid,
-			       comm, r->fd, modes[m], la, pa, why, tx, rx);
-		}
-		x->n++;
-	}
+	sc__stat_list(f, x->json, &x->n);
 }
 
 /* Live connections on shared memory (records in mode shm). */
 static void count_shm(const struct sc_stats_file *f, void *arg)
 {
-	for (uint32_t i = 0, n = sc__stats_nrecs(f); i < n; i++)
-		if (atomic_load_explicit(&f->recs[i].mode, memory_order_acquire) == SC_REC_SHM)
-			++*(int *)arg;
+	*(int *)arg += sc__stat_shm_conns(f);
 }
 
 /* `shortcut off [--wait S]` / `shortcut on`: the run directory's kill
@@ -338,24 +276,20 @@ int sc__stats_main(int argc, char **argv)
 		fprintf(stderr, "shortcut: %s: %s\n", dir, strerror(errno));
 		return 1;
 	}
-	uint64_t sum[sizeof(struct sc_counters) / 8] = { 0 };
-	int procs = 0, live = 0;
+	struct sc_stats_sum sum = { .procs = 0 };
 	/* the retired counters and the live files, read under the lock a
 	 * collection takes (a file is in one or the other) */
 	int lfd = openat(dirfd(d), SC_RETIRED_FILE, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (lfd >= 0)
 		flock(lfd, reset ? LOCK_EX : LOCK_SH);
 	struct sc_stats_retired *ret = sc__stats_retired(NULL);
-	if (ret) {
+	if (ret && reset) {
 		_Atomic uint64_t *c = (_Atomic uint64_t *)&ret->c;
-		for (size_t i = 0; i < sizeof(sum) / 8; i++) {
-			sum[i] += reset ? 0 : atomic_load_explicit(&c[i], memory_order_relaxed);
-			if (reset)
-				atomic_store(&c[i], 0);
-		}
-		procs += reset ? 0 : (int)ret->processes;
-		if (reset)
-			ret->processes = 0;
+		for (size_t i = 0; i < sizeof(sum.c) / 8; i++)
+			atomic_store(&c[i], 0);
+		ret->processes = 0;
+	} else if (ret) {
+		sc__stats_add_retired(&sum, ret);
 	}
 	struct dirent *e;
 	while ((e = readdir(d))) {
@@ -374,31 +308,17 @@ int sc__stats_main(int argc, char **argv)
 		if (f == MAP_FAILED)
 			continue;
 		if (__atomic_load_n(&f->magic, __ATOMIC_ACQUIRE) == SC_STATS_MAGIC) {
-			_Atomic uint64_t *c = (_Atomic uint64_t *)&f->c;
-			bool up = alive(f);
-			procs++;
-			live += up;
-			for (size_t i = 0; i < sizeof(sum) / 8; i++)
-				sum[i] += reset ? 0 : atomic_load_explicit(&c[i], memory_order_relaxed);
-			/* shared-memory connections still open (or never closed:
-			 * the process exited without close()) count from their
-			 * records; closed ones were folded into the counters */
-			for (uint32_t i = 0, n = sc__stats_nrecs(f);
-			     i < n && !reset && f->version == SC_STATS_VERSION; i++) {
-				const struct sc_conn_rec *r = &f->recs[i];
-				if (atomic_load_explicit(&r->mode, memory_order_acquire) != SC_REC_SHM)
-					continue;
-				sum[offsetof(struct sc_counters, bytes_sent) / 8] +=
-					atomic_load_explicit(&r->bytes_sent, memory_order_relaxed);
-				sum[offsetof(struct sc_counters, bytes_received) / 8] +=
-					atomic_load_explicit(&r->bytes_received, memory_order_relaxed);
-			}
-			if (reset) {
-				if (up)
-					for (size_t i = 0; i < sizeof(sum) / 8; i++)
-						atomic_store(&c[i], 0);
-				else
-					unlinkat(dirfd(d), e->d_name, 0);
+			bool up = sc__stats_file_live(f);
+			if (!reset) {
+				sc__stats_add_file(&sum, f, up);
+			} else if (up) {
+				_Atomic uint64_t *c = (_Atomic uint64_t *)&f->c;
+				for (size_t i = 0; i < sizeof(sum.c) / 8; i++)
+					atomic_store(&c[i], 0);
+				sum.procs++;
+			} else {
+				unlinkat(dirfd(d), e->d_name, 0);
+				sum.procs++;
 			}
 		}
 		munmap(f, sizeof(*f));
@@ -406,65 +326,9 @@ int sc__stats_main(int argc, char **argv)
 	if (lfd >= 0)
 		close(lfd);
 	closedir(d);
-	struct sc_counters *s = (struct sc_counters *)sum;
-#define V(f) ((unsigned long long)*(uint64_t *)&s->f)
 	if (reset) {
-		printf("counters reset (%d processes)\n", procs);
+		printf("counters reset (%llu processes)\n", sum.procs);
 		return 0;
 	}
-	if (prom)
-		return sc__stats_prometheus(dir, procs, live, s);
-	if (json) {
-		printf("{\"rundir\": ");
-		sc__json_str(dir);
-		printf(", \"processes\": %d, \"live_processes\": %d, "
-		       "\"conns_accelerated\": %llu, \"conns_fallback\": %llu, "
-		       "\"conns_switched_to_tcp\": %llu, \"fallback\": {",
-		       procs, live, V(conns_accelerated), V(conns_fallback),
-		       V(fallback[SC_FB_SWITCHED]));
-		for (int i = 0, first = 1; i < SC_FB_MAX; i++) {
-			if (!sc__fallback_names[i] || i == SC_FB_SWITCHED)
-				continue;
-			printf("%s\"%s\": %llu", first ? "" : ", ", sc__fallback_names[i],
-			       V(fallback[i]));
-			first = 0;
-		}
-		printf("}, \"bytes_shm_sent\": %llu, \"bytes_shm_received\": %llu, "
-		       "\"bytes_tcp_sent\": %llu, \"bytes_tcp_received\": %llu, "
-		       "\"conns_opened\": %llu, \"conns_closed\": %llu, \"conns_aborted\": %llu, "
-		       "\"conns_refused\": %llu, \"proto_errors\": %llu, \"groups_created\": %llu, "
-		       "\"groups_joined\": %llu, \"wakeups_sent\": %llu, \"sleeps\": %llu, "
-		       "\"spin_hits\": %llu, \"spins_crowded\": %llu, \"devmem\": {\"bindings\": %llu, "
-		       "\"bytes_into_regions\": %llu, \"frags_delivered\": %llu, "
-		       "\"frags_outstanding\": %llu, \"waits\": %llu}}\n",
-		       V(bytes_sent), V(bytes_received), V(bytes_tcp_sent), V(bytes_tcp_received),
-		       V(conns_opened), V(conns_closed), V(conns_aborted), V(conns_refused),
-		       V(proto_errors), V(groups_created), V(groups_joined), V(wakeups_sent),
-		       V(sleeps), V(spin_hits), V(spins_crowded), V(dm_bindings), V(dm_bytes_in), V(dm_frags),
-		       V(dm_frags_out), V(dm_waits));
-		return 0;
-	}
-	printf("run directory       %s\n", dir);
-	printf("processes           %d (%d running)\n", procs, live);
-	printf("connections         %llu on shared memory, %llu on TCP\n",
-	       V(conns_accelerated), V(conns_fallback));
-	for (int i = 0; i < SC_FB_MAX; i++)
-		if (sc__fallback_names[i] && V(fallback[i]) && i != SC_FB_SWITCHED)
-			printf("  stayed on TCP     %-22s %llu\n", sc__fallback_names[i], V(fallback[i]));
-	if (V(fallback[SC_FB_SWITCHED]))
-		printf("  later switched back to TCP (exec, SCM_RIGHTS, off) %llu\n",
-		       V(fallback[SC_FB_SWITCHED]));
-	printf("bytes, shared memory  sent %llu, received %llu\n",
-	       V(bytes_sent), V(bytes_received));
-	printf("bytes, TCP            sent %llu, received %llu\n",
-	       V(bytes_tcp_sent), V(bytes_tcp_received));
-	if (V(dm_bindings) || V(dm_frags) || V(dm_bytes_in))
-		printf("device memory       %llu bindings, %llu bytes into regions, %llu fragments "
-		       "(%llu outstanding), %llu waits for a free chunk\n", V(dm_bindings),
-		       V(dm_bytes_in), V(dm_frags), V(dm_frags_out), V(dm_waits));
-	printf("aborted %llu, refused %llu, protocol errors %llu, link groups %llu+%llu, "
-	       "wake-ups %llu, sleeps %llu (%llu without spinning: machine crowded)\n",
-	       V(conns_aborted), V(conns_refused), V(proto_errors), V(groups_created),
-	       V(groups_joined), V(wakeups_sent), V(sleeps), V(spins_crowded));
-	return 0;
+	return sc__stats_print(dir, &sum, json, prom);
 }

@@ -5,7 +5,12 @@
 # libFuzzer, ASan and UBSan, and run it from its seed corpus
 # (tests/fuzz/corpus/NAME) plus what earlier runs found (build/fuzz/corpus-NAME).
 # A crash leaves its input in build/fuzz/crash-* and fails the run; replay it
-# with build/fuzz/fuzz_NAME build/fuzz/crash-...
+# with build/fuzz/fuzz_NAME build/fuzz/crash-...  An input that runs longer
+# than 10 s is a hang (timeout-*) and fails the run too.
+# A harness is built with the core's sources; one that needs more names them
+# in a line of its own, ` * Built with: src/rundir cli/statsread.c` (a
+# folder: its .c files; a layer above the core only with what it depends
+# on, as check-layers has it).
 # Without clang's fuzzer runtime (Debian: libclang-rt-14-dev) it says so and skips.
 set -e
 B=${1:-build}
@@ -25,17 +30,23 @@ for src in tests/fuzz/fuzz_*.c; do
 	name=$(basename "$src" .c)
 	short=${name#fuzz_}
 	bin="$B/fuzz/$name"
-	# the core's sources compiled in (libc calls, as the sanitizer tests)
+	# the core's sources compiled in (libc calls, as the sanitizer tests),
+	# and those the harness names
+	more=
+	for f in $(sed -n 's/^ \* Built with: //p' "$src"); do
+		if [ -d "$f" ]; then more="$more $f/*.c"; else more="$more $f"; fi
+	done
 	if ! $CC -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter -g -O1 \
 		-pthread -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-		-Iinclude -Isrc/core -o "$bin" "$src" src/core/*.c \
-		2>"$B/fuzz/$name.build.log"; then
+		-DSC_VERSION='"fuzz"' -Iinclude -Isrc/core -Isrc/rundir -Icli -o "$bin" "$src" \
+		src/core/*.c $more 2>"$B/fuzz/$name.build.log"; then
 		echo "fuzz: SKIP $name: $CC cannot build a libFuzzer harness" \
 		     "($B/fuzz/$name.build.log; Debian: apt-get install clang libclang-rt-14-dev)"
 		continue
 	fi
 	mkdir -p "$B/fuzz/corpus-$short"
-	"$bin" -max_total_time="$SECONDS_EACH" -print_final_stats=1 -artifact_prefix="$B/fuzz/" \
+	"$bin" -max_total_time="$SECONDS_EACH" -timeout=10 -print_final_stats=1 \
+		-artifact_prefix="$B/fuzz/" \
 		"$B/fuzz/corpus-$short" "tests/fuzz/corpus/$short" >"$B/fuzz/$name.log" 2>&1 || {
 		tail -40 "$B/fuzz/$name.log"
 		echo "fuzz: FAIL $name (log: $B/fuzz/$name.log)"

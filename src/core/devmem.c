@@ -300,10 +300,13 @@ static bool token_put(struct sc_dm_rx *rx, uint32_t tok)
 
 int sc__dm_release(struct sc_dm_rx *rx, const struct sc_dm_token *t, int n, int max_frags)
 {
-	int freed = 0;
+	int freed = 0, looked = 0;
 	pthread_mutex_lock(&rx->lock);
-	for (int i = 0; i < n && freed < max_frags; i++)
-		for (uint64_t k = 0; k < t[i].count && freed < max_frags; k++)
+	/* every token looked at counts, freed or not, as the kernel's
+	 * MAX_DONTNEED_FRAGS does: a count is the program's to choose, and
+	 * 2^32 - 1 of them was four billion look-ups (fuzz_devmem) */
+	for (int i = 0; i < n && looked < max_frags; i++)
+		for (uint64_t k = 0; k < t[i].count && looked < max_frags; k++, looked++)
 			if (token_put(rx, t[i].start + (uint32_t)k))
 				freed++;
 	pthread_mutex_unlock(&rx->lock);

@@ -84,7 +84,8 @@ struct sc_dm_frag {
 	uint32_t size, token, id;
 };
 
-/* Tokens back: the number of fragments freed (at most max_frags). */
+/* Tokens back: the number of fragments freed, at most max_frags tokens
+ * looked at (an unknown one counts too, as in the kernel). */
 struct sc_dm_token {
 	uint32_t start, count;
 };

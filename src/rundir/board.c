@@ -561,10 +561,17 @@ int sc__offer_claim(struct sc_board *b, uint16_t cport, const struct sc_addr16 *
 	return cport;
 }
 
+/* An entry is BUSY for the few stores between offer_take and offer_fill.
+ * One BUSY for longer is not waited for: its writer is stopped there
+ * (SIGSTOP, a debugger), or the word is a peer's scribble naming a live
+ * pid (issue 15: fuzz_board hung the accepting side's accept() on it). */
+#define BUSY_WAIT_MS 20u
+
 int sc__offer_decline_tuple(struct sc_board *b, uint16_t cport, const struct sc_addr16 *local,
 			    int *idx)
 {
 	struct sc_offer *o = &b->offers[cport];
+	uint64_t busy_since = 0;
 	int saved = errno;
 
 	*idx = -1;
@@ -574,9 +581,15 @@ int sc__offer_decline_tuple(struct sc_board *b, uint16_t cport, const struct sc_
 		if (st == SC_OFFER_OFFERED && offer_matches(o, cport, local))
 			return -EAGAIN;         /* it came after all */
 		if (st == SC_OFFER_BUSY && sc__pid_exists(offer_writer(o, w))) {
-			/* an offer being written: ours, or another netns's */
-			sched_yield();
-			continue;
+			/* an offer being written: ours, or another netns's;
+			 * past the bound, another's (below) */
+			uint64_t now = mono_ms();
+			if (!busy_since)
+				busy_since = now;
+			if (now - busy_since < BUSY_WAIT_MS) {
+				sched_yield();
+				continue;
+			}
 		}
 		if (st != SC_OFFER_FREE && st != SC_OFFER_DECLINED && st != SC_OFFER_WITHDRAWN &&
 		    sc__pid_exists(offer_writer(o, w))) {

@@ -222,7 +222,8 @@ int sc__offer_claim(struct sc_board *b, uint16_t cport, const struct sc_addr16 *
 const uint8_t *sc__offer_early_take(struct sc_board *b, int idx, uint32_t *len);
 /* Server: no offer for this connection: decline the 4-tuple so that a late
  * offer learns it.  0 = declined (index in *idx, or -1 if another live
- * offer holds the entry), -EAGAIN = an offer for it just arrived: claim. */
+ * offer holds the entry, or a live writer has held it BUSY for 20 ms),
+ * -EAGAIN = an offer for it just arrived: claim. */
 int sc__offer_decline_tuple(struct sc_board *b, uint16_t cport, const struct sc_addr16 *local,
 			    int *idx);
 /* Server, closing a connection it declined: free the entry if still ours. */
@@ -288,6 +289,10 @@ struct sc_stats_retired {
 #define SC_RETIRED_MAGIC 0x53435254u
 #define SC_RETIRED_FILE "stats-retired"
 
+/* retired's flock held exclusively: fold one dead process's file into r
+ * (what it counted, and the bytes of shared-memory connections it never
+ * closed, as `shortcut stats` counts them). */
+void sc__stats_fold(struct sc_stats_retired *r, const struct sc_stats_file *f);
 /* Fold the stats files of dead processes into stats-retired and remove
  * them, with the rendezvous sockets of dead processes.  Without force, only
  * every 64th caller does (each new stats file calls it). */

@@ -192,10 +192,7 @@ struct sc_stats_retired *sc__stats_retired(int *fdp)
 	return r;
 }
 
-/* retired's flock held exclusively: fold one dead process's file into it
- * (what it counted, and the bytes of shared-memory connections it never
- * closed, as `shortcut stats` counts them) */
-static void fold(struct sc_stats_retired *r, const struct sc_stats_file *f)
+void sc__stats_fold(struct sc_stats_retired *r, const struct sc_stats_file *f)
 {
 	const _Atomic uint64_t *src = (const _Atomic uint64_t *)&f->c;
 	_Atomic uint64_t *dst = (_Atomic uint64_t *)&r->c;
@@ -282,7 +279,7 @@ void sc__stats_collect(bool force)
 		/* removed first: of two collectors, the one whose unlink
 		 * succeeded folds it */
 		if ((ours || blank) && unlinkat(dfd, e->d_name, 0) == 0 && ours)
-			fold(r, f);
+			sc__stats_fold(r, f);
 		munmap(f, sizeof(*f));
 	}
 	close(lfd);             /* (the lock goes with it) */

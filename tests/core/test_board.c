@@ -21,7 +21,8 @@
  *     is gone.
  *  5. a late offer after a decline gets -ECONNREFUSED (once: the refusal
  *     frees the entry); a decline of another 4-tuple refuses nothing; a
- *     stale decline (older than 1 s) refuses nothing.
+ *     stale decline (older than 1 s) refuses nothing; an entry BUSY for
+ *     good under a live pid is not waited for without end.
  *  6. tags: a transition applies to the offer with that tag only.
  *  7. the connecting slots: take, free, anyone_connecting, stale slots.
  *  8. listener entries: listen, serves, unlisten, wildcard, and an entry
@@ -341,6 +342,20 @@ static void declines(struct sc_board *b)
 	T_EQ(sc__offer_post(b, cport, &lo2, 0x7d), -EBUSY);
 	T_EQ(word_tag(b, cport), 0x7c);
 	T_ASSERT(sc__offer_withdraw(b, cport, 0x7c));
+	sc__offer_done(b, cport);
+
+	/* an entry BUSY under a live pid for good (a writer stopped between
+	 * its take and its fill, or a peer's scribble: fuzz_board's
+	 * corpus/board/busy_live_writer): the decline gives up on it within
+	 * its bound, as another's (before: accept() hung for ever) */
+	atomic_store(&b->offers[cport].word, SC_OFFER_WORD((uint32_t)getpid(), SC_OFFER_BUSY));
+	uint64_t t0 = t_now_ms();
+	T_EQ(sc__offer_decline_tuple(b, cport, &lo, &idx), 0);
+	T_EQ(idx, -1);
+	T_ASSERTF(t_now_ms() - t0 < 1000, "%llu ms", (unsigned long long)(t_now_ms() - t0));
+	T_EQ(word_state(b, cport), SC_OFFER_BUSY);
+	/* the client side alike: no post into it */
+	T_EQ(sc__offer_post(b, cport, &lo, 0x7e), -EBUSY);
 	sc__offer_done(b, cport);
 }
 
