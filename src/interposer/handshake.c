@@ -98,17 +98,16 @@ static uint64_t next_tag(void)
  * pollable channel, an eventfd, a wake socket; the peer holds one of ours):
  * a process near its RLIMIT_NOFILE stays on TCP rather than run out of fds
  * in the middle of a wait.  fds are allocated lowest first, so the socket's
- * number tells how many are open. */
+ * number tells how many are open.  The limit is read each time: a program
+ * may lower it mid-run (issue 15: one that did had its connections up to
+ * its new limit accelerated, by the limit it started with). */
 static bool fd_headroom(int fd)
 {
-	static _Atomic long limit;
-	long l = atomic_load_explicit(&limit, memory_order_relaxed);
-	if (!l) {
-		struct rlimit rl;
-		l = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ?
-		    (long)rl.rlim_cur : 1L << 20;
-		atomic_store_explicit(&limit, l, memory_order_relaxed);
-	}
+	struct rlimit rl;
+	int saved = errno;
+	long l = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ?
+		 (long)rl.rlim_cur : 1L << 20;
+	errno = saved;
 	return (long)fd + 64 < l - l / 4;
 }
 

@@ -517,3 +517,75 @@ def test_backlog_flooded_by_one_client(env):
               BACKLOG, FLOODERS, tcp["seconds"], tcp["waited"], tcp["accepted_before"],
               tcp["flood_connected"], shm["seconds"], shm["waited"], shm["accepted_before"],
               shm["flood_connected"], shm["flood_modes"]))
+
+
+# ---- 4. fds and memory running out mid-run -----------------------------------
+
+# A client with accelerated connections that then lowers its RLIMIT_NOFILE
+# to leave itself HEAD free fds, opens connections until EMFILE, and uses
+# them all, old and new.
+FDLIMIT = COMMON + r"""
+HEAD = 48
+port = int(sys.argv[1]); old, new = [], []
+for cmd in commands():
+    if cmd[0] == "open":
+        for i in range(int(cmd[1])):
+            old.append(socket.create_connection(("127.0.0.1", port)))
+        say("open", sum(exchange(c, i) for i, c in enumerate(old)))
+    elif cmd[0] == "lower":
+        fds = [int(f) for f in os.listdir("/proc/self/fd")]
+        limit = max(fds) + 1 + HEAD
+        free = limit - len(fds) + 1     # (listdir's own fd is gone)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+        err = None
+        while err is None:
+            try:
+                new.append(socket.create_connection(("127.0.0.1", port)))
+            except OSError as e:
+                err = e.errno
+        # every fd it had left became a connection, then EMFILE
+        say("new", "all" if len(new) == free else "%d/%d" % (len(new), free),
+            "EMFILE" if err == 24 else os.strerror(err))
+        ok = sum(exchange(c, i) for i, c in enumerate(old + new))
+        say("used", "all" if ok == len(old + new) else "%d/%d" % (ok, len(old + new)))
+    elif cmd[0] == "raise":
+        for c in new:
+            c.close()
+        new = []
+        resource.setrlimit(resource.RLIMIT_NOFILE, resource.getrlimit(resource.RLIMIT_NOFILE)[1:] * 2)
+        for i in range(int(cmd[1])):
+            new.append(socket.create_connection(("127.0.0.1", port)))
+        say("again", sum(exchange(c, i) for i, c in enumerate(old + new)), len(old + new))
+"""
+
+
+def test_fd_limit_lowered_mid_run(env):
+    """8 accelerated connections, then RLIMIT_NOFILE lowered to leave 48
+    free fds: 48 new connections, all on TCP (fallback `limits`, the
+    process has no fds to spare), then EMFILE as on TCP; old and new
+    connections all carry data; the limit raised, new connections are
+    accelerated again."""
+    def run(env, accel):
+        srv = Peer(env, accel, ECHO)
+        cli = None
+        try:
+            cli = Peer(env, accel, FDLIMIT, srv.line("port")[1])
+            log = [cli.ask("open", 8)]
+            log.append(cli.ask("lower"))
+            log.append(cli.line("used"))
+            if accel:
+                rows = [r for r in stat_rows(env) if r["pid"] == cli.pid]
+                modes = sorted((r["mode"], r["fallback"]) for r in rows)
+                assert modes.count(("shm", "")) == 8, modes
+                assert modes.count(("tcp", "limits")) == len(rows) - 8 > 0, modes
+            log.append(cli.ask("raise", 4))
+            if accel:
+                rows = [r for r in stat_rows(env) if r["pid"] == cli.pid]
+                assert sum(r["mode"] == "shm" for r in rows) == 12, rows
+            return log, None
+        finally:
+            if cli:
+                cli.close()
+            srv.close()
+
+    both(run, env)
