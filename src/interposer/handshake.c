@@ -111,6 +111,37 @@ static bool fd_headroom(int fd)
 	return (long)fd + 64 < l - l / 4;
 }
 
+/* The accepting process sends the segment of a new link group, which we
+ * must map: one we cannot map (RLIMIT_AS) after our offer was claimed
+ * leaves the connection without its OPEN (issue 15: it waited for ever).
+ * A process whose RLIMIT_AS leaves less room than a full group's segment
+ * (as our own settings would make it) stays on TCP. */
+static bool as_headroom(void)
+{
+	struct rlimit rl;
+	int saved = errno;
+	bool ok = true;
+
+	if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+		uint32_t ring[2] = { sc__cfg.rmem, sc__cfg.wmem };
+		uint64_t slots_off, data_off, size, vm = 0;
+		char buf[64];
+		sc__seg_geometry(sc__cfg.max_conns, ring, &slots_off, &data_off, &size);
+		int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			ssize_t n = R(read)(fd, buf, sizeof(buf) - 1);
+			R(close)(fd);
+			if (n > 0) {
+				buf[n] = 0;
+				vm = strtoull(buf, NULL, 10) * (uint64_t)getpagesize();
+			}
+		}
+		ok = vm && vm + size < (uint64_t)rl.rlim_cur;
+	}
+	errno = saved;
+	return ok;
+}
+
 /* Before the real connect: is there an accelerated listener for addr, and
  * can we take part?  Marks the SYN and prepares the pending state. */
 static int offer_prepare(int fd, struct sc_sock *s, const struct sockaddr *addr,
@@ -141,6 +172,10 @@ static int offer_prepare(int fd, struct sc_sock *s, const struct sockaddr *addr,
 	}
 	if (!fd_headroom(fd)) {
 		*why = SC_FB_LIMITS;
+		return -1;
+	}
+	if (!as_headroom()) {
+		*why = SC_FB_NOMEM;
 		return -1;
 	}
 	if (rdv_ensure() < 0) {

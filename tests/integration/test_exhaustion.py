@@ -589,3 +589,79 @@ def test_fd_limit_lowered_mid_run(env):
             srv.close()
 
     both(run, env)
+
+
+# A client that lowers its RLIMIT_AS to what it uses plus 16 MiB once it
+# has connections: a new link group (16 slots of 2 MiB rings) cannot be
+# mapped.
+ASLIMIT = COMMON + r"""
+port = int(sys.argv[1]); conns = []
+def vm():
+    with open("/proc/self/status") as f:
+        return [int(l.split()[1]) for l in f if l.startswith("VmSize:")][0] << 10
+for cmd in commands():
+    if cmd[0] == "open":
+        for i in range(int(cmd[1])):
+            conns.append(socket.create_connection(("127.0.0.1", port)))
+        ok = sum(exchange(c, i) for i, c in enumerate(conns))
+        say("open", "all" if ok == len(conns) else "%d/%d" % (ok, len(conns)))
+    elif cmd[0] == "try":
+        out = []
+        for i in range(int(cmd[1])):
+            try:
+                c = socket.create_connection(("127.0.0.1", port))
+                out.append("ok" if exchange(c, i) else "eof")
+                conns.append(c)
+            except OSError as e:
+                out.append(e.__class__.__name__)
+        say("tried", *out)
+    elif cmd[0] == "lower":
+        lim = vm() + (16 << 20)
+        resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
+        say("lowered")
+"""
+
+
+def test_address_space_limit_mid_run(env):
+    """RLIMIT_AS lowered after 2 accelerated connections to leave 16 MiB:
+    new ones stay on TCP (`no_memory`: a new link group's segment might not
+    fit) instead of waiting for ever; every connection carries data."""
+    def run(env, accel):
+        srv = Peer(env, accel, ECHO)
+        cli = None
+        try:
+            cli = Peer(env, accel, ASLIMIT, srv.line("port")[1])
+            log = [cli.ask("open", 2), cli.ask("lower"), cli.ask("open", 8), cli.ask("open", 0)]
+            if accel:
+                rows = [r for r in stat_rows(env) if r["pid"] == cli.pid]
+                modes = sorted((r["mode"], r["fallback"]) for r in rows)
+                assert modes == [("shm", "")] * 2 + [("tcp", "no_memory")] * 8, modes
+            return log, None
+        finally:
+            if cli:
+                cli.close()
+            srv.close()
+
+    both(run, env)
+
+
+def test_unmappable_group_no_hang(env):
+    """Regression: a client that could not map the segment of a new link
+    group (RLIMIT_AS; its own SHORTCUT_MAX_CONNS=4 made its estimate of a
+    group 8 MiB, the server's second group is 32 MiB) waited for ever for
+    the OPEN that went into it.  Now the connection ends as the server's
+    end of it did (it saw a reset), and nothing waits: docs/limits.md."""
+    srv = Peer(env, True, ECHO)
+    cli = None
+    try:
+        e = dict(env, SHORTCUT_MAX_CONNS="4")
+        cli = Peer(e, True, ASLIMIT, srv.line("port")[1])
+        assert cli.ask("open", 2) == ["open", "all"]
+        assert cli.ask("lower") == ["lowered"]
+        r = cli.ask("try", 4)
+        assert r[0] == "tried" and set(r[1:]) <= {"ok", "eof", "ConnectionResetError"}, r
+        print("\nunmappable group: %s" % " ".join(r[1:]))
+    finally:
+        if cli:
+            cli.close()
+        srv.close()
