@@ -249,8 +249,10 @@ static int offer_post(int fd, struct sc_sock *s, int family, const struct sc_add
 	if (s->offer < 0) {
 		pending_unlink(s);
 		/* declined: the accepting side saw no mark (a retransmitted
-		 * SYN) or gave up waiting; busy: another namespace's offer */
-		*why = s->offer == -ECONNREFUSED ? SC_FB_PEER_PLAIN : SC_FB_LIMITS;
+		 * SYN) or gave up waiting; busy: another namespace's offer;
+		 * no space: the run directory is full */
+		*why = s->offer == -ECONNREFUSED ? SC_FB_PEER_PLAIN :
+		       s->offer == -ENOSPC ? SC_FB_NOMEM : SC_FB_LIMITS;
 		s->offer = -1;
 		return -1;
 	}
@@ -365,6 +367,12 @@ static void server_claim(int nfd, struct sc_sock *s)
 	struct sc_board *b = s->board ? s->board : sc__board(lport, false);
 	if (!b) {
 		fallback_stat(s, nfd, SC_FB_PEER_PLAIN);
+		return;
+	}
+	/* its entry's page cannot be had (a full run directory): no client
+	 * could post an offer there either */
+	if (sc__offer_backed(b, cport) < 0) {
+		fallback_stat(s, nfd, SC_FB_NOMEM);
 		return;
 	}
 	/* the SYN tells whether the client is accelerated (TCP_SAVE_SYN) */

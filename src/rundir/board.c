@@ -80,6 +80,14 @@ struct sc_board *sc__board(uint16_t port, bool create)
 		close(fd);
 		goto out;
 	}
+	/* the header is touched by every process; the offers, sparse, one
+	 * page at a time (sc__offer_backed) */
+	if (sc__backed(b, offsetof(struct sc_board, offers)) < 0) {
+		munmap(b, sizeof(*b));
+		close(fd);
+		b = NULL;
+		goto out;
+	}
 	uint32_t zero = 0;
 	if (__atomic_compare_exchange_n(&b->magic, &zero, SC_BOARD_MAGIC, false,
 					__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
@@ -441,6 +449,8 @@ int sc__offer_post(struct sc_board *b, uint16_t cport, const struct sc_addr16 *d
 	struct sc_offer *o = &b->offers[cport];
 	int saved = errno;
 
+	if (sc__offer_backed(b, cport) < 0)
+		return -ENOSPC;
 	for (;;) {
 		uint64_t w = atomic_load_explicit(&o->word, memory_order_acquire);
 		uint32_t st = w & 0xff;
@@ -462,6 +472,11 @@ int sc__offer_post(struct sc_board *b, uint16_t cport, const struct sc_addr16 *d
 		errno = saved;
 		return cport;
 	}
+}
+
+int sc__offer_backed(struct sc_board *b, uint16_t cport)
+{
+	return sc__backed(&b->offers[cport], sizeof(b->offers[cport]));
 }
 
 uint32_t sc__offer_state(struct sc_board *b, int idx, uint64_t tag)
