@@ -46,6 +46,21 @@
 #include "interposer.h"
 /* ---- readiness: poll / select -------------------------------------------- */
 
+/* s->lock held, s pending: has the kernel's connect completed?  Until it
+ * has, a pending socket is not writable, as on TCP: a client whose SYN a
+ * full backlog dropped is not connected (issue 15: poll said POLLOUT at
+ * once).  Once up it stays up: no system call from then on. */
+static bool pending_tcp_up(int fd, struct sc_sock *s)
+{
+	if (!s->tcp_up) {
+		struct pollfd p = { .fd = fd, .events = POLLOUT };
+		int saved = errno;
+		s->tcp_up = R(poll)(&p, 1, 0) == 1 && (p.revents & POLLOUT);
+		errno = saved;
+	}
+	return s->tcp_up;
+}
+
 /* Readiness of an accelerated fd as poll() reports it; 0 if it needs the
  * kernel's word (plain TCP).  *waitfd: what to poll to learn of a change. */
 short sock_revents(int fd, struct sc_sock *s, short want, int *waitfd, bool arm)
@@ -59,7 +74,7 @@ short sock_revents(int fd, struct sc_sock *s, short want, int *waitfd, bool arm)
 		bool pending = atomic_load(&s->mode) == M_PENDING;
 		short r = 0;
 		if (pending) {
-			r = s->plen < PBUF_CAP ? (want & POLLOUT) : 0;
+			r = s->plen < PBUF_CAP && pending_tcp_up(fd, s) ? (want & POLLOUT) : 0;
 			s->efd_exposed = true;  /* the caller polls it */
 			*waitfd = s->efd;
 		}
@@ -178,8 +193,13 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t 
 			k[i].fd = stale[i] && on_shared_chan(s) ? -1 : wfd;
 			k[i].events = POLLIN;
 			if (atomic_load(&s->mode) == M_PENDING) {
+				/* its kernel socket: data or an end (a plain
+				 * peer), and the connect's completion */
+				short kev = POLLIN | POLLRDHUP;
+				if ((fds[i].events & POLLOUT) && !s->tcp_up)
+					kev |= POLLOUT;
 				pmap[kn - n] = (int)i;
-				k[kn++] = (struct pollfd){ .fd = fds[i].fd, .events = POLLIN | POLLRDHUP };
+				k[kn++] = (struct pollfd){ .fd = fds[i].fd, .events = kev };
 			}
 		}
 		uint64_t now = sc__now_ns();
