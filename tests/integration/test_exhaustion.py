@@ -444,14 +444,20 @@ for cmd in commands():
     c.sendall(b"ok")
     say("served", got.decode(), n - 1)
 """
-# M non-blocking connects that never send; "count": how many completed.
+# M non-blocking connects that never send, once FULL of them are made (the
+# backlog's worth); "count": how many are made.
 FLOOD = COMMON + r"""
 import select
-port, m = int(sys.argv[1]), int(sys.argv[2]); conns = []
+port, m, full = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]); conns = []
 for i in range(m):
     c = socket.socket(); c.setblocking(False)
     c.connect_ex(("127.0.0.1", port))
     conns.append(c)
+p = select.poll()
+for c in conns:
+    p.register(c, select.POLLOUT)
+while len(p.poll()) < full:     # the backlog full: its connections made
+    pass
 say("flooding")
 for cmd in commands():
     p = select.poll()
@@ -479,14 +485,15 @@ for cmd in commands():
 def test_backlog_flooded_by_one_client(env):
     """A listener with backlog 4; one client opens 8 connections at once
     and never sends; another then connects: its SYN is dropped while the
-    backlog is full (the kernel's, as on TCP), and once the server accepts
-    it gets through (the SYN retried after a second), on shared memory."""
+    backlog is full (the kernel's, as on TCP: its connect is not done at
+    once, poll says so), and once the server accepts it gets through (the
+    SYN retried after a second), on shared memory."""
     def run(env, accel):
         srv = Peer(env, accel, FLOODED, BACKLOG)
         fl = g = None
         try:
             port = srv.line("port")[1]
-            fl = Peer(env, accel, FLOOD, port, FLOODERS)
+            fl = Peer(env, accel, FLOOD, port, FLOODERS, BACKLOG + 1)
             assert fl.line("flooding") == ["flooding"]
             g = Peer(env, accel, GOOD, port)
             gport = g.line("port")[1]
@@ -504,7 +511,7 @@ def test_backlog_flooded_by_one_client(env):
                 assert mine == ["shm"], rows
                 fig["flood_modes"] = sorted(x["mode"] + ":" + x["fallback"] for x in rows
                                             if x["pid"] == fl.pid)
-            return [r[:2], served[:2]], fig
+            return [started, r[:2], served[:2]], fig
         finally:
             for p in (g, fl, srv):
                 if p:
