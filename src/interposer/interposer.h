@@ -200,6 +200,7 @@ bool in_vfork_child(void);
 
 void pending_unlink(struct sc_sock *s);
 int pending_settle(int fd, struct sc_sock *s, bool block, int max_ms);
+bool pending_tcp_up(int fd, struct sc_sock *s);
 int rdv_ensure(void);
 void server_settle(int fd, struct sc_sock *s);
 extern _Atomic uint32_t nforks;        /* fork()s this process made (fork.c) */

@@ -218,6 +218,22 @@ static int pending_to_shm(struct sc_sock *s)
 	return 0;
 }
 
+/* s->lock held, s pending: has the kernel's connect completed?  Until it
+ * has, a pending socket is not writable, as on TCP: a client whose SYN a
+ * full backlog dropped is not connected (issue 15: poll said POLLOUT at
+ * once, and a non-blocking send took the bytes).  Once up it stays up: no
+ * system call from then on. */
+bool pending_tcp_up(int fd, struct sc_sock *s)
+{
+	if (!s->tcp_up) {
+		struct pollfd p = { .fd = fd, .events = POLLOUT };
+		int saved = errno;
+		s->tcp_up = R(poll)(&p, 1, 0) == 1 && (p.revents & POLLOUT);
+		errno = saved;
+	}
+	return s->tcp_up;
+}
+
 /* Try to settle a pending client (s->lock held).  Returns 0 when the mode
  * is no longer M_PENDING, -EAGAIN if it must wait (and !block). */
 /* The kernel socket ended (FIN or RST) while our offer is claimed: the

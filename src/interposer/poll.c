@@ -46,21 +46,6 @@
 #include "interposer.h"
 /* ---- readiness: poll / select -------------------------------------------- */
 
-/* s->lock held, s pending: has the kernel's connect completed?  Until it
- * has, a pending socket is not writable, as on TCP: a client whose SYN a
- * full backlog dropped is not connected (issue 15: poll said POLLOUT at
- * once).  Once up it stays up: no system call from then on. */
-static bool pending_tcp_up(int fd, struct sc_sock *s)
-{
-	if (!s->tcp_up) {
-		struct pollfd p = { .fd = fd, .events = POLLOUT };
-		int saved = errno;
-		s->tcp_up = R(poll)(&p, 1, 0) == 1 && (p.revents & POLLOUT);
-		errno = saved;
-	}
-	return s->tcp_up;
-}
-
 /* Readiness of an accelerated fd as poll() reports it; 0 if it needs the
  * kernel's word (plain TCP).  *waitfd: what to poll to learn of a change. */
 short sock_revents(int fd, struct sc_sock *s, short want, int *waitfd, bool arm)

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Nonblocking connect to a listener whose backlog is full: the SYN is
- * dropped, and the socket is not writable (poll, epoll) until the server
- * accepts and the retried SYN gets through.  (Issue 15: with an
- * accelerated listener, poll and epoll said POLLOUT at once.) */
+ * dropped, and the socket is not writable (poll, epoll; a send is EAGAIN)
+ * until the server accepts and the retried SYN gets through.  (Issue 15:
+ * with an accelerated listener, poll and epoll said POLLOUT at once, and
+ * the send took the bytes.) */
 #include <sys/epoll.h>
 
 #include "common.h"
@@ -44,6 +45,7 @@ static void client(void)
 	poll1("first connect", fd1, POLLOUT, 5000);
 	int fd2 = nb_connect();
 	poll1("second connect, the backlog full", fd2, POLLOUT, 0);
+	res("send, the backlog full", send(fd2, "two!", 4, 0));
 	int ep = epoll_create1(EPOLL_CLOEXEC);
 	struct epoll_event ev = { .events = EPOLLOUT }, out;
 	res("epoll_ctl", epoll_ctl(ep, EPOLL_CTL_ADD, fd2, &ev));
