@@ -563,6 +563,27 @@ for cmd in commands():
         for i in range(int(cmd[1])):
             new.append(socket.create_connection(("127.0.0.1", port)))
         say("again", sum(exchange(c, i) for i, c in enumerate(old + new)), len(old + new))
+    elif cmd[0] == "fill":
+        # every fd taken (/dev/null), then two given back: two connections
+        fill = []
+        try:
+            while True:
+                fill.append(os.open("/dev/null", os.O_RDONLY))
+        except OSError as e:
+            full = e.errno
+        os.close(fill.pop()); os.close(fill.pop())
+        more, err = [], None
+        while err is None:
+            try:
+                more.append(socket.create_connection(("127.0.0.1", port)))
+            except OSError as e:
+                err = e.errno
+        ok = sum(exchange(c, i) for i, c in enumerate(old + new + more))
+        say("fill", os.strerror(full).replace(" ", "_"), len(more),
+            os.strerror(err).replace(" ", "_"), ok == len(old + new + more))
+        for f in fill:
+            os.close(f)
+        new += more
 """
 
 
@@ -571,7 +592,8 @@ def test_fd_limit_lowered_mid_run(env):
     free fds: 48 new connections, all on TCP (fallback `limits`, the
     process has no fds to spare), then EMFILE as on TCP; old and new
     connections all carry data; the limit raised, new connections are
-    accelerated again."""
+    accelerated again.  Then every fd taken but two: two connections, on
+    TCP (`limits`), then EMFILE, as on kernel TCP."""
     def run(env, accel):
         srv = Peer(env, accel, ECHO)
         cli = None
@@ -589,6 +611,11 @@ def test_fd_limit_lowered_mid_run(env):
             if accel:
                 rows = [r for r in stat_rows(env) if r["pid"] == cli.pid]
                 assert sum(r["mode"] == "shm" for r in rows) == 12, rows
+            log.append(cli.ask("fill"))
+            if accel:
+                rows = [r for r in stat_rows(env) if r["pid"] == cli.pid]
+                modes = sorted((r["mode"], r["fallback"]) for r in rows)
+                assert modes == [("shm", "")] * 12 + [("tcp", "limits")] * 2, modes
             return log, None
         finally:
             if cli:
