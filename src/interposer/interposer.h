@@ -142,7 +142,7 @@ struct sc_sock {
 	char *pbuf;
 	size_t plen;
 	int efd;                /* readable once the OPEN arrived */
-	bool tcp_up;            /* the kernel's connect has completed (poll.c) */
+	bool tcp_up;            /* the kernel's connect has completed (pending_tcp_up) */
 	bool efd_exposed;       /* ... handed to a poller or an epoll set (kept
 				 * for the socket's life: they may still name it) */
 	struct sc_conn *_Atomic attached;
