@@ -186,10 +186,12 @@ fuzz-quick:
 # kill -9 either side at random moments, SOAK_ROUNDS times
 INTEGRITY_BYTES ?= 1e10
 SOAK_ROUNDS ?= 1000
+EXHAUST_CONNS ?= 10000
 .PHONY: soak
 soak: all
 	SOAK_ROUNDS=$(SOAK_ROUNDS) python3 -m pytest -q -s tests/integration/test_soak.py
 	INTEGRITY_BYTES=$(INTEGRITY_BYTES) python3 -m pytest -q -s tests/integration/test_integrity.py
+	EXHAUST_CONNS=$(EXHAUST_CONNS) python3 -m pytest -q -s tests/integration/test_exhaustion.py -k many
 
 demo: all
 	$(B)/shortcut perf pingpong --size 64

@@ -322,6 +322,13 @@ static ssize_t do_sendv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 		if (atomic_load(&s->mode) == M_PENDING) {
 			if (atomic_load(&s->attached))
 				pending_settle(fd, s, false, 0);
+			if (atomic_load(&s->mode) == M_PENDING &&
+			    (s->nonblock || (flags & MSG_DONTWAIT)) && !pending_tcp_up(fd, s)) {
+				/* not connected yet: as the kernel says */
+				pthread_mutex_unlock(&s->lock);
+				errno = EAGAIN;
+				return -1;
+			}
 			if (atomic_load(&s->mode) == M_PENDING) {
 				n = pending_send(fd, s, iov, iovcnt, flags);
 				if (s->rec)

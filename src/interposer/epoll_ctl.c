@@ -115,9 +115,9 @@ struct sc_epreg *reg_of_token(struct sc_ep *e, uint64_t token)
 	return r && r->gen == (uint32_t)(token >> 32 & 0x7fffffffu) ? r : NULL;
 }
 
-static void reg_watch_fd(struct sc_ep *e, struct sc_epreg *r, int i, int fd)
+static void reg_watch_fd(struct sc_ep *e, struct sc_epreg *r, int i, int fd, uint32_t more)
 {
-	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.u64 = reg_token(r) };
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | more, .data.u64 = reg_token(r) };
 	if (R(epoll_ctl)(e->inner, EPOLL_CTL_ADD, fd, &ev) == 0)
 		r->wfd[i] = fd;
 }
@@ -333,8 +333,11 @@ uint32_t reg_eval(struct sc_ep *e, struct sc_epreg *r, bool *gone)
 		}
 		r->kind = mode;
 		if (mode == M_PENDING) {
-			reg_watch_fd(e, r, 0, efd);
-			reg_watch_fd(e, r, 1, r->fd);
+			reg_watch_fd(e, r, 0, efd, 0);
+			/* its kernel socket: data or an end (a plain peer),
+			 * and the connect's completion (pending_tcp_up); each
+			 * change once, the registration is looked at anew */
+			reg_watch_fd(e, r, 1, r->fd, EPOLLOUT | EPOLLET);
 		} else if (mode == M_SHM && s->owner == sc__pid()) {
 			if (ep_bind(e, r, s->c) == 0) {
 				r->shared = true;
@@ -344,7 +347,7 @@ uint32_t reg_eval(struct sc_ep *e, struct sc_epreg *r, bool *gone)
 				/* its own pollable fd, watched by the inner set */
 				int pfd = sc__conn_poll_arm(s->c, r->events & EPOLLOUT);
 				if (pfd >= 0)
-					reg_watch_fd(e, r, 0, pfd);
+					reg_watch_fd(e, r, 0, pfd, 0);
 				r->foreign = true;
 				atomic_fetch_add(&nforeign, 1);
 			}

@@ -98,18 +98,48 @@ static uint64_t next_tag(void)
  * pollable channel, an eventfd, a wake socket; the peer holds one of ours):
  * a process near its RLIMIT_NOFILE stays on TCP rather than run out of fds
  * in the middle of a wait.  fds are allocated lowest first, so the socket's
- * number tells how many are open. */
+ * number tells how many are open.  The limit is read each time: a program
+ * may lower it mid-run (issue 15: one that did had its connections up to
+ * its new limit accelerated, by the limit it started with). */
 static bool fd_headroom(int fd)
 {
-	static _Atomic long limit;
-	long l = atomic_load_explicit(&limit, memory_order_relaxed);
-	if (!l) {
-		struct rlimit rl;
-		l = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ?
-		    (long)rl.rlim_cur : 1L << 20;
-		atomic_store_explicit(&limit, l, memory_order_relaxed);
-	}
+	struct rlimit rl;
+	int saved = errno;
+	long l = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ?
+		 (long)rl.rlim_cur : 1L << 20;
+	errno = saved;
 	return (long)fd + 64 < l - l / 4;
+}
+
+/* The accepting process sends the segment of a new link group, which we
+ * must map: one we cannot map (RLIMIT_AS) after our offer was claimed
+ * leaves the connection without its OPEN (issue 15: it waited for ever).
+ * A process whose RLIMIT_AS leaves less room than a full group's segment
+ * (as our own settings would make it) stays on TCP. */
+static bool as_headroom(void)
+{
+	struct rlimit rl;
+	int saved = errno;
+	bool ok = true;
+
+	if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+		uint32_t ring[2] = { sc__cfg.rmem, sc__cfg.wmem };
+		uint64_t slots_off, data_off, size, vm = 0;
+		char buf[64];
+		sc__seg_geometry(sc__cfg.max_conns, ring, &slots_off, &data_off, &size);
+		int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			ssize_t n = R(read)(fd, buf, sizeof(buf) - 1);
+			R(close)(fd);
+			if (n > 0) {
+				buf[n] = 0;
+				vm = strtoull(buf, NULL, 10) * (uint64_t)getpagesize();
+			}
+		}
+		ok = vm && vm + size < (uint64_t)rl.rlim_cur;
+	}
+	errno = saved;
+	return ok;
 }
 
 /* Before the real connect: is there an accelerated listener for addr, and
@@ -142,6 +172,10 @@ static int offer_prepare(int fd, struct sc_sock *s, const struct sockaddr *addr,
 	}
 	if (!fd_headroom(fd)) {
 		*why = SC_FB_LIMITS;
+		return -1;
+	}
+	if (!as_headroom()) {
+		*why = SC_FB_NOMEM;
 		return -1;
 	}
 	if (rdv_ensure() < 0) {
@@ -223,8 +257,10 @@ static int offer_post(int fd, struct sc_sock *s, int family, const struct sc_add
 	if (s->offer < 0) {
 		pending_unlink(s);
 		/* declined: the accepting side saw no mark (a retransmitted
-		 * SYN) or gave up waiting; busy: another namespace's offer */
-		*why = s->offer == -ECONNREFUSED ? SC_FB_PEER_PLAIN : SC_FB_LIMITS;
+		 * SYN) or gave up waiting; busy: another namespace's offer;
+		 * no space: the run directory is full */
+		*why = s->offer == -ECONNREFUSED ? SC_FB_PEER_PLAIN :
+		       s->offer == -ENOSPC ? SC_FB_NOMEM : SC_FB_LIMITS;
 		s->offer = -1;
 		return -1;
 	}
@@ -385,6 +421,12 @@ static void server_claim(int nfd, struct sc_sock *s)
 	struct sc_board *b = s->board ? s->board : sc__board(lport, false);
 	if (!b) {
 		fallback_stat(s, nfd, SC_FB_PEER_PLAIN);
+		return;
+	}
+	/* its entry's page cannot be had (a full run directory): no client
+	 * could post an offer there either */
+	if (sc__offer_backed(b, cport) < 0) {
+		fallback_stat(s, nfd, SC_FB_NOMEM);
 		return;
 	}
 	bool room = fd_headroom(nfd);

@@ -143,6 +143,7 @@ struct sc_sock {
 	size_t plen;
 	uint32_t early;         /* of pbuf, published with the offer (board) */
 	int efd;                /* readable once the OPEN arrived */
+	bool tcp_up;            /* the kernel's connect has completed (pending_tcp_up) */
 	bool efd_exposed;       /* ... handed to a poller or an epoll set (kept
 				 * for the socket's life: they may still name it) */
 	struct sc_conn *_Atomic attached;
@@ -200,6 +201,7 @@ bool in_vfork_child(void);
 
 void pending_unlink(struct sc_sock *s);
 int pending_settle(int fd, struct sc_sock *s, bool block, int max_ms);
+bool pending_tcp_up(int fd, struct sc_sock *s);
 int rdv_ensure(void);
 void server_settle(int fd, struct sc_sock *s);
 extern _Atomic uint32_t nforks;        /* fork()s this process made (fork.c) */

@@ -252,12 +252,30 @@ static int pending_to_shm(struct sc_sock *s)
 	return 0;
 }
 
+/* s->lock held, s pending: has the kernel's connect completed?  Until it
+ * has, a pending socket is not writable, as on TCP: a client whose SYN a
+ * full backlog dropped is not connected (issue 15: poll said POLLOUT at
+ * once, and a non-blocking send took the bytes).  Once up it stays up: no
+ * system call from then on. */
+bool pending_tcp_up(int fd, struct sc_sock *s)
+{
+	if (!s->tcp_up) {
+		struct pollfd p = { .fd = fd, .events = POLLOUT };
+		int saved = errno;
+		s->tcp_up = R(poll)(&p, 1, 0) == 1 && (p.revents & POLLOUT);
+		errno = saved;
+	}
+	return s->tcp_up;
+}
+
 /* Try to settle a pending client (s->lock held).  Returns 0 when the mode
  * is no longer M_PENDING, -EAGAIN if it must wait (and !block). */
-/* The process that claimed our offer died (the kernel socket ended: FIN
- * or RST) before its OPEN was done with.  The OPEN may still be in our
- * rendezvous, sent just before: a last look (bounded), then plain TCP,
- * where the program reads the end.  (Before, this waited for ever.) */
+/* The kernel socket ended (FIN or RST) while our offer is claimed: the
+ * process that claimed it died before its OPEN was done with, or it sent
+ * the OPEN and then closed (the OPEN is in our rendezvous, or it went
+ * into a link group we could not map: issue 15, a low RLIMIT_AS).  A last
+ * look (bounded), then plain TCP, where the program reads the end.
+ * (Before, this waited for ever.) */
 static int pending_claimer_died(int fd, struct sc_sock *s)
 {
 	uint64_t end = sc__now_ns() + 200000000u;
@@ -283,7 +301,7 @@ static int pending_claimer_died(int fd, struct sc_sock *s)
 	if (attached)
 		return pending_to_shm(s);
 	s->offer = -1;
-	LOG(1, "the process that claimed a connection died before setting it up: TCP");
+	LOG(1, "the connection ended before its OPEN reached us: TCP");
 	return pending_to_tcp(fd, s, SC_FB_RENDEZVOUS);        /* unlinks: no OPEN later */
 }
 
@@ -369,8 +387,8 @@ int pending_settle(int fd, struct sc_sock *s, bool block, int max_ms)
 		}
 		int32_t who;
 		if (tcp_active && n <= 0 && st == SC_OFFER_CLAIMED &&
-		    (who = sc__offer_claimer(s->board, s->offer, s->tag)) > 0 &&
-		    !sc__pid_alive(who))
+		    ((who = sc__offer_claimer(s->board, s->offer, s->tag)) == 0 ||
+		     !sc__pid_alive(who)))
 			return pending_claimer_died(fd, s);
 		if (!block)
 			return -EAGAIN;

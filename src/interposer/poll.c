@@ -59,7 +59,7 @@ short sock_revents(int fd, struct sc_sock *s, short want, int *waitfd, bool arm)
 		bool pending = atomic_load(&s->mode) == M_PENDING;
 		short r = 0;
 		if (pending) {
-			r = s->plen < PBUF_CAP ? (want & POLLOUT) : 0;
+			r = s->plen < PBUF_CAP && pending_tcp_up(fd, s) ? (want & POLLOUT) : 0;
 			s->efd_exposed = true;  /* the caller polls it */
 			*waitfd = s->efd;
 		}
@@ -178,8 +178,13 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t 
 			k[i].fd = stale[i] && on_shared_chan(s) ? -1 : wfd;
 			k[i].events = POLLIN;
 			if (atomic_load(&s->mode) == M_PENDING) {
+				/* its kernel socket: data or an end (a plain
+				 * peer), and the connect's completion */
+				short kev = POLLIN | POLLRDHUP;
+				if ((fds[i].events & POLLOUT) && !s->tcp_up)
+					kev |= POLLOUT;
 				pmap[kn - n] = (int)i;
-				k[kn++] = (struct pollfd){ .fd = fds[i].fd, .events = POLLIN | POLLRDHUP };
+				k[kn++] = (struct pollfd){ .fd = fds[i].fd, .events = kev };
 			}
 		}
 		uint64_t now = sc__now_ns();

@@ -80,6 +80,14 @@ struct sc_board *sc__board(uint16_t port, bool create)
 		close(fd);
 		goto out;
 	}
+	/* the header is touched by every process; the offers, sparse, one
+	 * page at a time (sc__offer_backed) */
+	if (sc__backed(b, offsetof(struct sc_board, offers)) < 0) {
+		munmap(b, sizeof(*b));
+		close(fd);
+		b = NULL;
+		goto out;
+	}
 	uint32_t zero = 0;
 	if (__atomic_compare_exchange_n(&b->magic, &zero, SC_BOARD_MAGIC, false,
 					__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
@@ -441,6 +449,8 @@ int sc__offer_post(struct sc_board *b, uint16_t cport, const struct sc_addr16 *d
 	struct sc_offer *o = &b->offers[cport];
 	int saved = errno;
 
+	if (sc__offer_backed(b, cport) < 0)
+		return -ENOSPC;
 	for (;;) {
 		uint64_t w = atomic_load_explicit(&o->word, memory_order_acquire);
 		uint32_t st = w & 0xff;
@@ -464,6 +474,57 @@ int sc__offer_post(struct sc_board *b, uint16_t cport, const struct sc_addr16 *d
 		errno = saved;
 		return cport;
 	}
+}
+
+/* The board pages this process has seen backed, per port (a page of a
+ * tmpfs file, once allocated, stays): one bit a page, so that a
+ * connection asks the kernel only the first time its entries' pages are
+ * met. */
+#define BACKED_PAGES (sizeof(struct sc_board) / 4096 + 1)
+static _Atomic(_Atomic uint64_t *) backed_map[65536];
+
+static bool page_bits(_Atomic uint64_t *m, size_t first, size_t last, bool set)
+{
+	for (size_t pg = first; pg <= last; pg++) {
+		uint64_t bit = 1ull << (pg % 64);
+		if (set)
+			atomic_fetch_or_explicit(&m[pg / 64], bit, memory_order_relaxed);
+		else if (!(atomic_load_explicit(&m[pg / 64], memory_order_relaxed) & bit))
+			return false;
+	}
+	return true;
+}
+
+static int backed_cached(struct sc_board *b, void *p, size_t len)
+{
+	uint16_t port = (uint16_t)b->port;     /* (a scribble only costs a look) */
+	size_t off = (size_t)((uint8_t *)p - (uint8_t *)b);
+	size_t first = off / 4096, last = (off + len - 1) / 4096;
+	_Atomic uint64_t *m = atomic_load_explicit(&backed_map[port], memory_order_acquire);
+	if (!m) {
+		_Atomic uint64_t *n = calloc(BACKED_PAGES / 64 + 1, sizeof(*n));
+		_Atomic uint64_t *none = NULL;
+		if (n && !atomic_compare_exchange_strong(&backed_map[port], &none, n)) {
+			free(n);
+			n = none;
+		}
+		if (!(m = n))
+			return sc__backed(p, len);
+	}
+	if (page_bits(m, first, last, false))
+		return 0;
+	int rc = sc__backed(p, len);
+	if (!rc)
+		page_bits(m, first, last, true);
+	return rc;
+}
+
+int sc__offer_backed(struct sc_board *b, uint16_t cport)
+{
+	/* the offer's entry and its early bytes (written by the client, the
+	 * length reset with each offer) */
+	int rc = backed_cached(b, &b->offers[cport], sizeof(b->offers[cport]));
+	return rc < 0 ? rc : backed_cached(b, &b->early[cport], sizeof(b->early[cport]));
 }
 
 size_t sc__offer_early(struct sc_board *b, int idx, uint64_t tag, uint32_t at,

@@ -256,6 +256,20 @@ bool sc__pid_alive_since(int32_t pid, uint64_t start)
 	return sc__pid_alive(pid) && (!start || sc__pid_start(pid) == start);
 }
 
+int sc__backed(void *p, size_t len)
+{
+	uintptr_t pg = (uintptr_t)getpagesize(), a = (uintptr_t)p & ~(pg - 1);
+	int saved = errno, rc = 0;
+
+	/* the pages allocated now, or an error instead of the SIGBUS a store
+	 * to a hole of a full tmpfs would raise; EINVAL: a kernel before 5.14
+	 * cannot say, and the pages are touched as before */
+	if (madvise((void *)a, (uintptr_t)p + len - a, MADV_POPULATE_WRITE) < 0 && errno != EINVAL)
+		rc = -ENOSPC;
+	errno = saved;
+	return rc;
+}
+
 int sc__rendezvous_path(int32_t pid, char *buf, size_t len)
 {
 	const char *d = sc__rundir();

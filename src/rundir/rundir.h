@@ -153,6 +153,11 @@ bool sc__addr16(const struct sockaddr *sa, struct sc_addr16 *out, uint16_t *port
 bool sc__addr_is_loopback(const struct sc_addr16 *a);
 bool sc__addr_is_any(const struct sc_addr16 *a);
 
+/* Make [p, p + len) of a shared mapping of a run directory file backed
+ * (MADV_POPULATE_WRITE) before it is first touched: on a full tmpfs a
+ * store, or a load, in a hole raises SIGBUS.  0, or -ENOSPC. */
+int sc__backed(void *p, size_t len);
+
 /* The board of a port: mapped once per process, created if create. */
 struct sc_board *sc__board(uint16_t port, bool create);
 
@@ -178,7 +183,8 @@ bool sc__board_anyone_connecting(struct sc_board *b);
 
 /* Client, after connect: write our offer (tag: 56 bits, not 0) in our
  * port's entry; returns its index, -ECONNREFUSED if the accepting side
- * already declined this 4-tuple, -EBUSY if another live offer holds it. */
+ * already declined this 4-tuple, -EBUSY if another live offer holds it,
+ * -ENOSPC if its page cannot be allocated (the run directory is full). */
 int sc__offer_post(struct sc_board *b, uint16_t cport, const struct sc_addr16 *dst,
 		   uint64_t tag);
 /* Client, our offer posted and not claimed yet: publish len more bytes of
@@ -210,6 +216,9 @@ bool sc__pid_alive_since(int32_t pid, uint64_t start);
  * FREE).  true: withdrawn, nobody will claim it; false: claimed. */
 bool sc__offer_withdraw(struct sc_board *b, int idx, uint64_t tag);
 
+/* Server, before it looks at cport's entry: 0, or -ENOSPC if the entry's
+ * page cannot be allocated (sc__backed; the client could not post there). */
+int sc__offer_backed(struct sc_board *b, uint16_t cport);
 /* Server: claim the offer for a connection we accepted; returns its index
  * (state CLAIMED, pid and tag copied out) or -1 (none yet). */
 /* Did the client of this 4-tuple close before its offer was claimed? */

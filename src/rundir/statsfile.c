@@ -28,6 +28,25 @@
 static struct sc_stats_file *_Atomic stats_file;
 /* records below this index are taken (a hint: lowered by each put) */
 static _Atomic uint32_t rec_low;
+/* records below this index have their pages allocated (sc__backed) */
+static _Atomic uint32_t rec_backed;
+
+/* Record i's pages allocated before it is first looked at: 0, or -ENOSPC
+ * (a full run directory: the connection goes without a record). */
+static int rec_back(struct sc_stats_file *f, uint32_t i)
+{
+	if (i < atomic_load_explicit(&rec_backed, memory_order_relaxed))
+		return 0;
+	if (sc__backed(&f->recs[i], sizeof(f->recs[i])) < 0)
+		return -ENOSPC;
+	/* every record that ends on the pages just allocated */
+	uintptr_t pg = (uintptr_t)getpagesize();
+	uintptr_t end = ((uintptr_t)&f->recs[i + 1] + pg - 1) & ~(pg - 1);
+	uint32_t n = (uint32_t)((end - (uintptr_t)f->recs) / sizeof(f->recs[0]));
+	atomic_store_explicit(&rec_backed, n < SC_STAT_RECS ? n : SC_STAT_RECS,
+			      memory_order_relaxed);
+	return 0;
+}
 
 struct sc_conn_rec *sc__rec_get(void)
 {
@@ -37,6 +56,8 @@ struct sc_conn_rec *sc__rec_get(void)
 	for (uint32_t i = atomic_load_explicit(&rec_low, memory_order_relaxed); i < SC_STAT_RECS; i++) {
 		struct sc_conn_rec *r = &f->recs[i];
 		uint32_t z = SC_REC_FREE;
+		if (rec_back(f, i) < 0)
+			return NULL;
 		if (atomic_load_explicit(&r->mode, memory_order_relaxed) == SC_REC_FREE &&
 		    atomic_compare_exchange_strong(&r->mode, &z, SC_REC_TCP)) {
 			/* readers look up to nrecs (a record not yet counted
@@ -104,16 +125,26 @@ static int stats_open(bool child)
 	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0 || ftruncate(fd, sizeof(struct sc_stats_file)) < 0) {
 		int rc = -errno;
-		if (fd >= 0)
+		if (fd >= 0) {
 			close(fd);
+			unlink(path);
+		}
 		errno = saved;
 		return rc;
 	}
 	struct sc_stats_file *f = mmap(NULL, sizeof(*f), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);
 	if (f == MAP_FAILED) {
+		unlink(path);
 		errno = saved;
 		return -ENOMEM;
+	}
+	/* the header now; the records as they are used (rec_back) */
+	if (sc__backed(f, offsetof(struct sc_stats_file, recs)) < 0) {
+		munmap(f, sizeof(*f));
+		unlink(path);
+		errno = saved;
+		return -ENOSPC;
 	}
 	f->pid = sc__pid();
 	f->start = sc__pid_start(f->pid);
@@ -125,7 +156,8 @@ static int stats_open(bool child)
 			f->comm[n - 1] = 0;
 		close(cf);
 	}
-	atomic_store(&rec_low, 0);      /* (a child's hint was its parent's) */
+	atomic_store(&rec_low, 0);      /* (a child's hints were its parent's) */
+	atomic_store(&rec_backed, 0);
 	if (child)
 		sc__statp = &f->c;      /* the parent's counts stay in its file */
 	else
@@ -166,6 +198,10 @@ struct sc_stats_retired *sc__stats_retired(int *fdp)
 		    st.st_uid == geteuid() &&
 		    (st.st_size == sizeof(*r) || (st.st_size == 0 && ftruncate(fd, sizeof(*r)) == 0))) {
 			void *m = mmap(NULL, sizeof(*r), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+			if (m != MAP_FAILED && sc__backed(m, sizeof(*r)) < 0) {
+				munmap(m, sizeof(*r));
+				m = MAP_FAILED;
+			}
 			if (m != MAP_FAILED) {
 				r = m;
 				uint32_t zero = 0;
