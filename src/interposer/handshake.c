@@ -302,7 +302,8 @@ SC_API int listen(int fd, int backlog)
 /* A connection we accepted on an accelerated listener: claim its offer. */
 /* An accepted connection's first use in this process (not accept() itself:
  * a server that forks per connection uses it in the child, which must be
- * the one to claim it).  s->lock held; the mode leaves M_SPENDING. */
+ * the one to claim it).  s->lock held; the mode goes to M_SHM if claimed,
+ * else stays M_SPENDING for the caller to make M_TCP. */
 static void server_claim(int nfd, struct sc_sock *s)
 {
 	struct sockaddr_storage me, peer;
@@ -312,7 +313,6 @@ static void server_claim(int nfd, struct sc_sock *s)
 	int32_t pid;
 	uint64_t tag;
 
-	atomic_store(&s->mode, M_TCP);  /* unless claimed below */
 	s->owner = sc__pid();
 	if (getsockname(nfd, (struct sockaddr *)&me, &ml) < 0 ||
 	    getpeername(nfd, (struct sockaddr *)&peer, &pl) < 0 ||
@@ -414,8 +414,15 @@ static void server_claim(int nfd, struct sc_sock *s)
 void server_settle(int fd, struct sc_sock *s)
 {
 	pthread_mutex_lock(&s->lock);
-	if (atomic_load(&s->mode) == M_SPENDING)
+	if (atomic_load(&s->mode) == M_SPENDING) {
 		server_claim(fd, s);
+		/* TCP only once decided: a thread that meets M_SPENDING
+		 * meanwhile waits here for the outcome (an M_TCP published
+		 * during the claim sent another thread's bytes to the
+		 * kernel socket, which the peer on shared memory never reads) */
+		if (atomic_load(&s->mode) == M_SPENDING)
+			atomic_store(&s->mode, M_TCP);
+	}
 	pthread_mutex_unlock(&s->lock);
 }
 
