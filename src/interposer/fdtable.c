@@ -140,6 +140,16 @@ struct sc_sock *sock_new(int fd, int mode, bool nonblock)
 	return s;
 }
 
+/* s->lock held, or s not shared yet: s uses port's board b (held: a
+ * reference from sc__board, which s now owns), instead of the one it had. */
+void sock_board(struct sc_sock *s, struct sc_board *b, uint16_t port)
+{
+	if (s->board)
+		sc__board_put(s->bport);
+	s->board = b;
+	s->bport = port;
+}
+
 /* The last fd naming s is gone (s no longer in the table). */
 
 void sock_release(struct sc_sock *s, int fd_of_release)
@@ -185,6 +195,7 @@ void sock_release(struct sc_sock *s, int fd_of_release)
 		sc__offer_undecline(s->board, s->declined, &s->local);
 	if (s->efd >= 0)
 		R(close)(s->efd);
+	sock_board(s, NULL, 0);
 	free(s->pbuf);
 	sc__rec_put(s->rec);
 	s->rec = NULL;

@@ -131,8 +131,9 @@ struct sc_sock {
 	struct sc_addr16 local; /* its local address (as the entry names it) */
 	pid_t owner;            /* the process whose shared-memory state it is */
 	struct sc_conn *c;      /* M_SHM */
-	/* M_LISTEN */
+	/* M_LISTEN, and the sockets that used the board: held (sock_board) */
 	struct sc_board *board;
+	uint16_t bport;
 	uint64_t ino;
 	/* M_PENDING: the client side of an offer */
 	uint64_t tag;
@@ -188,6 +189,7 @@ void rec_fill(struct sc_sock *s, int fd, uint32_t mode, int reason, int32_t peer
 void fallback_stat(struct sc_sock *s, int fd, enum sc_fallback why);
 struct sc_sock *sock_new(int fd, int mode, bool nonblock);
 void sock_release(struct sc_sock *s, int fd_of_release);
+void sock_board(struct sc_sock *s, struct sc_board *b, uint16_t port);
 /* fd no longer names its socket: replaced (fd_forget) or being closed
  * (fd_drop with closing: the socket's last fd closes the connection) */
 void fd_forget(int fd);
