@@ -68,10 +68,10 @@ static int board_lkfd[65536];
 static uint16_t lk_ports[64];
 static int n_lk_ports;
 
-/* A new description of port's board file (-1: none).  Boards stay mapped,
- * but no fd of theirs stays open: a client that meets many ports (a new
- * server's each time) would keep one per port (issue 15: 300 rounds, +300
- * fds).  The flock, and the OFD lock look-ups, use one opened for them. */
+/* A new description of port's board file (-1: none).  A mapped board
+ * keeps no fd open: a client that meets many ports (a new server's each
+ * time) would keep one per port (issue 15: 300 rounds, +300 fds).  The
+ * flock, and the OFD lock look-ups, use one opened for them. */
 static int board_open(uint16_t port, int flags)
 {
 	const char *d = sc__rundir();
