@@ -88,6 +88,22 @@ int sc__conn_proto_error(struct sc_conn *c)
 	return -EPROTO;
 }
 
+void sc__conn_peer_dead(struct sc_conn *c)
+{
+	/* peer death, as TCP shows it: a FIN if the peer had closed or read
+	 * everything we sent, else a reset */
+	uint32_t pf = atomic_load_explicit(&c->peer->flags, memory_order_acquire);
+	uint64_t pc = atomic_load_explicit(&c->s->consumed[!c->side].rx_consumed,
+					   memory_order_relaxed);
+	uint64_t pp = atomic_load_explicit(&c->tx.h->prod, memory_order_relaxed);
+	int expected = 0;
+	if (!(pf & SC_SF_ABORT) && (pf & SC_SF_CLOSED || pc == pp))
+		atomic_fetch_or(&c->lflags, SC_LF_PEER_GONE);
+	else if (atomic_compare_exchange_strong(&c->err, &expected, -ECONNRESET))
+		SC_STAT_ADD(conns_aborted, 1);
+	sc__notify_self(c);
+}
+
 int sc__conn_reset(struct sc_conn *c)
 {
 	int expected = 0;

@@ -221,13 +221,6 @@ static ssize_t send_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
 			rc = -EAGAIN;
 			break;
 		}
-		if (atomic_load(&c->lflags) & SC_LF_DEATH_SWITCH) {
-			/* the peer died having forked: nobody makes room
-			 * until a child switches; the interposer waits,
-			 * watching the kernel socket too (data.c, shm_call) */
-			rc = -EAGAIN;
-			break;
-		}
 		if ((rc = sc__conn_wait(c, true, sc__tx_ready)))
 			break;
 	}

@@ -154,28 +154,6 @@ static int shm_wait_until(int fd, struct sc_sock *s, bool tx, uint64_t deadline)
 
 static int iov_rest(const struct iovec *iov, int iovcnt, size_t skip, struct iovec *rest);
 
-/* The peer died having forked (SC_LF_DEATH_SWITCH): a child may hold its
- * kernel socket and go on, so the connection switches once we read what
- * the peer left.  A send meanwhile finds the ring full for good (nobody
- * consumes it): it waits for a child's switch (the peer's half FROZEN) or
- * for the kernel connection's end, its last holder gone, which it looks
- * for every DEATH_LOOK_NS.  (It waited on the ring for ever: an echo
- * server blocked in send, its peer and the peer's child killed.) */
-#define DEATH_LOOK_NS 10000000ull
-
-static bool orphaned(struct sc_conn *c)
-{
-	return atomic_load(&c->lflags) & SC_LF_DEATH_SWITCH;
-}
-
-/* Has the kernel connection under fd ended (a FIN or a reset: the last
- * process holding the peer's socket closed it)? */
-static bool death_wait_over(int fd)
-{
-	struct pollfd p = { .fd = fd, .events = POLLRDHUP };
-	return R(poll)(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
-}
-
 /* Run one shared-memory call, honouring the socket's timeout.  As in
  * tcp_sendmsg / tcp_recvmsg the timeout bounds the call's waiting in all
  * (it does not restart with progress); a send, or a MSG_WAITALL receive,
@@ -186,21 +164,14 @@ static ssize_t shm_call(int fd, struct sc_sock *s, bool tx, int f,
 			const struct iovec *iov, int iovcnt)
 {
 	uint64_t to = tx ? s->sndtimeo_ns : s->rcvtimeo_ns;
+	if (!to || (f & SC_NONBLOCK))
+		return op(s->c, iov, iovcnt, f);
 	/* a peek looks at the same bytes again: it never accumulates */
 	bool all = tx || ((f & SC_WAITALL) && !(f & SC_PEEK));
 	size_t total = 0, done = 0;
 	for (int i = 0; i < iovcnt; i++)
 		total += iov[i].iov_len;
-	if (!to || (f & SC_NONBLOCK)) {
-		ssize_t rc = op(s->c, iov, iovcnt, f);
-		/* a blocking send to a peer that died having forked comes
-		 * back (the core does not wait on it): waited for below */
-		if (!tx || (f & SC_NONBLOCK) || !orphaned(s->c) ||
-		    (rc != -EAGAIN && (rc < 0 || (size_t)rc >= total)))
-			return rc;
-		done = rc > 0 ? (size_t)rc : 0;
-	}
-	uint64_t deadline = to ? sc__now_ns() + to : UINT64_MAX;
+	uint64_t deadline = sc__now_ns() + to;
 	if (!tx && (f & SC_PEEK) && (f & SC_WAITALL) && total) {
 		/* a waiting peek: the whole length (or the end), within the
 		 * timeout; then what there is */
@@ -236,15 +207,7 @@ static ssize_t shm_call(int fd, struct sc_sock *s, bool tx, int f,
 		/* sleep on the connection's own wake-up (as a blocking call
 		 * does, whatever channel it is bound to); a signal ends a
 		 * timed socket call with EINTR, as in the kernel */
-		uint64_t dl = deadline, now = sc__now_ns();
-		if (tx && orphaned(s->c) && deadline > now + DEATH_LOOK_NS)
-			dl = now + DEATH_LOOK_NS;
-		int w = sc__conn_wait_ready(s->c, tx, dl);
-		if (w == -ETIMEDOUT && dl != deadline) {
-			if (death_wait_over(fd))
-				return done ? (ssize_t)done : -ECONNRESET;
-			continue;
-		}
+		int w = sc__conn_wait_ready(s->c, tx, deadline);
 		if (w == -ETIMEDOUT)
 			return done ? (ssize_t)done : -EAGAIN;
 		if (w < 0)

@@ -118,6 +118,8 @@ struct sc_sock {
 	bool err_reported;      /* a reset was reported once (as sk_err) */
 	bool sent_to_closed;    /* one send went to a closed peer (TCP: then RST) */
 	bool fastopen;          /* TCP_FASTOPEN_CONNECT / TCP_REPAIR set: stays TCP */
+	bool death_watched;     /* its kernel socket watched by the switch thread
+				 * (SC_LF_DEATH_SWITCH: sw_deaths), under table_lock */
 	uint64_t rcvtimeo_ns, sndtimeo_ns;      /* SO_RCVTIMEO / SO_SNDTIMEO, 0: none */
 	int rcvlowat;                   /* SO_RCVLOWAT as the kernel keeps it; 0/1: none */
 	int sndbuf, rcvbuf;     /* SO_SNDBUF / SO_RCVBUF as set (half the kernel's); 0: not */
