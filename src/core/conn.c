@@ -686,9 +686,12 @@ int sc__switch_range(struct sc_conn *c, uint64_t *from, uint64_t *to)
 	*from = *to = c->tx.prod;
 	/* frozen first: its kernel socket lives on (in an exec'd image, in
 	 * the process it was sent to), whatever it did with the slot since;
-	 * so does a dead peer's that had forked (its cursor is final) */
+	 * so does a dead peer's that had forked (its cursor is final; judged
+	 * by its flags too: sc__group_kill marks the group dead before it
+	 * sets SC_LF_DEATH_SWITCH, and a switch in between re-sent nothing) */
+	bool forked = (pf & (SC_SF_FORKED | SC_SF_CLOSED | SC_SF_ABORT)) == SC_SF_FORKED;
 	if (!(pf & SC_SF_FROZEN) &&
-	    !(dead && (atomic_load(&c->lflags) & SC_LF_DEATH_SWITCH))) {
+	    !(dead && c->tag && (forked || (atomic_load(&c->lflags) & SC_LF_DEATH_SWITCH)))) {
 		if ((pf & (SC_SF_CLOSED | SC_SF_ABORT | SC_SF_RELEASED | SC_SF_REFUSED)) ||
 		    dead || atomic_load(&c->err))
 			return 1;       /* nobody reads it any more: nothing to re-send */

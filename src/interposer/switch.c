@@ -526,13 +526,18 @@ static void deaths_scan(void)
 
 /* Switch thread: the watched connections whose kernel connection ended
  * learn their peer's death; those that switched meanwhile (a child went on
- * with it) are let go. */
+ * with it), or that the program closed (ours the last reference: its
+ * release must not wait, a child of the peer's may wait for our FIN), are
+ * let go. */
 static void deaths_run(void)
 {
 	for (struct sw_death **dp = &sw_deaths, *d; (d = *dp);) {
 		struct sc_sock *s = d->s;
 		struct sc_conn *c = s->c;      /* (kept while we hold s) */
-		bool done = atomic_load(&s->mode) != M_SHM || !c ||
+		pthread_mutex_lock(&table_lock);
+		bool closed = s->refs == 1;
+		pthread_mutex_unlock(&table_lock);
+		bool done = closed || atomic_load(&s->mode) != M_SHM || !c ||
 			    atomic_load(&c->sw) != SC_SW_NONE ||
 			    (atomic_load_explicit(&c->peer->flags, memory_order_acquire) &
 			     SC_SF_FROZEN);
@@ -546,6 +551,12 @@ static void deaths_run(void)
 			dp = &d->next;
 			continue;
 		}
+		if (closed && atomic_load(&s->mode) == M_SHM && c &&
+		    (atomic_load(&c->lflags) & SC_LF_DEATH_SWITCH))
+			/* closed: to TCP first, as an orphan (sock_release),
+			 * so that what the dead peer left unread reaches a
+			 * child of its that goes on */
+			sock_switch_bounded(d->kfd, s, 0, -1);
 		*dp = d->next;
 		sw_ndeaths--;
 		hidden_del(d->kfd);
