@@ -182,8 +182,9 @@ fuzz:
 fuzz-quick:
 	FUZZ_SECONDS=5 tests/fuzz.sh $(B)
 
-# the crash soak at length (make test runs its 40-round version, pytest):
-# kill -9 either side at random moments, SOAK_ROUNDS times
+# the crash soaks at length (make test runs their 30- to 40-round versions,
+# pytest): kill -9 at random moments (set-up, mid-stream, mid-switch to TCP,
+# around fork and exec), SOAK_ROUNDS times each
 INTEGRITY_BYTES ?= 1e10
 SOAK_ROUNDS ?= 1000
 EXHAUST_CONNS ?= 10000

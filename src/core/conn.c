@@ -88,6 +88,22 @@ int sc__conn_proto_error(struct sc_conn *c)
 	return -EPROTO;
 }
 
+void sc__conn_peer_dead(struct sc_conn *c)
+{
+	/* peer death, as TCP shows it: a FIN if the peer had closed or read
+	 * everything we sent, else a reset */
+	uint32_t pf = atomic_load_explicit(&c->peer->flags, memory_order_acquire);
+	uint64_t pc = atomic_load_explicit(&c->s->consumed[!c->side].rx_consumed,
+					   memory_order_relaxed);
+	uint64_t pp = atomic_load_explicit(&c->tx.h->prod, memory_order_relaxed);
+	int expected = 0;
+	if (!(pf & SC_SF_ABORT) && (pf & SC_SF_CLOSED || pc == pp))
+		atomic_fetch_or(&c->lflags, SC_LF_PEER_GONE);
+	else if (atomic_compare_exchange_strong(&c->err, &expected, -ECONNRESET))
+		SC_STAT_ADD(conns_aborted, 1);
+	sc__notify_self(c);
+}
+
 int sc__conn_reset(struct sc_conn *c)
 {
 	int expected = 0;
@@ -680,9 +696,12 @@ int sc__switch_range(struct sc_conn *c, uint64_t *from, uint64_t *to)
 	*from = *to = c->tx.prod;
 	/* frozen first: its kernel socket lives on (in an exec'd image, in
 	 * the process it was sent to), whatever it did with the slot since;
-	 * so does a dead peer's that had forked (its cursor is final) */
+	 * so does a dead peer's that had forked (its cursor is final; judged
+	 * by its flags too: sc__group_kill marks the group dead before it
+	 * sets SC_LF_DEATH_SWITCH, and a switch in between re-sent nothing) */
+	bool forked = (pf & (SC_SF_FORKED | SC_SF_CLOSED | SC_SF_ABORT)) == SC_SF_FORKED;
 	if (!(pf & SC_SF_FROZEN) &&
-	    !(dead && (atomic_load(&c->lflags) & SC_LF_DEATH_SWITCH))) {
+	    !(dead && c->tag && (forked || (atomic_load(&c->lflags) & SC_LF_DEATH_SWITCH)))) {
 		if ((pf & (SC_SF_CLOSED | SC_SF_ABORT | SC_SF_RELEASED | SC_SF_REFUSED)) ||
 		    dead || atomic_load(&c->err))
 			return 1;       /* nobody reads it any more: nothing to re-send */

@@ -139,6 +139,11 @@ int sc__conn_proto_error(struct sc_conn *c);
 /* Refuse/abort a connection that was never handed to the user and free it;
  * the caller holds no lock. */
 void sc__conn_refuse(struct sc_conn *c);
+/* Group lock held: the peer process is dead (EOF or a reset, as TCP would
+ * tell it); our waiters wake.  Also for a peer that died having forked
+ * (SC_LF_DEATH_SWITCH) once its kernel connection has ended: no child goes
+ * on with it. */
+void sc__conn_peer_dead(struct sc_conn *c);
 /* Publish our side flags (private copy first). */
 void sc__conn_set_flags(struct sc_conn *c, uint32_t f);
 

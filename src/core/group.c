@@ -482,22 +482,16 @@ void sc__group_kill(struct sc_group *g, int err)
 			/* it had forked: a child may hold its kernel socket and
 			 * go on with the connection.  What it left in our ring
 			 * is read first, then the kernel says (EOF, a reset, or
-			 * the child's bytes) */
+			 * the child's bytes).  The interposer watches the
+			 * kernel socket meanwhile (sc__conn_peer_dead) */
 			atomic_fetch_or(&c->lflags, SC_LF_DEATH_SWITCH);
 			sc__notify_self(c);
+			sc__switch_hook(c);
 			continue;
 		}
 		if (err == -ECONNRESET) {
-			/* peer death, as TCP shows it: a FIN if the peer had
-			 * closed or read everything we sent, else a reset */
-			uint32_t pf = atomic_load_explicit(&c->peer->flags, memory_order_acquire);
-			uint64_t pc = atomic_load_explicit(&c->s->consumed[!c->side].rx_consumed,
-							   memory_order_relaxed);
-			uint64_t pp = atomic_load_explicit(&c->tx.h->prod, memory_order_relaxed);
-			if (!(pf & SC_SF_ABORT) && (pf & SC_SF_CLOSED || pc == pp)) {
-				atomic_fetch_or(&c->lflags, SC_LF_PEER_GONE);
-				e = 0;
-			}
+			sc__conn_peer_dead(c);
+			continue;
 		}
 		if (e && atomic_compare_exchange_strong(&c->err, &expected, e))
 			SC_STAT_ADD(conns_aborted, 1);

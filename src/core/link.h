@@ -146,9 +146,10 @@ bool sc__ctl_watching(void);
 extern void (*sc__ctl_after_hook)(void);
 
 /* Called by the control thread, group lock held, when the peer asks to
- * switch connection c back to TCP (SWITCH): c->sw is SC_SW_ASKED.  Must not
- * block or take a connection's locks (the interposer wakes a thread of its
- * own to do the switch). */
+ * switch connection c back to TCP (SWITCH): c->sw is SC_SW_ASKED; or when
+ * the peer died having forked (SC_LF_DEATH_SWITCH): a switch to come.  Must
+ * not block or take a connection's locks (the interposer wakes a thread of
+ * its own to do the switch, or to watch the kernel socket). */
 extern void (*sc__switch_hook)(struct sc_conn *c);
 
 /* Drain, from the calling thread, the sockets of every group whose OPENs

@@ -140,6 +140,28 @@ struct sc_sock *sock_new(int fd, int mode, bool nonblock)
 	return s;
 }
 
+/* s->lock held, or s not shared yet: s uses port's board b (held: a
+ * reference from sc__board, which s now owns), instead of the one it had. */
+void sock_board(struct sc_sock *s, struct sc_board *b, uint16_t port)
+{
+	if (s->board)
+		sc__board_put(s->bport);
+	s->board = b;
+	s->bport = port;
+}
+
+/* The peer died having forked (SC_LF_DEATH_SWITCH, or not noticed yet by
+ * the control thread): a child of its may go on with the connection, and
+ * must read on TCP what the peer left unread. */
+static bool peer_left_child(struct sc_conn *c)
+{
+	if (atomic_load(&c->lflags) & SC_LF_DEATH_SWITCH)
+		return true;
+	uint32_t pf = atomic_load_explicit(&c->peer->flags, memory_order_acquire);
+	return (pf & (SC_SF_FORKED | SC_SF_CLOSED | SC_SF_ABORT)) == SC_SF_FORKED &&
+	       !sc__pid_alive(c->g->peer_pid);
+}
+
 /* The last fd naming s is gone (s no longer in the table). */
 
 void sock_release(struct sc_sock *s, int fd_of_release)
@@ -158,10 +180,13 @@ void sock_release(struct sc_sock *s, int fd_of_release)
 			sc__switch_release(s->c);
 		s->c = NULL;
 	} else if (mode == M_SHM && s->c && s->owner == sc__pid() && fd_of_release >= 0 &&
-		   child_may_hold(s->fork_gen) && sw_orphan(fd_of_release, s)) {
+		   (child_may_hold(s->fork_gen) || peer_left_child(s->c)) &&
+		   sw_orphan(fd_of_release, s)) {
 		/* a child forked since may hold the socket too (the kernel's
-		 * close sends no FIN then): the connection goes on, on TCP;
-		 * the switch thread switches it and frees s */
+		 * close sends no FIN then), or a child of the dead peer's
+		 * may go on with it and read what the peer left unread: the
+		 * connection goes on, on TCP; the switch thread switches it
+		 * (re-sending those bytes) and frees s */
 		pthread_mutex_unlock(&s->lock);
 		return;
 	} else if (mode == M_SHM && s->c) {
@@ -185,6 +210,7 @@ void sock_release(struct sc_sock *s, int fd_of_release)
 		sc__offer_undecline(s->board, s->declined, &s->local);
 	if (s->efd >= 0)
 		R(close)(s->efd);
+	sock_board(s, NULL, 0);
 	free(s->pbuf);
 	sc__rec_put(s->rec);
 	s->rec = NULL;
@@ -218,14 +244,19 @@ void fd_drop(int fd, bool same)
 		return;
 	pthread_mutex_lock(&table_lock);
 	s = sock_get(fd);
-	bool last = false;
+	bool last = false, watched = false;
 	if (s) {
 		sock_set(fd, NULL);
 		last = --s->refs == 0;
+		/* the switch thread's watch holds the last reference: it
+		 * lets go (sw_deaths) */
+		watched = s->refs == 1 && s->death_watched;
 	}
 	pthread_mutex_unlock(&table_lock);
 	if (last)
 		sock_release(s, same ? fd : -1);
+	else if (watched)
+		sw_kick();
 }
 
 void fd_alias(int oldfd, int newfd)

@@ -160,9 +160,12 @@ static int offer_prepare(int fd, struct sc_sock *s, const struct sockaddr *addr,
 	}
 	struct sc_board *b = sc__board(dport, false);
 	if (!b || !sc__board_serves(b, dst)) {
+		if (b)
+			sc__board_put(dport);
 		*why = SC_FB_NO_LISTENER;
 		return -1;
 	}
+	sock_board(s, b, dport);
 	/* data in the SYN, or a repaired socket (a DSCP of the program's own
 	 * is put back once the SYN is out: only the SYN carries our mark, and
 	 * it never leaves the host) */
@@ -202,7 +205,6 @@ static int offer_prepare(int fd, struct sc_sock *s, const struct sockaddr *addr,
 	}
 	if (addr->sa_family == AF_INET6)
 		R(setsockopt)(fd, IPPROTO_IPV6, IPV6_TCLASS, &tos, sizeof(tos));
-	s->board = b;
 	s->dst = *dst;
 	*port = dport;
 	/* until the offer is posted, the acceptor may wait for it */
@@ -330,7 +332,7 @@ SC_API int listen(int fd, int backlog)
 	if (getsockname(fd, (struct sockaddr *)&me, &ml) == 0 &&
 	    sc__addr16((struct sockaddr *)&me, &a, &port)) {
 		pthread_mutex_lock(&s->lock);
-		s->board = sc__board(port, true);
+		sock_board(s, sc__board(port, true), port);
 		s->ino = fd_ino(fd);
 		if (s->board && sc__board_listen(s->board, &a, s->ino) == 0) {
 			atomic_store(&s->mode, M_LISTEN);
@@ -380,7 +382,8 @@ static bool syn_addrs(const uint8_t *syn, socklen_t len, struct sc_addr16 *local
 /* A connection we accepted on an accelerated listener: claim its offer. */
 /* An accepted connection's first use in this process (not accept() itself:
  * a server that forks per connection uses it in the child, which must be
- * the one to claim it).  s->lock held; the mode leaves M_SPENDING. */
+ * the one to claim it).  s->lock held; the mode goes to M_SHM if claimed,
+ * else stays M_SPENDING for the caller to make M_TCP. */
 static void server_claim(int nfd, struct sc_sock *s)
 {
 	struct sockaddr_storage me, peer;
@@ -390,7 +393,6 @@ static void server_claim(int nfd, struct sc_sock *s)
 	int32_t pid;
 	uint64_t tag;
 
-	atomic_store(&s->mode, M_TCP);  /* unless claimed below */
 	s->owner = sc__pid();
 	/* the SYN tells whether the client is accelerated (TCP_SAVE_SYN),
 	 * and both ends' addresses */
@@ -418,7 +420,9 @@ static void server_claim(int nfd, struct sc_sock *s)
 		s->rec->paddr = remote;
 		s->rec->pport = cport;
 	}
-	struct sc_board *b = s->board ? s->board : sc__board(lport, false);
+	if (!s->board)
+		sock_board(s, sc__board(lport, false), lport);
+	struct sc_board *b = s->board;
 	if (!b) {
 		fallback_stat(s, nfd, SC_FB_PEER_PLAIN);
 		return;
@@ -453,7 +457,6 @@ static void server_claim(int nfd, struct sc_sock *s)
 			if (sc__offer_decline_tuple(b, cport, &local, &didx) == -EAGAIN)
 				continue;       /* it came: claim it */
 			s->declined = didx;
-			s->board = b;
 			s->local = local;
 			fallback_stat(s, nfd, !room ? SC_FB_LIMITS :
 					      marked && waited_out ? SC_FB_CLAIM_TIMEOUT :
@@ -504,8 +507,15 @@ static void server_claim(int nfd, struct sc_sock *s)
 void server_settle(int fd, struct sc_sock *s)
 {
 	pthread_mutex_lock(&s->lock);
-	if (atomic_load(&s->mode) == M_SPENDING)
+	if (atomic_load(&s->mode) == M_SPENDING) {
 		server_claim(fd, s);
+		/* TCP only once decided: a thread that meets M_SPENDING
+		 * meanwhile waits here for the outcome (an M_TCP published
+		 * during the claim sent another thread's bytes to the
+		 * kernel socket, which the peer on shared memory never reads) */
+		if (atomic_load(&s->mode) == M_SPENDING)
+			atomic_store(&s->mode, M_TCP);
+	}
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -546,8 +556,8 @@ SC_API int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
 						     flags & SOCK_NONBLOCK);
 			if (s && G.disabled)
 				fallback_stat(s, nfd, SC_FB_DISABLED);
-			else if (s)
-				s->board = ls->board;
+			else if (s && ls->board)
+				sock_board(s, sc__board(ls->bport, false), ls->bport);
 			if (s) {
 				/* the kernel's accepted socket has the
 				 * listener's buffer sizes */

@@ -118,6 +118,8 @@ struct sc_sock {
 	bool err_reported;      /* a reset was reported once (as sk_err) */
 	bool sent_to_closed;    /* one send went to a closed peer (TCP: then RST) */
 	bool fastopen;          /* TCP_FASTOPEN_CONNECT / TCP_REPAIR set: stays TCP */
+	bool death_watched;     /* its kernel socket watched by the switch thread
+				 * (SC_LF_DEATH_SWITCH: sw_deaths), under table_lock */
 	uint64_t rcvtimeo_ns, sndtimeo_ns;      /* SO_RCVTIMEO / SO_SNDTIMEO, 0: none */
 	int rcvlowat;                   /* SO_RCVLOWAT as the kernel keeps it; 0/1: none */
 	int sndbuf, rcvbuf;     /* SO_SNDBUF / SO_RCVBUF as set (half the kernel's); 0: not */
@@ -131,8 +133,9 @@ struct sc_sock {
 	struct sc_addr16 local; /* its local address (as the entry names it) */
 	pid_t owner;            /* the process whose shared-memory state it is */
 	struct sc_conn *c;      /* M_SHM */
-	/* M_LISTEN */
+	/* M_LISTEN, and the sockets that used the board: held (sock_board) */
 	struct sc_board *board;
+	uint16_t bport;
 	uint64_t ino;
 	/* M_PENDING: the client side of an offer */
 	uint64_t tag;
@@ -190,6 +193,7 @@ void rec_fill(struct sc_sock *s, int fd, uint32_t mode, int reason, int32_t peer
 void fallback_stat(struct sc_sock *s, int fd, enum sc_fallback why);
 struct sc_sock *sock_new(int fd, int mode, bool nonblock);
 void sock_release(struct sc_sock *s, int fd_of_release);
+void sock_board(struct sc_sock *s, struct sc_board *b, uint16_t port);
 /* fd no longer names its socket: replaced (fd_forget) or being closed
  * (fd_drop with closing: the socket's last fd closes the connection) */
 void fd_forget(int fd);

@@ -469,6 +469,105 @@ bool sw_orphan(int fd, struct sc_sock *s)
 	return true;
 }
 
+/* ---- a peer that died having forked ---------------------------------------
+ *
+ * Its connections with us wait for what it left in our ring to be read,
+ * then switch to TCP, where a child of its may go on (SC_LF_DEATH_SWITCH).
+ * Meanwhile nothing on shared memory moves: a send waits for room nobody
+ * makes, a poller for POLLOUT.  The switch thread watches each one's
+ * kernel socket: its end (a FIN or a reset: the last process holding the
+ * peer's socket is gone) is the peer's death after all (a send blocked in
+ * it, or a poller, or an epoll set, waited for ever: an echo server, its
+ * peer and the peer's child killed; test_soak's fork/exec soak). */
+static struct sw_death {
+	struct sc_sock *s;      /* a reference of ours */
+	int kfd;                /* our dup of its kernel socket (hidden) */
+	bool ended;
+	struct sw_death *next;
+} *sw_deaths;                   /* the switch thread's */
+#define SW_DEATHS_MAX 256       /* watched at once; more wait their turn */
+static int sw_ndeaths;
+static bool sw_deaths_more;     /* some were left out: look again */
+
+/* Switch thread: watch the connections whose peer died having forked that
+ * are not watched yet. */
+static void deaths_scan(void)
+{
+	sw_deaths_more = false;
+	pthread_mutex_lock(&table_lock);
+	for (int p = 0; p < NPAGES; p++) {
+		struct sc_sock *_Atomic *pg = atomic_load(&pages[p]);
+		for (int i = 0; pg && i < (1 << PAGE_BITS); i++) {
+			struct sc_sock *s = atomic_load(&pg[i]);
+			if (sw_ndeaths == SW_DEATHS_MAX) {
+				sw_deaths_more = true;
+				break;
+			}
+			if (!s || s->death_watched || atomic_load(&s->mode) != M_SHM ||
+			    s->owner != sc__pid() || !s->c ||
+			    !(atomic_load(&s->c->lflags) & SC_LF_DEATH_SWITCH))
+				continue;
+			struct sw_death *d = malloc(sizeof(*d));
+			int kfd = d ? R(fcntl)((p << PAGE_BITS) | i, F_DUPFD_CLOEXEC, 0) : -1;
+			if (kfd < 0) {
+				free(d);
+				continue;
+			}
+			hidden_add(kfd);
+			s->refs++;
+			s->death_watched = true;
+			*d = (struct sw_death){ .s = s, .kfd = kfd, .next = sw_deaths };
+			sw_deaths = d;
+			sw_ndeaths++;
+		}
+	}
+	pthread_mutex_unlock(&table_lock);
+}
+
+/* Switch thread: the watched connections whose kernel connection ended
+ * learn their peer's death; those that switched meanwhile (a child went on
+ * with it), or that the program closed (ours the last reference: its
+ * release must not wait, a child of the peer's may wait for our FIN), are
+ * let go. */
+static void deaths_run(void)
+{
+	for (struct sw_death **dp = &sw_deaths, *d; (d = *dp);) {
+		struct sc_sock *s = d->s;
+		struct sc_conn *c = s->c;      /* (kept while we hold s) */
+		pthread_mutex_lock(&table_lock);
+		bool closed = s->refs == 1;
+		pthread_mutex_unlock(&table_lock);
+		bool done = closed || atomic_load(&s->mode) != M_SHM || !c ||
+			    atomic_load(&c->sw) != SC_SW_NONE ||
+			    (atomic_load_explicit(&c->peer->flags, memory_order_acquire) &
+			     SC_SF_FROZEN);
+		if (!done && d->ended) {
+			pthread_mutex_lock(&c->g->lock);
+			sc__conn_peer_dead(c);
+			pthread_mutex_unlock(&c->g->lock);
+			done = true;
+		}
+		if (!done) {
+			dp = &d->next;
+			continue;
+		}
+		if (closed && atomic_load(&s->mode) == M_SHM && c &&
+		    (atomic_load(&c->lflags) & SC_LF_DEATH_SWITCH))
+			/* closed: to TCP first, as an orphan (sock_release),
+			 * so that what the dead peer left unread reaches a
+			 * child of its that goes on */
+			sock_switch_bounded(d->kfd, s, 0, -1);
+		*dp = d->next;
+		sw_ndeaths--;
+		hidden_del(d->kfd);
+		R(close)(d->kfd);
+		sock_unref(s);
+		free(d);
+	}
+	if (sw_deaths_more)
+		deaths_scan();
+}
+
 /* Switch every accelerated connection of ours that wants it: asked by the
  * peer or frozen and waiting for the peer (the switch thread: block
  * false, it does not wait), or all of them (all: before an exec, which
@@ -542,21 +641,33 @@ static void *sw_main(void *arg)
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	for (;;) {
-		struct pollfd p = { .fd = SW.efd, .events = POLLIN };
+		struct pollfd p[1 + SW_DEATHS_MAX];
+		struct sw_death *who[SW_DEATHS_MAX];
+		nfds_t n = 1;
+		p[0] = (struct pollfd){ .fd = SW.efd, .events = POLLIN };
+		for (struct sw_death *d = sw_deaths; d; d = d->next) {
+			who[n - 1] = d;
+			p[n++] = (struct pollfd){ .fd = d->kfd, .events = POLLRDHUP };
+		}
 		/* orphans waiting for a peer that may close instead of
 		 * freezing (no SWITCH then): looked at every second */
-		int rc = R(poll)(&p, 1, sw_orphans ? 1000 : -1);
+		int rc = R(poll)(p, n, sw_orphans ? 1000 : -1);
 		if (rc < 0)
 			continue;
 		if (rc == 0) {
 			sw_orphans_run();
 			continue;
 		}
+		for (nfds_t i = 1; i < n; i++)
+			if (p[i].revents & (POLLRDHUP | POLLHUP | POLLERR))
+				who[i - 1]->ended = true;
 		uint64_t v;
-		if (R(read)(SW.efd, &v, sizeof(v)) > 0) {
+		if ((p[0].revents & POLLIN) && R(read)(SW.efd, &v, sizeof(v)) > 0) {
 			sw_scan(off_file(), true, false);
 			sw_orphans_run();
+			deaths_scan();
 		}
+		deaths_run();
 	}
 	return NULL;
 }
@@ -760,6 +871,15 @@ void sw_atfork_child(void)
 		free(o);
 	}
 	sw_orphans = NULL;
+	for (struct sw_death *d = sw_deaths, *next; d; d = next) {
+		next = d->next;         /* (their fds were hidden ones) */
+		if (d->s->refs > 1)
+			d->s->refs--;   /* the parent's thread's reference */
+		d->s->death_watched = false;
+		free(d);
+	}
+	sw_deaths = NULL;
+	sw_ndeaths = 0;
 	atomic_store(&sw_inflight, 0);
 	pthread_mutex_init(&SW.lock, NULL);
 	if (SW.efd >= 0)

@@ -30,18 +30,48 @@
 
 /* ---- boards ------------------------------------------------------------- */
 
+/*
+ * A process maps the board of each port it meets, and keeps it while it is
+ * held (sc__board's reference: a listener's, a connection's) and, once
+ * nobody holds it, among the SC_BOARD_CACHE boards mapped: mapping a new
+ * one beyond that unmaps the board looked up least recently that nobody
+ * holds.  (Every board stayed mapped: 501 of 4 MB each after a 1,000-round
+ * soak, issue 15.)
+ *
+ * The look-up of a mapped board takes no lock: a compare-and-swap on its
+ * slot's count.  Unmapping (board_lock held) swaps a count of 0 for
+ * SLOT_DEAD first, so it never unmaps a board taken meanwhile, and a
+ * look-up that meets SLOT_DEAD, or finds the pointer gone once it counted
+ * itself in, goes the locked way.
+ */
+#define SLOT_DEAD INT32_MIN
+
 static pthread_mutex_t board_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct sc_board *_Atomic boards[65536];
+static struct board_slot {
+	struct sc_board *_Atomic b;     /* written under board_lock */
+	_Atomic int32_t refs;           /* holders; SLOT_DEAD: being unmapped */
+	_Atomic uint32_t used;          /* board_epoch at its last look-up */
+} slots[65536];
+/* +1 per board mapped: a look-up stamps its slot with it (a store only
+ * when it changed: hot boards' slots stay clean in the cache) */
+static _Atomic uint32_t board_epoch;
+/* The ports whose board is mapped (board_lock); mapped[] may name a port
+ * whose board is gone (a fork in the middle of an update): dropped when met. */
+static uint16_t mapped[65536];
+static int nmapped;
+/* The port being unmapped (board_lock), for a fork child: -1 if none. */
+static _Atomic int unmapping = -1;
+
 /* Our own description of a board, for the locks of our listener entries
  * (fd + 1; 0: none); the ports that have one, for the fork child. */
 static int board_lkfd[65536];
 static uint16_t lk_ports[64];
 static int n_lk_ports;
 
-/* A new description of port's board file (-1: none).  Boards stay mapped,
- * but no fd of theirs stays open: a client that meets many ports (a new
- * server's each time) would keep one per port (issue 15: 300 rounds, +300
- * fds).  The flock, and the OFD lock look-ups, use one opened for them. */
+/* A new description of port's board file (-1: none).  A mapped board
+ * keeps no fd open: a client that meets many ports (a new server's each
+ * time) would keep one per port (issue 15: 300 rounds, +300 fds).  The
+ * flock, and the OFD lock look-ups, use one opened for them. */
 static int board_open(uint16_t port, int flags)
 {
 	const char *d = sc__rundir();
@@ -53,18 +83,91 @@ static int board_open(uint16_t port, int flags)
 	return open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | flags, 0600);
 }
 
+static void slot_touch(struct board_slot *sl)
+{
+	uint32_t e = atomic_load_explicit(&board_epoch, memory_order_relaxed);
+	if (atomic_load_explicit(&sl->used, memory_order_relaxed) != e)
+		atomic_store_explicit(&sl->used, e, memory_order_relaxed);
+}
+
+/* Count ourselves in on sl's board b (seen in sl->b); false if it is being
+ * unmapped, or was unmapped since we saw it (then nothing is counted). */
+static bool slot_hold(struct board_slot *sl, struct sc_board *b)
+{
+	int32_t r = atomic_load_explicit(&sl->refs, memory_order_relaxed);
+	do {
+		if (r < 0)
+			return false;
+	} while (!atomic_compare_exchange_weak(&sl->refs, &r, r + 1));
+	/* (seq_cst both: either the unmapper's 0 -> SLOT_DEAD came first and
+	 * failed our exchange, or ours came first and failed its) */
+	if (atomic_load(&sl->b) != b) {
+		atomic_fetch_sub(&sl->refs, 1);
+		return false;
+	}
+	slot_touch(sl);
+	return true;
+}
+
+/* board_lock held: unmap boards nobody holds, least recently looked up
+ * first, until fewer than SC_BOARD_CACHE are mapped (or all are held). */
+static void boards_trim(void)
+{
+	uint32_t now = atomic_load_explicit(&board_epoch, memory_order_relaxed);
+	while (nmapped >= SC_BOARD_CACHE) {
+		int best = -1;
+		uint32_t age = 0;
+		for (int i = 0; i < nmapped; i++) {
+			struct board_slot *sl = &slots[mapped[i]];
+			if (!atomic_load(&sl->b)) {
+				mapped[i--] = mapped[--nmapped];
+				continue;
+			}
+			uint32_t a = now - atomic_load_explicit(&sl->used, memory_order_relaxed);
+			if (atomic_load(&sl->refs) == 0 && (best < 0 || a > age)) {
+				best = i;
+				age = a;
+			}
+		}
+		if (best < 0)
+			return;                 /* every one held */
+		uint16_t port = mapped[best];
+		struct board_slot *sl = &slots[port];
+		int32_t zero = 0;
+		atomic_store(&unmapping, port);
+		if (atomic_compare_exchange_strong(&sl->refs, &zero, SLOT_DEAD)) {
+			/* the pointer goes before the mapping (a fork child
+			 * that finds it still there may keep using it) */
+			struct sc_board *b = atomic_exchange(&sl->b, NULL);
+			mapped[best] = mapped[--nmapped];
+			munmap(b, sizeof(*b));
+			atomic_store(&sl->refs, 0);
+		}
+		atomic_store(&unmapping, -1);
+	}
+}
+
+static void backed_forget(uint16_t port);
+
 struct sc_board *sc__board(uint16_t port, bool create)
 {
-	struct sc_board *b = atomic_load_explicit(&boards[port], memory_order_acquire);
+	struct board_slot *sl = &slots[port];
+	struct sc_board *b = atomic_load_explicit(&sl->b, memory_order_acquire);
 	struct stat st;
 	int fd, saved = errno;
 
-	if (b || !sc__rundir())
+	if (b && slot_hold(sl, b))
 		return b;
+	if (!sc__rundir())
+		return NULL;
 	pthread_mutex_lock(&board_lock);
-	b = atomic_load_explicit(&boards[port], memory_order_relaxed);
-	if (b)
+	b = atomic_load_explicit(&sl->b, memory_order_relaxed);
+	if (b) {
+		/* mapped (again) meanwhile: under the lock, not being unmapped */
+		atomic_fetch_add(&sl->refs, 1);
+		slot_touch(sl);
 		goto out;
+	}
 	fd = board_open(port, create ? O_CREAT : 0);
 	if (fd < 0)
 		goto out;
@@ -74,6 +177,7 @@ struct sc_board *sc__board(uint16_t port, bool create)
 		close(fd);
 		goto out;
 	}
+	boards_trim();
 	b = mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (b == MAP_FAILED) {
 		b = NULL;
@@ -81,7 +185,9 @@ struct sc_board *sc__board(uint16_t port, bool create)
 		goto out;
 	}
 	/* the header is touched by every process; the offers, sparse, one
-	 * page at a time (sc__offer_backed) */
+	 * page at a time (sc__offer_backed; what this process saw backed of
+	 * an earlier mapping may be of a file since replaced) */
+	backed_forget(port);
 	if (sc__backed(b, offsetof(struct sc_board, offers)) < 0) {
 		munmap(b, sizeof(*b));
 		close(fd);
@@ -100,11 +206,22 @@ struct sc_board *sc__board(uint16_t port, bool create)
 		goto out;
 	}
 	close(fd);
-	atomic_store_explicit(&boards[port], b, memory_order_release);
+	atomic_fetch_add(&sl->refs, 1);
+	atomic_store_explicit(&sl->used, atomic_fetch_add(&board_epoch, 1) + 1,
+			      memory_order_relaxed);
+	if (nmapped < (int)(sizeof(mapped) / sizeof(mapped[0])))
+		mapped[nmapped++] = port;
+	atomic_store_explicit(&sl->b, b, memory_order_release);
 out:
 	pthread_mutex_unlock(&board_lock);
 	errno = saved;
 	return b;
+}
+
+void sc__board_put(uint16_t port)
+{
+	/* (release: our use of the board comes before its unmapping) */
+	atomic_fetch_sub_explicit(&slots[port].refs, 1, memory_order_release);
 }
 
 static int local_addrs(struct sc_addr16 *out, int max)
@@ -182,6 +299,13 @@ static bool entry_live(struct sc_board *b, int i)
 
 void sc__board_atfork_child(void)
 {
+	/* a thread of the parent's may have been unmapping a board: still
+	 * named, it is still mapped (the pointer goes first); gone, it is
+	 * the parent's unmapping (or left to us, mapped but unnamed) */
+	pthread_mutex_init(&board_lock, NULL);
+	int p = atomic_exchange(&unmapping, -1);
+	if (p >= 0 && atomic_load(&slots[p].refs) == SLOT_DEAD)
+		atomic_store(&slots[p].refs, 0);
 	for (int k = 0; k < n_lk_ports; k++) {
 		uint16_t port = lk_ports[k];
 		if (board_lkfd[port])
@@ -482,6 +606,13 @@ int sc__offer_post(struct sc_board *b, uint16_t cport, const struct sc_addr16 *d
  * met. */
 #define BACKED_PAGES (sizeof(struct sc_board) / 4096 + 1)
 static _Atomic(_Atomic uint64_t *) backed_map[65536];
+
+static void backed_forget(uint16_t port)
+{
+	_Atomic uint64_t *m = atomic_load_explicit(&backed_map[port], memory_order_acquire);
+	for (size_t i = 0; m && i < BACKED_PAGES / 64 + 1; i++)
+		atomic_store_explicit(&m[i], 0, memory_order_relaxed);
+}
 
 static bool page_bits(_Atomic uint64_t *m, size_t first, size_t last, bool set)
 {

@@ -158,8 +158,14 @@ bool sc__addr_is_any(const struct sc_addr16 *a);
  * store, or a load, in a hole raises SIGBUS.  0, or -ENOSPC. */
 int sc__backed(void *p, size_t len);
 
-/* The board of a port: mapped once per process, created if create. */
+/* The board of a port, created if create, with a reference held on it
+ * (sc__board_put gives it back).  A board stays mapped while held, and
+ * then among the SC_BOARD_CACHE mapped (the least recently looked up goes
+ * when another is mapped).  A look-up of a mapped board is a few atomics,
+ * no system call. */
+#define SC_BOARD_CACHE 64
 struct sc_board *sc__board(uint16_t port, bool create);
+void sc__board_put(uint16_t port);
 
 /* A listener of ours on port (addr as bound): register / drop it. */
 int sc__board_listen(struct sc_board *b, const struct sc_addr16 *addr, uint64_t sock_ino);

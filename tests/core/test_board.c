@@ -27,6 +27,11 @@
  *  7. the connecting slots: take, free, anyone_connecting, stale slots.
  *  8. listener entries: listen, serves, unlisten, wildcard, and an entry
  *     dies with its process (the OFD lock).
+ *  9. the mappings are bounded: meeting many ports leaves no more than
+ *     SC_BOARD_CACHE boards mapped (/proc/self/maps); a board looked up
+ *     between every new mapping stays; held boards stay, however many;
+ *     threads looking boards up and letting go while others are mapped
+ *     and unmapped read only mapped boards (the ASan and TSan builds).
  */
 #include <errno.h>
 #include <arpa/inet.h>
@@ -527,6 +532,101 @@ static void listeners(void)
 	close(back_fds[1]);
 }
 
+/* ---- the mappings ------------------------------------------------------------ */
+
+/* How many boards this process has mapped; *has: whether port's is one. */
+static int boards_mapped(int port, bool *has)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512], name[32];
+	int n = 0;
+
+	T_ASSERT(f);
+	snprintf(name, sizeof(name), "/tcp-v%u-%d\n", SC_BOARD_VERSION, port);
+	if (has)
+		*has = false;
+	while (fgets(line, sizeof(line), f)) {
+		if (!strstr(line, "/tcp-v"))
+			continue;
+		n++;
+		if (has && strstr(line, name))
+			*has = true;
+	}
+	fclose(f);
+	return n;
+}
+
+/* look port's board up, read it, let it go */
+static void meet(int port)
+{
+	struct sc_board *b = sc__board((uint16_t)port, true);
+	T_ASSERT(b);
+	T_EQ(atomic_load((_Atomic uint32_t *)&b->port), (uint32_t)port);
+	sc__board_put((uint16_t)port);
+}
+
+#define CHURN_PORTS (2 * SC_BOARD_CACHE)
+
+static void *churn(void *arg)
+{
+	unsigned seed = (unsigned)(uintptr_t)arg;
+	for (int i = 0; i < 1000; i++)
+		meet(40000 + (int)(rand_r(&seed) % CHURN_PORTS));
+	return NULL;
+}
+
+static void bounded(void)
+{
+	int n;
+	bool has;
+
+	/* many ports met, each let go at once */
+	for (int p = 0; p < 4 * SC_BOARD_CACHE; p++)
+		meet(20000 + p);
+	n = boards_mapped(-1, NULL);
+	T_ASSERTF(n <= SC_BOARD_CACHE, "%d boards mapped after meeting %d ports", n,
+		  4 * SC_BOARD_CACHE);
+
+	/* the least recently looked up goes: one looked up between every
+	 * new mapping stays mapped, one met once early does not */
+	meet(21000);
+	for (int p = 0; p < 2 * SC_BOARD_CACHE; p++) {
+		meet(22000);
+		meet(23000 + p);
+		boards_mapped(22000, &has);
+		T_ASSERTF(has, "the hot board unmapped after %d others", p + 1);
+	}
+	boards_mapped(21000, &has);
+	T_ASSERT(!has);
+
+	/* held boards stay, more of them than the cache, while others come
+	 * and go; let go, they go too */
+	enum { HELD = SC_BOARD_CACHE + 8 };
+	struct sc_board *held[HELD];
+	for (int i = 0; i < HELD; i++)
+		T_ASSERT((held[i] = sc__board((uint16_t)(24000 + i), true)));
+	for (int p = 0; p < 2 * SC_BOARD_CACHE; p++)
+		meet(25000 + p);
+	n = boards_mapped(-1, NULL);
+	T_ASSERTF(n >= HELD && n <= HELD + 4, "%d boards mapped, %d held", n, HELD);
+	for (int i = 0; i < HELD; i++) {
+		T_EQ(held[i]->port, (uint32_t)(24000 + i));
+		sc__board_put((uint16_t)(24000 + i));
+	}
+	meet(26000);
+	n = boards_mapped(-1, NULL);
+	T_ASSERTF(n <= SC_BOARD_CACHE, "%d boards mapped once let go", n);
+
+	/* threads: look-ups racing the unmapping of the boards they want */
+	pthread_t t[4];
+	for (uintptr_t i = 0; i < 4; i++)
+		T_ASSERT(pthread_create(&t[i], NULL, churn, (void *)(i + 1)) == 0);
+	for (int i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	n = boards_mapped(-1, NULL);
+	T_ASSERTF(n <= SC_BOARD_CACHE, "%d boards mapped after the threads", n);
+}
+
 static void cleanup(void)
 {
 	char cmd[128];
@@ -557,6 +657,7 @@ int main(void)
 	race(b, R_POST_DECLINE, "post vs claim/decline");
 	race(b, R_WITHDRAW_CLAIM, "withdraw vs claim");
 	race(b, R_CLAIM_CLAIM, "claim vs claim");
+	bounded();
 	t_log("board: ok");
 	return 0;
 }

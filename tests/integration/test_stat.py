@@ -117,6 +117,30 @@ def test_stat_pid_reuse_not_live():
             p.wait()
 
 
+def test_stats_empty_file_of_dead_process_collected():
+    """A process killed between creating its stats file and giving it its
+    size (a fork child killed at once) leaves an empty file: collected with
+    the dead processes' files (test_soak's fork/exec soak: 6 left in 300
+    rounds); a live process's empty file (being written) stays."""
+    rundir = tempfile.mkdtemp(prefix="sc-stat-")
+    env = _env(rundir)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    live = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.readline()"],
+                            stdin=subprocess.PIPE)
+    try:
+        for pid in (dead.pid, live.pid):
+            open(os.path.join(rundir, "stats-%d-0badf11e" % pid), "w").close()
+        r = subprocess.run([SHORTCUT, "stats", "--json"], capture_output=True, text=True,
+                           env=env, timeout=30)
+        assert r.returncode == 0, r
+        left = sorted(f for f in os.listdir(rundir) if f.startswith("stats-"))
+        assert left == ["stats-%d-0badf11e" % live.pid, "stats-retired"], left
+    finally:
+        live.kill()
+        live.wait()
+
+
 def test_stat_json_escapes_names():
     """A process name is the process's to choose (prctl PR_SET_NAME): quotes,
     backslashes, control characters and other bytes in it still give valid
