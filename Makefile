@@ -173,14 +173,14 @@ check:
 test: check-layers check-build test-unit test-asan test-tsan fuzz-quick test-preload test-preload-asan
 	tests/integration/run.sh
 
-# libFuzzer harnesses (tests/fuzz/, clang): FUZZ_SECONDS each; make test
-# runs them for a few seconds
+# libFuzzer harnesses (tests/fuzz/, clang): FUZZ_SECONDS each (FUZZ=NAME:
+# fuzz_NAME only); make test runs them for a few seconds
 FUZZ_SECONDS ?= 60
 .PHONY: fuzz fuzz-quick
 fuzz:
-	FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz.sh $(B)
+	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ=$(FUZZ) tests/fuzz.sh $(B)
 fuzz-quick:
-	FUZZ_SECONDS=5 tests/fuzz.sh $(B)
+	FUZZ_SECONDS=5 FUZZ= tests/fuzz.sh $(B)
 
 # the crash soaks at length (make test runs their 30- to 40-round versions,
 # pytest): kill -9 at random moments (set-up, mid-stream, mid-switch to TCP,

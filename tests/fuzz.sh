@@ -11,6 +11,7 @@
 # in a line of its own, ` * Built with: src/rundir cli/statsread.c` (a
 # folder: its .c files; a layer above the core only with what it depends
 # on, as check-layers has it).
+# FUZZ=NAME runs that harness only (make fuzz FUZZ=board FUZZ_SECONDS=600).
 # Without clang's fuzzer runtime (Debian: libclang-rt-14-dev) it says so and skips.
 set -e
 B=${1:-build}
@@ -26,7 +27,8 @@ if [ "$CC" = clang ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null &&
 	{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 		--no-install-recommends clang "libclang-rt-${v:-14}-dev" >/dev/null; } || true
 fi
-for src in tests/fuzz/fuzz_*.c; do
+for src in tests/fuzz/fuzz_${FUZZ:-*}.c; do
+	[ -e "$src" ] || { echo "fuzz: no harness $src"; exit 2; }
 	name=$(basename "$src" .c)
 	short=${name#fuzz_}
 	bin="$B/fuzz/$name"
