@@ -353,7 +353,8 @@ int sc__group_register(struct sc_group *g)
 	return 0;
 }
 
-int sc__group_for_connect(const char *path, struct sc_group **out, uint32_t *slot)
+int sc__group_for_connect(const char *path, uint64_t max_seg, struct sc_group **out,
+			  uint32_t *slot)
 {
 	struct sc_group *g;
 	int rc, s;
@@ -382,7 +383,21 @@ int sc__group_for_connect(const char *path, struct sc_group **out, uint32_t *slo
 	 * maps and unmaps each), each further one four times more, up to
 	 * SHORTCUT_MAX_CONNS. */
 	uint32_t nslots = n < 4 ? 4u << (2 * n) : sc__cfg.max_conns;
-	rc = group_create(path, nslots < sc__cfg.max_conns ? nslots : sc__cfg.max_conns, &g);
+	if (nslots > sc__cfg.max_conns)
+		nslots = sc__cfg.max_conns;
+	/* no larger than the peer can map (its address-space limit): a
+	 * segment it cannot map would leave the connection without its OPEN */
+	for (;;) {
+		uint32_t ring[2] = { sc__cfg.wmem, sc__cfg.rmem };
+		uint64_t so, dof, size;
+		sc__seg_geometry(nslots, ring, &so, &dof, &size);
+		if (!max_seg || size <= max_seg)
+			break;
+		if (nslots == 1)
+			return -ENOMEM;
+		nslots = nslots > 4 ? nslots / 4 : 1;
+	}
+	rc = group_create(path, nslots, &g);
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&ctl.lock);

@@ -100,8 +100,11 @@ _Static_assert(sizeof(struct sc_msg) == 48, "control message is a wire format");
 _Static_assert(offsetof(struct sc_msg, seg_size) == 32, "seg_size offset");
 
 /* Look up or create a link group towards path with a free slot; returns it
- * locked with the slot reserved in *slot. */
-int sc__group_for_connect(const char *path, struct sc_group **out, uint32_t *slot);
+ * locked with the slot reserved in *slot.  A new group's segment is made
+ * no larger than max_seg (0: no limit; the peer must map it): fewer slots,
+ * or -ENOMEM if even one does not fit. */
+int sc__group_for_connect(const char *path, uint64_t max_seg, struct sc_group **out,
+			  uint32_t *slot);
 /* Send a message (with an optional fd) on the group socket; caller holds lock. */
 int sc__group_send(struct sc_group *g, const struct sc_msg *m, int fd);
 /* Share binding id with g's peer (once): SC_MSG_DEVMEM. */

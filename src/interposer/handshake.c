@@ -113,15 +113,19 @@ static bool fd_headroom(int fd)
 
 /* The accepting process sends the segment of a new link group, which we
  * must map: one we cannot map (RLIMIT_AS) after our offer was claimed
- * leaves the connection without its OPEN (issue 15: it waited for ever).
- * A process whose RLIMIT_AS leaves less room than a full group's segment
- * (as our own settings would make it) stays on TCP. */
-static bool as_headroom(void)
+ * leaves the connection without its OPEN (issue 15: it waited for ever,
+ * then the connection was lost).  A process whose RLIMIT_AS leaves less
+ * room than a full group's segment (as our own settings make it) stays on
+ * TCP, and the offer of one that has the room says how large a segment
+ * it budgeted (*room; 0: no limit): the acceptor makes a new group no
+ * larger (group.c), or declines. */
+static bool as_room(uint64_t *room)
 {
 	struct rlimit rl;
 	int saved = errno;
 	bool ok = true;
 
+	*room = 0;
 	if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
 		uint32_t ring[2] = { sc__cfg.rmem, sc__cfg.wmem };
 		uint64_t slots_off, data_off, size, vm = 0;
@@ -137,6 +141,8 @@ static bool as_headroom(void)
 			}
 		}
 		ok = vm && vm + size < (uint64_t)rl.rlim_cur;
+		if (ok)
+			*room = size;
 	}
 	errno = saved;
 	return ok;
@@ -145,7 +151,8 @@ static bool as_headroom(void)
 /* Before the real connect: is there an accelerated listener for addr, and
  * can we take part?  Marks the SYN and prepares the pending state. */
 static int offer_prepare(int fd, struct sc_sock *s, const struct sockaddr *addr,
-			 struct sc_addr16 *dst, uint16_t *port, enum sc_fallback *why)
+			 struct sc_addr16 *dst, uint16_t *port, uint64_t *room,
+			 enum sc_fallback *why)
 {
 	uint16_t dport;
 
@@ -177,7 +184,7 @@ static int offer_prepare(int fd, struct sc_sock *s, const struct sockaddr *addr,
 		*why = SC_FB_LIMITS;
 		return -1;
 	}
-	if (!as_headroom()) {
+	if (!as_room(room)) {
 		*why = SC_FB_NOMEM;
 		return -1;
 	}
@@ -228,7 +235,7 @@ static void offer_unmark(int fd, struct sc_sock *s, int family)
 /* After the real connect (made, or in progress): unmark, and post the
  * offer under the port the kernel gave us. */
 static int offer_post(int fd, struct sc_sock *s, int family, const struct sc_addr16 *dst,
-		      uint16_t dport, enum sc_fallback *why)
+		      uint16_t dport, uint64_t room, enum sc_fallback *why)
 {
 	struct sockaddr_storage me;
 	socklen_t ml = sizeof(me);
@@ -254,7 +261,7 @@ static int offer_post(int fd, struct sc_sock *s, int family, const struct sc_add
 	G.pending = s;
 	atomic_fetch_add(&G.npending, 1);
 	pthread_mutex_unlock(&G.rdv_lock);
-	s->offer = sc__offer_post(s->board, cport, dst, s->tag);
+	s->offer = sc__offer_post(s->board, cport, dst, s->tag, room);
 	offer_unmark(fd, s, family);
 	if (s->offer < 0) {
 		pending_unlink(s);
@@ -279,6 +286,7 @@ SC_API int connect(int fd, const struct sockaddr *addr, socklen_t alen)
 	enum sc_fallback why = SC_FB_NO_LISTENER;
 	struct sc_addr16 dst;
 	uint16_t dport = 0;
+	uint64_t room = 0;
 	bool marked = false;
 
 	if (!s || atomic_load(&s->mode) != M_TCP || s->counted || !addr ||
@@ -292,14 +300,14 @@ SC_API int connect(int fd, const struct sockaddr *addr, socklen_t alen)
 	else if (G.uring)
 		why = SC_FB_UNSUPPORTED;
 	else
-		marked = offer_prepare(fd, s, addr, &dst, &dport, &why) == 0;
+		marked = offer_prepare(fd, s, addr, &dst, &dport, &room, &why) == 0;
 	int rc = R(connect)(fd, addr, alen);
 	int err = errno;
 	bool made = rc == 0 || err == EINPROGRESS;
 	bool offered = false;
 	if (marked) {
 		if (made)
-			offered = offer_post(fd, s, addr->sa_family, &dst, dport, &why) == 0;
+			offered = offer_post(fd, s, addr->sa_family, &dst, dport, room, &why) == 0;
 		else
 			offer_unmark(fd, s, addr->sa_family);
 		if (!offered) {
@@ -484,7 +492,7 @@ static void server_claim(int nfd, struct sc_sock *s)
 	LOG(3, "offer %d claimed, %u early bytes", idx, elen);
 	int rc = sc__rendezvous_path(pid, path, sizeof(path));
 	if (!rc)        /* blocking: per call; the client's first bytes go in */
-		rc = sc__connect_tagged(path, tag, early, elen, 0, &c);
+		rc = sc__connect_tagged(path, tag, early, elen, sc__offer_max_seg(b, idx), 0, &c);
 	if (rc) {
 		/* the client learns it from the board and stays on TCP */
 		sc__offer_decline(b, idx, tag);

@@ -568,7 +568,7 @@ static void offer_fill(struct sc_offer *o, uint16_t cport, const struct sc_addr1
 }
 
 int sc__offer_post(struct sc_board *b, uint16_t cport, const struct sc_addr16 *dst,
-		   uint64_t tag)
+		   uint64_t tag, uint64_t max_seg)
 {
 	struct sc_offer *o = &b->offers[cport];
 	int saved = errno;
@@ -594,6 +594,7 @@ int sc__offer_post(struct sc_board *b, uint16_t cport, const struct sc_addr16 *d
 			continue;
 		/* no early bytes yet (published with the word, release) */
 		atomic_store_explicit(&b->early[cport].len, 0, memory_order_relaxed);
+		o->max_seg = max_seg;
 		offer_fill(o, cport, dst, SC_OFFER_WORD(tag, SC_OFFER_OFFERED));
 		errno = saved;
 		return cport;
@@ -705,6 +706,11 @@ int32_t sc__offer_claimer(struct sc_board *b, int idx, uint64_t tag)
 	return w == SC_OFFER_WORD(tag, SC_OFFER_CLAIMED) ? who : 0;
 }
 
+uint64_t sc__offer_max_seg(struct sc_board *b, int idx)
+{
+	return b->offers[idx].max_seg;
+}
+
 int32_t sc__offer_claimer_hint(struct sc_board *b, int idx)
 {
 	return atomic_load_explicit(&b->offers[idx].claimer, memory_order_relaxed);
@@ -790,6 +796,7 @@ int sc__offer_decline_tuple(struct sc_board *b, uint16_t cport, const struct sc_
 		}
 		if (!offer_take(o, &w))
 			continue;
+		o->max_seg = 0;
 		offer_fill(o, cport, local, SC_OFFER_WORD(0, SC_OFFER_DECLINED));
 		*idx = cport;
 		errno = saved;

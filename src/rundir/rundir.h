@@ -100,7 +100,8 @@ struct sc_offer {
 	_Atomic int32_t pid;            /* writer (client; the server for a decline) */
 	_Atomic int32_t claimer;        /* the process that claimed it */
 	uint64_t time_ms;               /* CLOCK_MONOTONIC when written */
-	uint64_t pad3;
+	uint64_t max_seg;               /* the client's room for a new link
+					 * group's segment, bytes (0: no limit) */
 };
 
 /* The SYN mark of an accelerated client: DSCP 7 (TOS byte 0x1c), a code
@@ -192,7 +193,10 @@ bool sc__board_anyone_connecting(struct sc_board *b);
  * already declined this 4-tuple, -EBUSY if another live offer holds it,
  * -ENOSPC if its page cannot be allocated (the run directory is full). */
 int sc__offer_post(struct sc_board *b, uint16_t cport, const struct sc_addr16 *dst,
-		   uint64_t tag);
+		   uint64_t tag, uint64_t max_seg);
+/* Server, after a claim: the largest segment of a new link group the
+ * client said it can map (0: no limit). */
+uint64_t sc__offer_max_seg(struct sc_board *b, int idx);
 /* Client, our offer posted and not claimed yet: publish len more bytes of
  * our stream, which has had `at` bytes published so far.  Returns how many
  * were (0 once the offer is claimed, or full). */

@@ -92,7 +92,7 @@ static void client_side(struct race *r)
 {
 	switch (r->kind) {
 	case R_POST_DECLINE:
-		r->post_rc = sc__offer_post(r->b, r->cport, &r->local, r->tag);
+		r->post_rc = sc__offer_post(r->b, r->cport, &r->local, r->tag, 0);
 		break;
 	case R_WITHDRAW_CLAIM:
 		r->withdrew = sc__offer_withdraw(r->b, r->cport, r->tag);
@@ -175,7 +175,7 @@ static void race(struct sc_board *b, int kind, const char *what)
 		T_EQ(word_state(b, r.cport), SC_OFFER_FREE);
 		b->offers[r.cport].pid = 0;     /* its last writer gone */
 		if (kind != R_POST_DECLINE)
-			T_EQ(sc__offer_post(b, r.cport, &r.local, r.tag), r.cport);
+			T_EQ(sc__offer_post(b, r.cport, &r.local, r.tag, 0), r.cport);
 		pthread_barrier_wait(&r.start);
 		pthread_barrier_wait(&r.end);
 		switch (kind) {
@@ -263,7 +263,7 @@ static void withdrawn(struct sc_board *b)
 	uint64_t tag = 0x1234567, t;
 	int32_t pid;
 
-	T_EQ(sc__offer_post(b, cport, &lo, tag), cport);
+	T_EQ(sc__offer_post(b, cport, &lo, tag, 0), cport);
 	T_EQ(sc__offer_state(b, cport, tag), SC_OFFER_OFFERED);
 	T_ASSERT(!sc__offer_withdrawn(b, cport, &lo));
 	T_ASSERT(sc__offer_withdraw(b, cport, tag));
@@ -281,7 +281,7 @@ static void withdrawn(struct sc_board *b)
 
 	/* an offer the acceptor declined after a claim (sc__offer_decline):
 	 * withdrawing it frees the entry */
-	T_EQ(sc__offer_post(b, cport, &lo, tag), cport);
+	T_EQ(sc__offer_post(b, cport, &lo, tag, 0), cport);
 	T_EQ(sc__offer_claim(b, cport, &lo, &pid, &t), cport);
 	sc__offer_decline(b, cport, tag);
 	T_EQ(sc__offer_state(b, cport, tag), SC_OFFER_DECLINED);
@@ -301,9 +301,9 @@ static void declines(struct sc_board *b)
 	T_EQ(sc__offer_decline_tuple(b, cport, &lo, &idx), 0);
 	T_EQ(idx, cport);
 	T_EQ(word_state(b, cport), SC_OFFER_DECLINED);
-	T_EQ(sc__offer_post(b, cport, &lo, 0x77), -ECONNREFUSED);
+	T_EQ(sc__offer_post(b, cport, &lo, 0x77, 0), -ECONNREFUSED);
 	T_EQ(word_state(b, cport), SC_OFFER_FREE);
-	T_EQ(sc__offer_post(b, cport, &lo, 0x78), cport);
+	T_EQ(sc__offer_post(b, cport, &lo, 0x78, 0), cport);
 	T_EQ(sc__offer_claim(b, cport, &lo, &pid, &t), cport);
 	T_EQ(t, 0x78);
 	sc__offer_done(b, cport);
@@ -311,7 +311,7 @@ static void declines(struct sc_board *b)
 	/* a decline of the same client port to another address: not ours */
 	T_EQ(sc__offer_decline_tuple(b, cport, &lo2, &idx), 0);
 	T_EQ(idx, cport);
-	T_EQ(sc__offer_post(b, cport, &lo, 0x79), cport);
+	T_EQ(sc__offer_post(b, cport, &lo, 0x79, 0), cport);
 	T_EQ(word_tag(b, cport), 0x79);
 	/* the acceptor of 127.0.0.2 closing: the offer is not its decline */
 	sc__offer_undecline(b, cport, &lo2);
@@ -323,7 +323,7 @@ static void declines(struct sc_board *b)
 	 * older connection of the port, it refuses nothing */
 	T_EQ(sc__offer_decline_tuple(b, cport, &lo, &idx), 0);
 	b->offers[cport].time_ms -= 1500;
-	T_EQ(sc__offer_post(b, cport, &lo, 0x7a), cport);
+	T_EQ(sc__offer_post(b, cport, &lo, 0x7a, 0), cport);
 	T_EQ(sc__offer_state(b, cport, 0x7a), SC_OFFER_OFFERED);
 	/* and the acceptor that declined, closing, does not free it */
 	sc__offer_undecline(b, idx, &lo);
@@ -333,7 +333,7 @@ static void declines(struct sc_board *b)
 	sc__offer_done(b, cport);
 
 	/* a decline while a live offer for this tuple is there: -EAGAIN */
-	T_EQ(sc__offer_post(b, cport, &lo, 0x7b), cport);
+	T_EQ(sc__offer_post(b, cport, &lo, 0x7b, 0), cport);
 	T_EQ(sc__offer_decline_tuple(b, cport, &lo, &idx), -EAGAIN);
 	T_EQ(idx, -1);
 	T_EQ(sc__offer_claim(b, cport, &lo, &pid, &t), cport);
@@ -343,8 +343,8 @@ static void declines(struct sc_board *b)
 	T_EQ(sc__offer_state(b, cport, 0x7b), SC_OFFER_CLAIMED);
 	sc__offer_done(b, cport);
 	/* a post while another live offer holds the entry: -EBUSY */
-	T_EQ(sc__offer_post(b, cport, &lo, 0x7c), cport);
-	T_EQ(sc__offer_post(b, cport, &lo2, 0x7d), -EBUSY);
+	T_EQ(sc__offer_post(b, cport, &lo, 0x7c, 0), cport);
+	T_EQ(sc__offer_post(b, cport, &lo2, 0x7d, 0), -EBUSY);
 	T_EQ(word_tag(b, cport), 0x7c);
 	T_ASSERT(sc__offer_withdraw(b, cport, 0x7c));
 	sc__offer_done(b, cport);
@@ -360,7 +360,7 @@ static void declines(struct sc_board *b)
 	T_ASSERTF(t_now_ms() - t0 < 1000, "%llu ms", (unsigned long long)(t_now_ms() - t0));
 	T_EQ(word_state(b, cport), SC_OFFER_BUSY);
 	/* the client side alike: no post into it */
-	T_EQ(sc__offer_post(b, cport, &lo, 0x7e), -EBUSY);
+	T_EQ(sc__offer_post(b, cport, &lo, 0x7e, 0), -EBUSY);
 	sc__offer_done(b, cport);
 }
 
@@ -371,7 +371,7 @@ static void tags(struct sc_board *b)
 	uint64_t a = 0xaaaa01, other = 0xbbbb02, c = 0xcccc03, t;
 	int32_t pid;
 
-	T_EQ(sc__offer_post(b, cport, &lo, a), cport);
+	T_EQ(sc__offer_post(b, cport, &lo, a, 0), cport);
 	/* another offer's tag changes nothing */
 	T_ASSERT(!sc__offer_withdraw(b, cport, other));
 	T_EQ(sc__offer_state(b, cport, a), SC_OFFER_OFFERED);
@@ -392,7 +392,7 @@ static void tags(struct sc_board *b)
 
 	/* the entry reused by the next connection of the port: the old tag's
 	 * transitions miss it */
-	T_EQ(sc__offer_post(b, cport, &lo, c), cport);
+	T_EQ(sc__offer_post(b, cport, &lo, c, 0), cport);
 	T_ASSERT(!sc__offer_withdraw(b, cport, a));
 	T_EQ(sc__offer_state(b, cport, c), SC_OFFER_OFFERED);
 	T_ASSERT(sc__offer_withdraw(b, cport, c));

@@ -186,7 +186,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
 				break;
 			tag = take64(&d, &n) & SC_TAG_MASK;
 			tag += !tag;
-			offer = sc__offer_post(b, cport, addr, tag);
+			offer = sc__offer_post(b, cport, addr, tag, 0);
 			CHECK(offer == cport || offer == -EBUSY || offer == -ECONNREFUSED);
 			break;
 		case 9: /* the client looks at its offer, or withdraws it */

@@ -658,8 +658,9 @@ for cmd in commands():
 
 def test_address_space_limit_mid_run(env):
     """RLIMIT_AS lowered after 2 accelerated connections to leave 16 MiB:
-    new ones stay on TCP (`no_memory`: a new link group's segment might not
-    fit) instead of waiting for ever; every connection carries data."""
+    new ones stay on TCP (`no_memory`: less room than a link group's
+    segment, which the program's own allocations may need) instead of
+    waiting for ever; every connection carries data."""
     def run(env, accel):
         srv = Peer(env, accel, ECHO)
         cli = None
@@ -683,8 +684,9 @@ def test_unmappable_group_no_hang(env):
     """Regression: a client that could not map the segment of a new link
     group (RLIMIT_AS; its own SHORTCUT_MAX_CONNS=4 made its estimate of a
     group 8 MiB, the server's second group is 32 MiB) waited for ever for
-    the OPEN that went into it.  Now the connection ends as the server's
-    end of it did (it saw a reset), and nothing waits: docs/limits.md."""
+    the OPEN that went into it; then the connection was lost (the server
+    saw a reset).  Now its offer says how much room it has and the server
+    makes the group fit, or declines: every connection carries data."""
     srv = Peer(env, True, ECHO)
     cli = None
     try:
@@ -693,7 +695,7 @@ def test_unmappable_group_no_hang(env):
         assert cli.ask("open", 2) == ["open", "all"]
         assert cli.ask("lower") == ["lowered"]
         r = cli.ask("try", 4)
-        assert r[0] == "tried" and set(r[1:]) <= {"ok", "eof", "ConnectionResetError"}, r
+        assert r == ["tried"] + ["ok"] * 4, r
         print("\nunmappable group: %s" % " ".join(r[1:]))
     finally:
         if cli:
