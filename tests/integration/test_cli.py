@@ -94,7 +94,13 @@ def test_busy_stream_makes_no_syscalls(tmp_path):
     # and the peer's wake): the program says how many there were
     crowded = re.search(r"\(no spin\): (\d+) here, (\d+) in the server", r.stdout + r.stderr)
     assert crowded, r.stdout + r.stderr
-    allowed = 2000 + 2 * (int(crowded.group(1)) + int(crowded.group(2)))
+    # and a peer descheduled longer than the spin now and then (a loaded
+    # machine): each sleep and wake-up the program counted (and bounds,
+    # under 1% of the messages) is a futex call here and one in the peer
+    slept = re.search(r"(\d+) sleeps, (\d+) wake-up calls", r.stdout + r.stderr)
+    assert slept, r.stdout + r.stderr
+    allowed = 2000 + 2 * (int(crowded.group(1)) + int(crowded.group(2)) +
+                          int(slept.group(1)) + int(slept.group(2)))
     assert int(total.group(1)) < allowed, out.read_text()
 
 
