@@ -19,6 +19,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -100,8 +101,11 @@ static void recv_all(int t, int fd, struct sc_conn *c, size_t size, struct resul
 	struct sc_dm_token tok[128];
 	const uint8_t *reg = NULL;
 	if (t == T_DEVMEM || t == T_DEVMEM_READ) {
-		int mfd = memfd_create("perf-devmem", MFD_CLOEXEC);
-		if (mfd < 0 || ftruncate(mfd, REGION) < 0 || sc__dm_bind(mfd, SC_DM_RX) < 0 ||
+		/* sealed against shrinking, as a region shared with a
+		 * peer must be (docs/devmem.md) */
+		int mfd = memfd_create("perf-devmem", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+		if (mfd < 0 || ftruncate(mfd, REGION) < 0 ||
+		    fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK) < 0 || sc__dm_bind(mfd, SC_DM_RX) < 0 ||
 		    sc__dm_rx_new(&rx) < 0)
 			_exit(5);
 		reg = mmap(NULL, REGION, PROT_READ, MAP_SHARED, mfd, 0);

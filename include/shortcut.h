@@ -233,7 +233,9 @@ void sc_stats_get(struct sc_stats *st);
  * MSG_SOCK_DEVMEM gets its payload in the rx region; sendmsg with
  * MSG_ZEROCOPY and an SCM_DEVMEM_DMABUF cmsg naming a tx binding sends from
  * its region (iov_base: offsets).  Unbinding lets no new connection use
- * the region; fragments the program holds stay valid until returned.
+ * the region; fragments the program holds stay valid until returned.  An
+ * rx region not sealed against shrinking is not written by peers (they
+ * could be made to fault): its connections receive linear bytes.
  */
 int sc_devmem_bind_rx(int fd);
 int sc_devmem_bind_tx(int fd);

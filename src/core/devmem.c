@@ -104,11 +104,14 @@ static int ctl_make(struct sc_dm_binding *b)
 	if (!b->nchunks)
 		return -EINVAL;
 	b->ctl_size = sizeof(struct sc_dm_hdr) + (size_t)b->nchunks * sizeof(uint64_t);
-	int fd = (int)SC_SYSCALL(SYS_memfd_create, "shortcut-devmem", MFD_CLOEXEC, 0, 0, 0, 0);
+	int fd = (int)SC_SYSCALL(SYS_memfd_create, "shortcut-devmem",
+				 MFD_CLOEXEC | MFD_ALLOW_SEALING, 0, 0, 0, 0);
 	if (fd < 0)
 		return -ENOMEM;
 	void *p = MAP_FAILED;
-	if (ftruncate(fd, (off_t)b->ctl_size) == 0)
+	/* sealed: the peer we share it with must not fault on it (below) */
+	if (ftruncate(fd, (off_t)b->ctl_size) == 0 &&
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0)
 		p = mmap(NULL, b->ctl_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED) {
 		close(fd);
@@ -345,8 +348,21 @@ void sc__dm_reclaim(struct sc_dm_rx *rx, uint64_t key)
 
 /* ---- sending: the peer's regions --------------------------------------------- */
 
+/* fd cannot shrink under our mapping: a peer of the same user that shrank
+ * the region or the chunk table it shared would make our stores fault
+ * (SIGBUS), as the kernel's udmabuf requires F_SEAL_SHRINK of a memfd. */
+static bool cannot_shrink(int fd)
+{
+	int seals = fcntl(fd, F_GET_SEALS);
+	return seals >= 0 && (seals & F_SEAL_SHRINK);
+}
+
 int sc__dm_peer_add(struct sc_dm_peer **list, uint32_t id, int region_fd, int ctl_fd)
 {
+	/* not sealed: we send that peer plain bytes (its receives are then
+	 * linear data, as the kernel's for a packet not in device memory) */
+	if (!cannot_shrink(region_fd) || !cannot_shrink(ctl_fd))
+		return -EINVAL;
 	struct sc_dm_peer *p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;

@@ -16,12 +16,14 @@
  *    looked at (a range of 2^32 - 1 returns at once).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "devmem.h"
+#include "dmint.h"
 #include "stats.h"
 #include "txrx.h"
 #include "t_util.h"
@@ -54,8 +56,9 @@ static void check(uint64_t *off, const uint8_t *buf, size_t lin, const uint8_t *
 
 static int server(const char *path, void *arg)
 {
-	int mfd = memfd_create("region", MFD_CLOEXEC);
+	int mfd = memfd_create("region", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	T_ASSERT(mfd >= 0 && ftruncate(mfd, REGION) == 0);
+	T_ASSERT(fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK) == 0);  /* as udmabuf needs */
 	uint8_t *reg = mmap(NULL, REGION, PROT_READ, MAP_SHARED, mfd, 0);
 	T_ASSERT(reg != MAP_FAILED);
 	int id = T_OK(sc__dm_bind(mfd, SC_DM_RX));
@@ -185,9 +188,33 @@ static int client(const char *path, void *arg)
 	return 0;
 }
 
+/* A region a peer shares with us is mapped only if it cannot shrink under
+ * our stores (a same-user peer could ftruncate an unsealed memfd and
+ * fault us: SIGBUS); unsealed, we send that peer plain bytes.  Found by
+ * reading, while writing fuzz_devmem (issue 15). */
+static void unsealed_region_not_mapped(void)
+{
+	for (int sealed = 0; sealed < 2; sealed++) {
+		int mfd = memfd_create("region", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+		T_ASSERT(mfd >= 0 && ftruncate(mfd, REGION) == 0);
+		if (sealed)
+			T_ASSERT(fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK) == 0);
+		int id = T_OK(sc__dm_bind(mfd, SC_DM_RX));
+		int rfd, cfd;
+		T_OK(sc__dm_share_fds((uint32_t)id, &rfd, &cfd));
+		struct sc_dm_peer *list = NULL;
+		T_EQ(sc__dm_peer_add(&list, (uint32_t)id, rfd, cfd), sealed ? 0 : -EINVAL);
+		T_ASSERT(!sealed == !sc__dm_peer_find(&list, (uint32_t)id));
+		sc__dm_peers_free(list);
+		T_OK(sc__dm_unbind((uint32_t)id));
+		close(mfd);
+	}
+}
+
 int main(void)
 {
 	char path[T_PATH_MAX];
+	unsealed_region_not_mapped();
 	t_listen_path(path);
 	t_run_pair(path, server, client, NULL);
 	return 0;

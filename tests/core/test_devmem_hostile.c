@@ -7,6 +7,7 @@
  * under ASan too), and an honest connection to the same binding goes on.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -27,8 +28,9 @@ static const char *names[] = { "chunk outside the region", "a chunk it does not 
 
 static int server(const char *path, void *arg)
 {
-	int mfd = memfd_create("region", MFD_CLOEXEC);
+	int mfd = memfd_create("region", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	T_ASSERT(mfd >= 0 && ftruncate(mfd, REGION) == 0);
+	T_ASSERT(fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK) == 0);
 	T_OK(sc__dm_bind(mfd, SC_DM_RX));
 	struct sc_listener *l = NULL;
 	for (int k = 0; k < NCASES; k++) {

@@ -20,6 +20,7 @@
  *     make fuzz FUZZ_SECONDS=600        (tests/fuzz.sh; seeds in corpus/devmem)
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,8 +45,9 @@ static uint32_t bind_id;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-	region_fd = memfd_create("fuzz-region", MFD_CLOEXEC);
-	if (region_fd < 0 || ftruncate(region_fd, REGION) < 0)
+	region_fd = memfd_create("fuzz-region", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (region_fd < 0 || ftruncate(region_fd, REGION) < 0 ||
+	    fcntl(region_fd, F_ADD_SEALS, F_SEAL_SHRINK) < 0)
 		abort();
 	int id = sc__dm_bind(region_fd, SC_DM_RX);
 	if (id <= 0)
@@ -88,8 +90,10 @@ static void peer_table(const uint8_t **d, size_t *n)
 	uint32_t id = (uint32_t)take(d, n, 4);
 	/* a table as long as the header says, give or take */
 	size_t size = sizeof(h) + (size_t)(h.nchunks & 0xffff) * 8 + (take(d, n, 1) & 0x3f);
-	int fd = memfd_create("fuzz-table", MFD_CLOEXEC);
-	if (fd < 0 || ftruncate(fd, (off_t)size) < 0 || pwrite(fd, &h, sizeof(h), 0) < 0)
+	/* sealed as ours are (an unsealed one is refused: test_devmem) */
+	int fd = memfd_create("fuzz-table", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0 || ftruncate(fd, (off_t)size) < 0 || pwrite(fd, &h, sizeof(h), 0) < 0 ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) < 0)
 		abort();
 	struct sc_dm_peer *list = NULL;
 	if (sc__dm_peer_add(&list, id, region_fd, fd) == 0) {
