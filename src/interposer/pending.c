@@ -74,17 +74,26 @@ static int pending_to_shm(struct sc_sock *s);
  * `attached` next. */
 static __thread struct sc_sock *pumping_for;
 
-static void pump_for(struct sc_sock *s)
+/* Read, for s, the groups whose sockets are socks[0..n) (poll said they
+ * have news), or else (n == 0) only its claimer's (a process with
+ * thousands of connections has dozens of groups: a read of each per look),
+ * or all when the claimer is not known. */
+static void pump_for_socks(struct sc_sock *s, const int *socks, int n)
 {
-	/* only the claimer's groups (a process with thousands of
-	 * connections has dozens of groups: a read of each per look) */
-	int32_t who = s->offer >= 0 ? sc__offer_claimer_hint(s->board, s->offer) : 0;
+	int32_t who = n || s->offer < 0 ? 0 : sc__offer_claimer_hint(s->board, s->offer);
 	pumping_for = s;
-	if (who > 0)
+	if (n)
+		sc__listener_pump_socks(G.rdv, socks, n);
+	else if (who > 0)
 		sc__listener_pump_peer(G.rdv, who);
 	else
 		sc__listener_pump(G.rdv);
 	pumping_for = NULL;
+}
+
+static void pump_for(struct sc_sock *s)
+{
+	pump_for_socks(s, NULL, 0);
 }
 
 /* Control thread (or a pending client's, pump_for), group lock held: an
@@ -430,11 +439,8 @@ int pending_settle(int fd, struct sc_sock *s, bool block, int max_ms)
 		for (int i = 2; pr > 0 && i < np; i++)
 			if (p[i].revents)
 				news[nn++] = p[i].fd;
-		if (nn) {
-			pumping_for = s;
-			sc__listener_pump_socks(G.rdv, news, nn);
-			pumping_for = NULL;
-		}
+		if (nn)
+			pump_for_socks(s, news, nn);
 		uint64_t now = sc__now_ns();
 		look = pr <= 0 || p[1].revents || now - looked > 20000000u;
 		if (look)
