@@ -32,7 +32,8 @@ the core figures of `shortcut perf` there first), which bench/plot.py draws.
 
 Transports ("variants"): tcp, unix, shortcut (SHORTCUT_SPIN_US unset: the
 library default), shortcut_nospin (SHORTCUT_SPIN_US=0 in the environment of
-both accelerated ends), ref (a physical reference from `shortcut perf`).
+both accelerated ends), shortcut_all (SHORTCUT_SHORT_TCP=0: short connections
+accelerated too), ref (a physical reference from `shortcut perf`).
 SHORTCUT_* and LD_PRELOAD are removed from the inherited environment.
 """
 import argparse
@@ -122,7 +123,7 @@ class Ctx:
 
     def __init__(self, variant, owner=None):
         self.variant = variant
-        self.accel = variant in ("shortcut", "shortcut_nospin")
+        self.accel = variant in ("shortcut", "shortcut_nospin", "shortcut_all")
         # in memory, as the default run directory is (a disk's file
         # creation would be part of every process's set-up)
         self.rundir = tempfile.mkdtemp(prefix="sc-bench-", dir=MEMDIR)
@@ -140,6 +141,8 @@ class Ctx:
         self.env["SHORTCUT_RUNDIR"] = self.rundir
         if variant == "shortcut_nospin":
             self.env["SHORTCUT_SPIN_US"] = "0"
+        if variant == "shortcut_all":
+            self.env["SHORTCUT_SHORT_TCP"] = "0"
         self.pre = [SHORTCUT, "run"] if self.accel else []
         self.procs = []
         self.st = None
@@ -230,16 +233,27 @@ class Ctx:
                            env=self.env, timeout=30, **self.user)
         return json.loads(r.stdout)
 
-    def finish(self, min_accel, every=False):
+    def finish(self, min_accel, every=False, short=False):
         """Stop the servers; for an accelerated run, check that at least
         min_accel connection ends were on shared memory (every: and that
-        none stayed on TCP)."""
+        none stayed on TCP).  short: the connections are short ones, which
+        the default (SHORTCUT_SHORT_TCP) puts on TCP once learnt: min_accel
+        ends on shared memory or on TCP for that reason alone (the client's
+        `short_connections`, the server's `peer_not_accelerated`)."""
         self.stop()
         st = None
         if self.accel:
             st = self.st = self.stats()
             fb = {k: v for k, v in st["fallback"].items() if v}
-            if st["conns_accelerated"] < min_accel or (every and st["conns_fallback"]):
+            if short and self.variant != "shortcut_all":
+                n = fb.get("short_connections", 0)
+                if (set(fb) - {"short_connections", "peer_not_accelerated"} or
+                        fb.get("peer_not_accelerated", 0) != n or
+                        st["conns_accelerated"] + 2 * n < min_accel):
+                    raise Failed(f"{st['conns_accelerated']} connection ends on shared memory, "
+                                 f"{st['conns_fallback']} on TCP {fb} (expected >= {min_accel} "
+                                 "in all, on TCP only as short connections)")
+            elif st["conns_accelerated"] < min_accel or (every and st["conns_fallback"]):
                 raise Failed(f"not accelerated: {st['conns_accelerated']} connection ends on shared "
                              f"memory (expected >= {min_accel}), {st['conns_fallback']} on TCP {fb}")
         shutil.rmtree(self.rundir, ignore_errors=True)
@@ -505,8 +519,8 @@ def sockbench_floor(mode, extra, rows):
         if rc:
             raise Failed(f"sockbench exited {rc}: {tail(err, 300)}")
         v = json.loads(out)
-        if mode == "conn":    # every connection on shared memory, none on TCP
-            c.finish(min_accel=2 * v["ops"], every=True)
+        if mode == "conn":    # every connection on shared memory (or short: TCP)
+            c.finish(min_accel=2 * v["ops"], every=True, short=True)
         elif mode == "setup":
             if v["epoll_wait0_ready"] or v["registered"] != SETUP_CONNS + 1:
                 raise Failed(f"epoll_wait(0): {v['epoll_wait0_ready']} events, "
@@ -514,7 +528,7 @@ def sockbench_floor(mode, extra, rows):
             c.finish(min_accel=2 * SETUP_CONNS, every=True)
         else:
             c.finish(min_accel=2 * PAIRS, every=True)
-        sfx = "_nospin" if c.variant == "shortcut_nospin" else ""
+        sfx = SFX.get(c.variant, "")
         return {row + sfx: v[key] for row, key in rows.items()}
     return fn
 
@@ -628,8 +642,8 @@ def pgbench(c):
     if rc or not (failed and done and tps) or failed.group(1) != "0" or not int(done.group(1)):
         raise Failed(f"pgbench exited {rc}: {tail(o, 400)}")
     # one connection per transaction (both ends), and pgbench's first
-    c.finish(min_accel=2 * int(done.group(1)), every=True)
-    return {"pgbench": float(tps.group(1))}
+    c.finish(min_accel=2 * int(done.group(1)), every=True, short=True)
+    return {"pgbench" + SFX.get(c.variant, ""): float(tps.group(1))}
 
 
 pgbench.owner = "postgres" if os.geteuid() == 0 else None    # run_all makes its Ctx with it
@@ -641,6 +655,9 @@ def pg_remove():
 
 
 # ---- what runs and how it is reported ------------------------------------
+
+# a shortcut variant's row ids: the base row's with this suffix
+SFX = {"shortcut_nospin": "_nospin", "shortcut_all": "_all"}
 
 # name, variants, function, programs needed
 GROUPS = [
@@ -706,15 +723,15 @@ ROWS = [
 # returning why the group cannot run)
 SB = ["--seconds", str(SB_DUR)]
 FLOOR_GROUPS = [
-    ("conn", ["tcp", "unix", "shortcut"],
+    ("conn", ["tcp", "unix", "shortcut", "shortcut_all"],
      sockbench_floor("conn", SB + ["--size", "64"], {"conn": "ops_per_s"}), ()),
-    ("conn8", ["tcp", "unix", "shortcut"],
+    ("conn8", ["tcp", "unix", "shortcut", "shortcut_all"],
      sockbench_floor("conn", SB + ["--size", "64", "--clients", str(FLOOR_CLIENTS)],
                      {"conn8": "ops_per_s"}), ()),
     ("setup", ["tcp", "unix", "shortcut"],
      sockbench_floor("setup", ["--conns", str(SETUP_CONNS), "--calls", str(SETUP_CALLS)],
                      {"setup": "setup_s", "epoll_wait0": "epoll_wait0_ns"}), ()),
-    ("pgbench", ["tcp", "unix", "shortcut"], pgbench, pg_missing),
+    ("pgbench", ["tcp", "unix", "shortcut", "shortcut_all"], pgbench, pg_missing),
     ("rate", ["tcp", "unix", "shortcut", "shortcut_nospin"], rate, ()),
     ("pairs", ["tcp", "unix", "shortcut"],
      sockbench_floor("rr", SB + ["--size", "100", "--pairs", str(PAIRS)], {"pairs": "ops_per_s"}), ()),
@@ -730,6 +747,13 @@ FLOOR_ROWS = [
      "conn/s", False, None, "shortcut", (">=", 1.5), None),
     ("pgbench", "pgbench", "PostgreSQL, `pgbench -S -C -c 4 -j 2` (a connection per transaction; tps)",
      "tps", False, None, "shortcut", (">=", 1.2), None),
+] + [
+    (f"{g}_all", g, f"{what}, every connection on shared memory (SHORTCUT_SHORT_TCP=0; "
+     "by default short ones stay on TCP)", unit, False, None, "shortcut_all", None, None)
+    for g, what, unit in (("conn", "`conn`, one client", "conn/s"),
+                          ("conn8", f"`conn --clients {FLOOR_CLIENTS}`", "conn/s"),
+                          ("pgbench", "`pgbench -S -C`", "tps"))
+] + [
     ("setup", "setup", f"set up {SETUP_CONNS:,} connections from one process: connect + 1-byte round "
      "trip each, all kept open, epoll server, `setup` (wall time s; lower is better)",
      "s", True, None, "shortcut", ("<=", 1.0), None),
@@ -818,11 +842,11 @@ def fr(r):
 def build_rows(rowspec, samples, errors, skipped, fallbacks, nfail):
     out = []
     for rid, group, title, unit, lower, na, sv, target, refname in rowspec:
-        base = rid.replace("_nospin", "") if sv == "shortcut_nospin" else rid
+        base = rid[:-len(SFX[sv])] if sv in SFX else rid
         s = samples.get(base, {})
-        if sv == "shortcut_nospin":
+        if sv in SFX:
             s = dict(s)
-            s["shortcut_nospin"] = samples.get(rid, {}).get("shortcut_nospin")
+            s[sv] = samples.get(rid, {}).get(sv)
         tcp, unix, shm = s.get("tcp"), s.get("unix"), s.get(sv)
         ref = s.get("ref")
         mt, mu, ms = med(tcp or []), med(unix or []), med(shm or [])
@@ -853,7 +877,7 @@ def build_rows(rowspec, samples, errors, skipped, fallbacks, nfail):
             "aux": {k.split(":")[1]: {v: med(x) for v, x in samples[k].items()}
                     for k in samples if k.startswith(rid + ":")},
         }
-        if sv == "shortcut_nospin":       # TCP and Unix: the same runs as the base row
+        if sv in SFX:                     # TCP and Unix: the same runs as the base row
             for k in list(row["aux"]):
                 for v in ("tcp", "unix"):
                     row["aux"][k][v] = med(samples.get(f"{base}:{k}", {}).get(v) or [])
@@ -961,10 +985,12 @@ def print_floor_table(rows, elapsed):
             continue
         rt, rs = row["ratio_to_tcp"], row["ratio_to_tcp_spread"]
         vs_tcp = f"{fr(rt)} ({rs[0]:.3g}–{rs[1]:.3g})" if rt is not None and rs else fr(rt)
-        t = row["target"]
+        t = row["target"] or {"op": None, "every_run": False}
         op = "≥" if t["op"] == ">=" else "≤"
-        tg = f"{op} {t['ratio_to_tcp']:g}x TCP" + (", every run" if t["every_run"] else "")
-        verdict = {True: "pass", False: "**miss**", None: "no result"}[row["target_met"]]
+        tg = f"{op} {t['ratio_to_tcp']:g}x TCP" + (", every run" if t["every_run"] else "") \
+            if t["op"] else "(for comparison)"
+        verdict = {True: "pass", False: "**miss**", None: "no result" if t["op"] else ""}[
+            row["target_met"]]
         sv = row["shortcut_variant"]
         n = row["failed_runs"].get(sv, 0)
         if n:   # fell back to TCP, or failed: not a shortcut figure
@@ -1002,8 +1028,11 @@ def print_floor_table(rows, elapsed):
           f"50,000 req/s in one run each; pgbench -T {PG_DUR}; `setup` {SETUP_CONNS:,} connections, "
           f"{SETUP_CALLS:,} epoll_wait calls. Every shortcut run was checked through `shortcut stats "
           "--json` (its own SHORTCUT_RUNDIR, shared by both ends) to have put every connection it "
-          "made on shared memory, none on TCP; a run that fell back is not counted, and its row says "
-          f"so. Defaults (SHORTCUT_SPIN_US=50, 1 MiB rings); \"no spin\": SHORTCUT_SPIN_US=0 in both "
+          "made on shared memory, none on TCP -- except that by default a client's short "
+          "connections stay on TCP once it has learnt them (`conn`, `pgbench`: then each connection "
+          "on shared memory or on TCP as `short_connections`, nothing else; the rows \"every "
+          "connection on shared memory\" set SHORTCUT_SHORT_TCP=0); a run that fell back is not "
+          f"counted, and its row says so. Defaults (SHORTCUT_SPIN_US=50, 1 MiB rings); \"no spin\": SHORTCUT_SPIN_US=0 in both "
           f"programs (TCP and Unix columns: the runs of the row with spin). These rows took "
           f"{elapsed:.0f} s.")
     if notes:

@@ -23,6 +23,7 @@ struct sc_config sc__cfg = {
 	.spin_ns = DEFAULT_SPIN_US * 1000,
 	.max_conns = SC_MAX_SLOTS,
 	.claim_ms = 10000,
+	.short_tcp = 1,
 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -131,6 +132,9 @@ static void load(void)
 		{ "SHORTCUT_CLAIM_MS", 1, 600000,
 		  "milliseconds a client waits for its offer to be claimed, 1 to 600000",
 		  &sc__cfg.claim_ms },
+		{ "SHORTCUT_SHORT_TCP", 0, 1,
+		  "1 (a client's short connections to a port stay on TCP once learnt) "
+		  "or 0 (accelerate every connection)", &sc__cfg.short_tcp },
 	};
 	for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++) {
 		rc = get_uint(more[i].name, more[i].lo, more[i].hi, more[i].allowed, &n);

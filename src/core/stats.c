@@ -17,6 +17,7 @@ const char *const sc__fallback_names[SC_FB_MAX] = {
 	[SC_FB_NOMEM] = "no_memory",
 	[SC_FB_RENDEZVOUS] = "rendezvous_failed",
 	[SC_FB_PEER_CLOSED] = "peer_closed_first",
+	[SC_FB_SHORT] = "short_connections",
 	[SC_FB_SWITCHED] = "switched_to_tcp",
 };
 

@@ -20,6 +20,8 @@ enum sc_fallback {
 	SC_FB_SWITCHED,         /* accelerated, then switched back to TCP (exec,
 				 * SCM_RIGHTS, `shortcut off`...): counted here
 				 * only, not in conns_fallback */
+	SC_FB_SHORT,            /* client: its connections to that port were short
+				 * (shortconn.c) */
 	SC_FB_MAX = 12
 };
 extern const char *const sc__fallback_names[SC_FB_MAX];

@@ -77,12 +77,14 @@ static ssize_t pending_send(int fd, struct sc_sock *s, const struct iovec *iov, 
 		memcpy(s->pbuf + s->plen, iov[i].iov_base, n);
 		s->plen += n;
 		done += n;
+		s->shm_bytes += n;
 		if (n < iov[i].iov_len)
 			break;
 	}
 	/* the first bytes ride with the offer too, while nobody claimed it:
 	 * the acceptor finds them in its ring at once (not held ones: a
 	 * cork or MSG_MORE waits for more) */
+	s->shm_calls += done > 0;
 	if (done && s->early == from && s->offer >= 0 && s->board &&
 	    !s->cork && !(flags & MSG_MORE))
 		s->early += (uint32_t)sc__offer_early(s->board, s->offer, s->tag, s->early,
@@ -374,6 +376,10 @@ static ssize_t do_sendv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 			return -1;
 		}
 		ssize_t rc = shm_call(fd, s, true, f, sendv_op, iov, iovcnt);
+		if (rc > 0) {
+			s->shm_calls++;
+			s->shm_bytes += (uint64_t)rc;
+		}
 		if (s->rec)
 			rec_add(&s->rec->bytes_sent, rc);
 		if (rc == -SC_ESWITCHED || (rc > 0 && (size_t)rc < total && !(f & SC_NONBLOCK) &&
@@ -487,6 +493,10 @@ static ssize_t do_recvv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 		}
 		ssize_t rc = shm_call(fd, s, false, f, flags & MSG_TRUNC ? trunc_op : recvv_op,
 				      iov, iovcnt);
+		if (rc > 0 && !(f & SC_PEEK)) {
+			s->shm_calls++;
+			s->shm_bytes += (uint64_t)rc;
+		}
 		if (rc == -SC_ESWITCHED || (rc > 0 && (size_t)rc < total && (f & SC_WAITALL) &&
 					    switching(s->c))) {
 			/* the connection went back to TCP: the rest comes from

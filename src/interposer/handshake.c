@@ -173,6 +173,10 @@ static int offer_prepare(int fd, struct sc_sock *s, const struct sockaddr *addr,
 		return -1;
 	}
 	sock_board(s, b, dport);
+	if (short_skip(dport)) {
+		*why = SC_FB_SHORT;
+		return -1;
+	}
 	/* data in the SYN, or a repaired socket (a DSCP of the program's own
 	 * is put back once the SYN is out: only the SYN carries our mark, and
 	 * it never leaves the host) */
@@ -315,8 +319,17 @@ SC_API int connect(int fd, const struct sockaddr *addr, socklen_t alen)
 			s->pbuf = NULL;
 		}
 	}
-	if (made && !offered)
+	if (made && !offered) {
+		/* the record's peer is where it connected (no getpeername) */
+		struct sc_addr16 pa;
+		uint16_t pp;
+		if (sc__addr16(addr, &pa, &pp) && pp && !sc__addr_is_any(&pa) &&
+		    (s->rec || (s->rec = sc__rec_get()))) {
+			s->rec->paddr = pa;
+			s->rec->pport = pp;
+		}
 		fallback_stat(s, fd, why);
+	}
 	pthread_mutex_unlock(&s->lock);
 	errno = err;
 	return rc;
@@ -441,14 +454,23 @@ static void server_claim(int nfd, struct sc_sock *s)
 		fallback_stat(s, nfd, SC_FB_NOMEM);
 		return;
 	}
+	/* unmarked: a plain client, or an accelerated one's SYN sent again
+	 * after its connect() returned -- whose offer is on the board by
+	 * then (it posts before it unmarks): claimed, or nothing will come
+	 * and there is nothing to decline (a short connection's set-up
+	 * costs one look) */
+	int idx = sc__offer_claim(b, cport, &local, &pid, &tag);
+	if (idx < 0 && !marked) {
+		fallback_stat(s, nfd, SC_FB_PEER_PLAIN);
+		return;
+	}
 	bool room = fd_headroom(nfd);
 	/* marked: its offer follows its connect() by microseconds; wait for
 	 * it while a client is between its connect() and its offer (bounded),
 	 * else decline the 4-tuple so it learns.  A marked SYN with nobody
 	 * connecting is not waited for: anyone can mark a SYN. */
-	uint64_t until = sc__now_ns() + (marked && room ? 200000000u : 0);
-	int idx;
-	for (unsigned spin = 0;; spin++) {
+	uint64_t until = sc__now_ns() + (room ? 200000000u : 0);
+	for (unsigned spin = 0; idx < 0; spin++) {
 		idx = sc__offer_claim(b, cport, &local, &pid, &tag);
 		if (idx >= 0)
 			break;
@@ -467,8 +489,7 @@ static void server_claim(int nfd, struct sc_sock *s)
 			s->declined = didx;
 			s->local = local;
 			fallback_stat(s, nfd, !room ? SC_FB_LIMITS :
-					      marked && waited_out ? SC_FB_CLAIM_TIMEOUT :
-					      SC_FB_PEER_PLAIN);
+					      waited_out ? SC_FB_CLAIM_TIMEOUT : SC_FB_PEER_PLAIN);
 			return;
 		}
 		if (spin < 64) {
@@ -478,11 +499,12 @@ static void server_claim(int nfd, struct sc_sock *s)
 			nanosleep(&ts, NULL);
 		}
 	}
-	if (!room || off_file() || G.uring) {
+	bool early_ok = sc__early_backed(b, cport) == 0;
+	if (!room || !early_ok || off_file() || G.uring) {
 		/* the client learns it from the board and stays on TCP */
 		sc__offer_decline(b, idx, tag);
-		fallback_stat(s, nfd, !room ? SC_FB_LIMITS : G.uring ? SC_FB_UNSUPPORTED :
-				      SC_FB_DISABLED);
+		fallback_stat(s, nfd, !room ? SC_FB_LIMITS : !early_ok ? SC_FB_NOMEM :
+				      G.uring ? SC_FB_UNSUPPORTED : SC_FB_DISABLED);
 		return;
 	}
 	char path[128];

@@ -573,7 +573,7 @@ int sc__offer_post(struct sc_board *b, uint16_t cport, const struct sc_addr16 *d
 	struct sc_offer *o = &b->offers[cport];
 	int saved = errno;
 
-	if (sc__offer_backed(b, cport) < 0)
+	if (sc__offer_backed(b, cport) < 0 || sc__early_backed(b, cport) < 0)
 		return -ENOSPC;
 	for (;;) {
 		uint64_t w = atomic_load_explicit(&o->word, memory_order_acquire);
@@ -653,10 +653,14 @@ static int backed_cached(struct sc_board *b, void *p, size_t len)
 
 int sc__offer_backed(struct sc_board *b, uint16_t cport)
 {
-	/* the offer's entry and its early bytes (written by the client, the
-	 * length reset with each offer) */
-	int rc = backed_cached(b, &b->offers[cport], sizeof(b->offers[cport]));
-	return rc < 0 ? rc : backed_cached(b, &b->early[cport], sizeof(b->early[cport]));
+	return backed_cached(b, &b->offers[cport], sizeof(b->offers[cport]));
+}
+
+int sc__early_backed(struct sc_board *b, uint16_t cport)
+{
+	/* written by the client (the length reset with each offer), sealed
+	 * by the acceptor */
+	return backed_cached(b, &b->early[cport], sizeof(b->early[cport]));
 }
 
 size_t sc__offer_early(struct sc_board *b, int idx, uint64_t tag, uint32_t at,

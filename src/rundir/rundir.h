@@ -227,8 +227,11 @@ bool sc__pid_alive_since(int32_t pid, uint64_t start);
 bool sc__offer_withdraw(struct sc_board *b, int idx, uint64_t tag);
 
 /* Server, before it looks at cport's entry: 0, or -ENOSPC if the entry's
- * page cannot be allocated (sc__backed; the client could not post there). */
+ * page cannot be allocated (sc__backed; the client could not post there).
+ * sc__early_backed: the same for its early bytes, before a claim takes
+ * them (a plain client's connection never meets that page). */
 int sc__offer_backed(struct sc_board *b, uint16_t cport);
+int sc__early_backed(struct sc_board *b, uint16_t cport);
 /* Server: claim the offer for a connection we accepted; returns its index
  * (state CLAIMED, pid and tag copied out) or -1 (none yet). */
 /* Did the client of this 4-tuple close before its offer was claimed? */

@@ -679,13 +679,33 @@ def pg_phase(sc, bindir, data, accel):
     assert "done in" in r.stderr, r.stderr
     r = sc.run("pgbench-S", pgb + ["-S", "-T", "5", "-c", "4", "-j", "2", "postgres"], accel=accel)
     n_s, tps_s = pgbench_out(r, "pgbench -S")
+    # each of its connections is short: accelerated all the same
+    # (SHORTCUT_SHORT_TCP=0), the fork-per-connection path on shared memory
     r = sc.run("pgbench-S-C", pgb + ["-S", "-C", "-T", "5", "-c", "4", "-j", "2", "postgres"],
-               accel=accel)
+               accel=accel, env={"SHORTCUT_SHORT_TCP": "0"})
     n_c, tps_c = pgbench_out(r, "pgbench -S -C")
     sc.wait_idle()
+    if accel:
+        # by default the client learns that they are short and puts them
+        # on TCP after its first 4 (shortconn.c): every transaction right
+        before = sc.stats()
+        r = sc.run("pgbench-S-C-default", pgb + ["-S", "-C", "-t", "100", "-c", "1", "postgres"])
+        n, _ = pgbench_out(r, "pgbench -S -C (short connections on TCP)")
+        assert n == 100, r.stdout
+        sc.wait_idle()
+        after = sc.stats()
+        fb = {k: after["fallback"][k] - before["fallback"][k] for k in after["fallback"]}
+        short, accelerated = fb["short_connections"], after["conns_accelerated"] - before["conns_accelerated"]
+        # 101 connections (pgbench's first, then one per transaction): 4
+        # short ones learn, then 8 on TCP, a probe, 16, a probe, 32, a
+        # probe, the rest (pgbench's first is not short: 8 accelerated)
+        assert short >= 90 and accelerated <= 2 * 11, (fb, accelerated)
+        assert short + accelerated // 2 == 101, (fb, accelerated)
+        assert fb["peer_not_accelerated"] == short, fb      # the backends' view
+        assert sum(fb.values()) == 2 * short, fb
     sc.stop(srv, signal.SIGINT)          # fast shutdown
     assert srv.returncode == 0, f"postgres: {signame(srv.returncode)}" + sc.server_logs()
-    return n_s, tps_s, n_c, tps_c
+    return n_s, tps_s, n_c, tps_c, short if accel else 0
 
 
 def test_pgbench(pg):
@@ -700,15 +720,20 @@ def test_pgbench(pg):
     assert r.returncode == 0, r.stdout + r.stderr
     tcp = pg_phase(sc, bindir, data, accel=False)
     try:
-        n_s, tps_s, n_c, tps_c = pg_phase(sc, bindir, data, accel=True)
+        n_s, tps_s, n_c, tps_c, short = pg_phase(sc, bindir, data, accel=True)
     except BaseException:
         ratio("pgbench-S", tcp[1], None, "tps")
         ratio("pgbench-S-C", tcp[3], None, "tps")
         raise
     ratio("pgbench-S", tcp[1], tps_s, "tps")
     ratio("pgbench-S-C", tcp[3], tps_c, "tps")
-    # connections: -i (1), -S (4 + its first), -C (one per transaction + its first)
-    check_shm(sc.stats(), 2 * (1 + 5 + n_c + 1), 0, "postgres + pgbench")
+    # connections: -i (1), -S (4 + its first), -C (one per transaction + its
+    # first); then 101 of which `short` stayed on TCP (checked above)
+    st = sc.stats()
+    st["conns_fallback"] -= 2 * short
+    st["fallback"]["short_connections"] -= short
+    st["fallback"]["peer_not_accelerated"] -= short
+    check_shm(st, 2 * (1 + 5 + n_c + 1 + 101 - short), 0, "postgres + pgbench")
 
 
 # ---- 7. a server with io_uring that speaks first (MariaDB's shape) ---------------------

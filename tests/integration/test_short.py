@@ -1,0 +1,120 @@
+# SPDX-License-Identifier: MIT
+"""Short connections stay on TCP (src/interposer/shortconn.c, issue 12).
+
+A connection that carries one request and its answer costs more on shared
+memory than on TCP alone (the kernel's handshake is paid either way), so a
+client learns per destination port: after 4 connections in a row that closed
+having made fewer than 8 data calls (and moved under 64 KiB), the next 8 go
+on TCP (`short_connections`), then one probes shared memory again; a short
+probe doubles the wait, a long one puts the port back on shared memory.
+SHORTCUT_SHORT_TCP=0 accelerates every connection.  The client here opens
+its connections one after another, so the sequence is exact; every answer
+is checked, and the stats say which path each connection took."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+SHORTCUT = os.path.join(ROOT, "build", "shortcut")
+
+SERVER = r"""
+import socket, sys
+ls = socket.socket(); ls.bind(("127.0.0.1", 0)); ls.listen(64)
+print(ls.getsockname()[1], flush=True)
+n = int(sys.argv[1])
+for _ in range(n):
+    c, _ = ls.accept()
+    while True:
+        d = c.recv(65536)
+        if not d:
+            break
+        c.sendall(d.upper())
+    c.close()
+"""
+# argv: port, then the exchanges of each connection, in order
+CLIENT = r"""
+import socket, sys
+port = int(sys.argv[1])
+for i, k in enumerate(int(x) for x in sys.argv[2].split(",")):
+    c = socket.create_connection(("127.0.0.1", port))
+    for j in range(k):
+        msg = b"conn %d msg %d" % (i, j)
+        c.sendall(msg)
+        got = b""
+        while len(got) < len(msg):
+            d = c.recv(len(msg) - len(got))
+            assert d, "EOF"
+            got += d
+        assert got == msg.upper(), got
+    c.close()
+print("ok", flush=True)
+"""
+
+
+def run_pair(exchanges, extra_env=None):
+    rundir = tempfile.mkdtemp(prefix="sc-short-")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SHORTCUT_") and k != "LD_PRELOAD"}
+    env["SHORTCUT_RUNDIR"] = rundir
+    env.update(extra_env or {})
+    srv = subprocess.Popen([SHORTCUT, "run", sys.executable, "-c", SERVER, str(len(exchanges))],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        port = srv.stdout.readline().strip()
+        assert port, srv.stderr.read()
+        cl = subprocess.run([SHORTCUT, "run", sys.executable, "-c", CLIENT, port,
+                             ",".join(map(str, exchanges))],
+                            capture_output=True, text=True, env=dict(env, SHORTCUT_LOG="1"),
+                            timeout=120)
+        assert cl.returncode == 0 and cl.stdout.strip() == "ok", cl.stderr
+        assert srv.wait(timeout=60) == 0, srv.stderr.read()
+    finally:
+        if srv.poll() is None:
+            srv.kill()
+            srv.wait()
+    st = subprocess.run([SHORTCUT, "stats", "--json"], capture_output=True, text=True,
+                        env=env, check=True)
+    return json.loads(st.stdout), cl.stderr
+
+
+def test_short_connections_go_tcp():
+    # 4 learn (shared memory), 8 TCP, a probe, 16 TCP, a probe, 10 TCP
+    stats, log = run_pair([1] * 40)
+    assert stats["conns_accelerated"] == 2 * 6, stats      # both ends
+    assert stats["fallback"]["short_connections"] == 34, stats
+    assert stats["bytes_shm_sent"] > 0
+    assert log.count("close after a short exchange") == 1, log
+
+
+def test_long_probe_goes_back_to_shared_memory():
+    # 4 short: learnt; the 8 after them go on TCP whatever they carry; the
+    # probe carries 10 exchanges (20 calls): the port is back on shared
+    # memory for the 11 after it
+    stats, log = run_pair([1] * 4 + [10] * 20)
+    assert stats["conns_accelerated"] == 2 * (4 + 12), stats
+    assert stats["fallback"]["short_connections"] == 8, stats
+    assert "back on shared memory" in log, log
+
+
+def test_long_connections_never_learnt_short():
+    # 3 short ones then a long one, again and again: never 4 short in a row
+    stats, _ = run_pair([1, 1, 1, 10] * 6)
+    assert stats["conns_accelerated"] == 2 * 24, stats
+    assert stats["fallback"]["short_connections"] == 0, stats
+
+
+def test_short_tcp_off_accelerates_all():
+    stats, log = run_pair([1] * 20, {"SHORTCUT_SHORT_TCP": "0"})
+    assert stats["conns_accelerated"] == 2 * 20, stats
+    assert stats["fallback"]["short_connections"] == 0, stats
+    assert "short exchange" not in log
+
+
+def test_short_tcp_bad_value_named():
+    r = subprocess.run([SHORTCUT, "config"], capture_output=True, text=True,
+                       env=dict(os.environ, SHORTCUT_SHORT_TCP="yes"))
+    assert r.returncode == 2
+    assert "SHORTCUT_SHORT_TCP" in r.stderr and "0 (accelerate every connection)" in r.stderr
