@@ -539,22 +539,32 @@ tcp:;
 	return n;
 }
 
+/* On TCP, the call the program made when it had one buffer (a message
+ * header or a vector costs the kernel a copy and a check more). */
 static ssize_t tcp_sendv(int fd, const struct iovec *iov, int iovcnt, int flags)
 {
+	if (iovcnt == 1)
+		return R(sendto)(fd, iov[0].iov_base, iov[0].iov_len, flags, NULL, 0);
 	struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt };
 	return R(sendmsg)(fd, &m, flags);
 }
 static ssize_t tcp_recvv(int fd, const struct iovec *iov, int iovcnt, int flags)
 {
+	if (iovcnt == 1)
+		return R(recvfrom)(fd, iov[0].iov_base, iov[0].iov_len, flags, NULL, NULL);
 	struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt };
 	return R(recvmsg)(fd, &m, flags);
 }
 static ssize_t tcp_writev(int fd, const struct iovec *iov, int iovcnt, int flags)
 {
+	if (iovcnt == 1)
+		return R(write)(fd, iov[0].iov_base, iov[0].iov_len);
 	return R(writev)(fd, iov, iovcnt);
 }
 static ssize_t tcp_readv(int fd, const struct iovec *iov, int iovcnt, int flags)
 {
+	if (iovcnt == 1)
+		return R(read)(fd, iov[0].iov_base, iov[0].iov_len);
 	return R(readv)(fd, iov, iovcnt);
 }
 
