@@ -547,6 +547,11 @@ SC_API int sc_chan_fd(const struct sc_chan *ch)
 
 SC_API int sc_chan_bind(struct sc_conn *c, struct sc_chan *ch)
 {
+	return sc__chan_bind(c, ch, false);
+}
+
+int sc__chan_bind(struct sc_conn *c, struct sc_chan *ch, bool quiet)
+{
 	int saved = errno, rc = 0;
 
 	pthread_mutex_lock(&c->bindlock);
@@ -567,7 +572,7 @@ SC_API int sc_chan_bind(struct sc_conn *c, struct sc_chan *ch)
 	 * if it already has something to report (no bindlock here: the
 	 * send/receive paths take bindlock inside their own locks) */
 	atomic_fetch_or(&c->rx.h->rx_armed, SC_ARM_EDGE);
-	if (sc_conn_events(c) & (SC_EV_IN | SC_EV_ERR | SC_EV_HUP | SC_EV_RDHUP)) {
+	if (!quiet && (sc_conn_events(c) & (SC_EV_IN | SC_EV_ERR | SC_EV_HUP | SC_EV_RDHUP))) {
 		pthread_mutex_lock(&c->g->lock);
 		sc__notify_self(c);
 		pthread_mutex_unlock(&c->g->lock);

@@ -54,6 +54,11 @@ void sc__chan_detach(struct sc_chan *ch, struct sc_conn *c);
  * context watching c; the peer wakes every one; c's blocked calls use the
  * first).  bindlock held. */
 int sc__chan_attachx(struct sc_chan *ch, struct sc_conn *c, int i);
+/* sc_chan_bind; quiet: the caller looks at the connection's present state
+ * itself (an epoll set's registration, checked at its next wait), so a
+ * connection with something to report wakes nobody now (a system call or
+ * two and a wait's round less per new connection of an epoll server) */
+int sc__chan_bind(struct sc_conn *c, struct sc_chan *ch, bool quiet);
 void sc__chan_detachx(struct sc_chan *ch, struct sc_conn *c, int i);
 /* Which extra channel of c ch is, or -1. */
 int sc__chan_xindex(struct sc_conn *c, struct sc_chan *ch);

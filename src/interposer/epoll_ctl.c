@@ -212,6 +212,14 @@ int ep_chan_ensure(struct sc_ep *e)
 	return 0;
 }
 
+/* Set around an ADD's first look: the connection's bind signals nobody
+ * even if it has something to report now.  The new entry goes on the
+ * check list, evaluated at the set's next wait, and a thread that may be
+ * past its last look (a sleeper: counted before that look) is woken by
+ * epoll_ctl itself.  A set watched from outside or shared with another
+ * process is signalled as the C API's bind does (its fd readable now). */
+static __thread bool bind_quiet;
+
 /* e->lock held: bind c to the set's channel (created on first use). */
 static int ep_bind(struct sc_ep *e, struct sc_epreg *r, struct sc_conn *c)
 {
@@ -260,7 +268,8 @@ static int ep_bind(struct sc_ep *e, struct sc_epreg *r, struct sc_conn *c)
 		head->sib = r;
 		return 0;
 	}
-	if (cur != e->ch && sc_chan_bind(c, e->ch) < 0)
+	/* quiet (an ADD): see bind_quiet */
+	if (cur != e->ch && sc__chan_bind(c, e->ch, bind_quiet && !e->exposed && !e->shared) < 0)
 		return -ENOMEM;
 	r->sib = NULL;
 	sc_conn_set_user(c, r);
@@ -528,7 +537,9 @@ SC_API int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		if (r->kind == M_SHM)
 			fired_add(e, r);        /* re-arm for this interest */
 		bool gone;
+		bind_quiet = true;
 		reg_eval(e, r, &gone);  /* sets up the watch; may hand back to TCP */
+		bind_quiet = false;
 		if (!gone)
 			check_add(e, r);
 		break;

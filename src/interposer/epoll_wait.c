@@ -511,25 +511,30 @@ static int ep_wait(struct sc_ep *e, int epfd, struct epoll_event *out, int max, 
 			return n;
 		int t = n || !end ? 0 : end == UINT64_MAX ? -1 : ms_left(end);
 		if (t) {
-			/* about to sleep: arm the channel, then look once more
+			/* about to sleep: counted as a sleeper before the last
+			 * look, so that a registration made after it wakes us
+			 * (epoll_ctl looks at sleepers once it has put the new
+			 * entry on the check list; its connection's bind
+			 * signals nobody); arm the channel, then look once more
 			 * (whatever came before the arming is in the collect);
 			 * nested sets armed too, since nobody waits on them */
+			atomic_fetch_add(&e->sleepers, 1);
 			ep_expose_nests(e, 0);
 			ep_arm(e, true);
 
 			n = ep_harvest(e, out, n, max, call);
-			if (n >= max)
-				return n;
-			if (n)
+			if (n) {
+				atomic_fetch_sub(&e->sleepers, 1);
+				if (n >= max)
+					return n;
 				t = 0;
+			}
 		}
 		/* no more than the room left: every event the kernel hands
 		 * over fits (an EPOLLET one dropped would be lost); when the
 		 * cookie takes a slot, the inner set's entries fill the rest */
 		struct epoll_event kbuf[64];
 		int room = max - n < 64 ? max - n : 64;
-		if (t)
-			atomic_fetch_add(&e->sleepers, 1);
 		int k = mask ? R(epoll_pwait)(epfd, kbuf, room, t, mask)
 			     : R(epoll_wait)(epfd, kbuf, room, t);
 		if (t)
