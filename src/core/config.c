@@ -132,9 +132,11 @@ static void load(void)
 		{ "SHORTCUT_CLAIM_MS", 1, 600000,
 		  "milliseconds a client waits for its offer to be claimed, 1 to 600000",
 		  &sc__cfg.claim_ms },
-		{ "SHORTCUT_SHORT_TCP", 0, 1,
-		  "1 (a client's short connections to a port stay on TCP once learnt) "
-		  "or 0 (accelerate every connection)", &sc__cfg.short_tcp },
+		{ "SHORTCUT_SHORT_TCP", 0, 2,
+		  "1 (a client's short connections to a port go on TCP once learnt, "
+		  "where shared memory loses: a crowded machine, no spinning, a server "
+		  "forking per connection), 2 (always, once learnt) or 0 (accelerate "
+		  "every connection)", &sc__cfg.short_tcp },
 	};
 	for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++) {
 		rc = get_uint(more[i].name, more[i].lo, more[i].hi, more[i].allowed, &n);

@@ -14,7 +14,8 @@ struct sc_config {
 	uint32_t disable;       /* 1: every connection stays on TCP */
 	uint32_t log;           /* 0..3 */
 	uint32_t claim_ms;      /* a client's wait for its offer to be claimed */
-	uint32_t short_tcp;     /* 1: short connections learnt per port stay on TCP */
+	uint32_t short_tcp;     /* short connections learnt per port on TCP: 0 never,
+				 * 1 where shared memory loses, 2 always */
 };
 
 extern struct sc_config sc__cfg;

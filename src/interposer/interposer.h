@@ -197,7 +197,7 @@ void fallback_stat(struct sc_sock *s, int fd, enum sc_fallback why);
 /* shortconn.c: true when this connection to port stays on TCP (short
  * connections learnt there); what a client's connection carried, at its close */
 bool short_skip(uint16_t port);
-void short_learn(uint16_t port, uint32_t calls, uint64_t bytes);
+void short_learn(uint16_t port, uint32_t calls, uint64_t bytes, int32_t peer);
 struct sc_sock *sock_new(int fd, int mode, bool nonblock);
 void sock_release(struct sc_sock *s, int fd_of_release);
 void sock_board(struct sc_sock *s, struct sc_board *b, uint16_t port);

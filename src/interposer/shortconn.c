@@ -14,17 +14,28 @@
  * connections there stay on TCP (fallback `short_connections`); now and
  * then one goes on shared memory again to probe: a long one puts the port
  * back on shared memory, a short one doubles the wait before the next
- * probe (8 connections, up to SKIP_MAX).  SHORTCUT_SHORT_TCP=0 accelerates
- * every connection.
+ * probe (8 connections, up to SKIP_MAX).
+ *
+ * Where they go on TCP (SHORTCUT_SHORT_TCP=1, the default): where shared
+ * memory loses.  A lone client and a server that answers from its own
+ * process, on a machine with CPUs to spare, both spin for each other and
+ * beat TCP even for one exchange (1.08x in `make bench`); on a crowded
+ * machine (more runnable threads than CPUs: no spinning, 8 clients 0.73x),
+ * without spinning (SHORTCUT_SPIN_US=0), or against a server that forks a
+ * process per connection (each child builds its link group: 0.78x) they
+ * lose.  So a learnt port's connection goes on TCP when one of those
+ * holds at its connect().  SHORTCUT_SHORT_TCP=2: always, once learnt;
+ * 0: never (every connection accelerated).
  *
  * Per process and lock-free (a fork child inherits what its parent learnt):
- * a small table of ports, each entry one atomic word.
+ * a small table of ports, each entry two atomic words.
  */
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "config.h"
+#include "spin.h"
 #include "interposer.h"
 
 #define SHORT_SLOTS  64
@@ -48,6 +59,19 @@
 	 (uint64_t)(streak) << 16 | (port))
 
 static _Atomic uint64_t tab[SHORT_SLOTS];
+/* beside each entry: the peer processes of its port's last 4 short
+ * connections (a server's workers take turns), and how many short ones in
+ * a row had a peer none of them had: 2 or more, a server that forks a
+ * process per connection */
+static _Atomic int32_t recent[SHORT_SLOTS][4];
+static _Atomic uint32_t fresh[SHORT_SLOTS];
+
+static void forget_peers(size_t i)
+{
+	for (int k = 0; k < 4; k++)
+		atomic_store_explicit(&recent[i][k], 0, memory_order_relaxed);
+	atomic_store_explicit(&fresh[i], 0, memory_order_relaxed);
+}
 
 static unsigned slot_hash(uint16_t port)
 {
@@ -71,12 +95,25 @@ static _Atomic uint64_t *entry(uint16_t port, bool make)
 		_Atomic uint64_t *e = &tab[(h + i) % SHORT_SLOTS];
 		uint64_t v = atomic_load_explicit(e, memory_order_relaxed);
 		if (!(v & E_USED) &&
-		    atomic_compare_exchange_strong(e, &v, E_MAKE(port, 0, 0, 0)))
+		    atomic_compare_exchange_strong(e, &v, E_MAKE(port, 0, 0, 0))) {
+			forget_peers((size_t)(e - tab));
 			return e;
+		}
 	}
 	_Atomic uint64_t *e = &tab[h % SHORT_SLOTS];
 	atomic_store(e, E_MAKE(port, 0, 0, 0));
+	forget_peers((size_t)(e - tab));
 	return e;
+}
+
+/* Shared memory loses for short connections to this entry's port now? */
+static bool short_loses(_Atomic uint64_t *e)
+{
+	if (sc__cfg.short_tcp == 2 || !sc__cfg.spin_ns)
+		return true;
+	if (atomic_load_explicit(&fresh[e - tab], memory_order_relaxed) >= 2)
+		return true;
+	return sc__spin_crowded();
 }
 
 bool short_skip(uint16_t port)
@@ -87,6 +124,8 @@ bool short_skip(uint16_t port)
 	if (!e)
 		return false;
 	uint64_t v = atomic_load_explicit(e, memory_order_relaxed);
+	if (!(v & E_USED) || E_PORT(v) != port || !E_SKIP(v) || !short_loses(e))
+		return false;
 	do {
 		if (!(v & E_USED) || E_PORT(v) != port || !E_SKIP(v))
 			return false;
@@ -94,7 +133,7 @@ bool short_skip(uint16_t port)
 	return true;
 }
 
-void short_learn(uint16_t port, uint32_t calls, uint64_t bytes)
+void short_learn(uint16_t port, uint32_t calls, uint64_t bytes, int32_t peer)
 {
 	if (!sc__cfg.short_tcp || !port)
 		return;
@@ -102,6 +141,30 @@ void short_learn(uint16_t port, uint32_t calls, uint64_t bytes)
 	_Atomic uint64_t *e = entry(port, is_short);  /* a long one: nothing to learn */
 	if (!e)
 		return;
+	if (is_short && peer > 0) {
+		/* a short connection's peer: one of the last 4 (a worker
+		 * of the server's), or a process never seen (a child forked
+		 * for it, when that happens twice in a row) */
+		size_t i = (size_t)(e - tab);
+		bool seen = false, any = false;
+		for (int k = 0; k < 4; k++) {
+			int32_t p = atomic_load_explicit(&recent[i][k], memory_order_relaxed);
+			seen |= p == peer;
+			any |= p != 0;
+		}
+		if (seen) {
+			atomic_store_explicit(&fresh[i], 0, memory_order_relaxed);
+		} else {
+			if (any && atomic_load_explicit(&fresh[i], memory_order_relaxed) < 255)
+				atomic_fetch_add_explicit(&fresh[i], 1, memory_order_relaxed);
+			for (int k = 3; k > 0; k--)
+				atomic_store_explicit(&recent[i][k],
+						      atomic_load_explicit(&recent[i][k - 1],
+									   memory_order_relaxed),
+						      memory_order_relaxed);
+			atomic_store_explicit(&recent[i][0], peer, memory_order_relaxed);
+		}
+	}
 	uint64_t v = atomic_load_explicit(e, memory_order_relaxed), nv;
 	uint32_t level;
 	do {
@@ -124,8 +187,9 @@ void short_learn(uint16_t port, uint32_t calls, uint64_t bytes)
 	} while (!atomic_compare_exchange_weak(e, &v, nv));
 	if (E_LEVEL(nv) == 1 && !E_LEVEL(v))
 		LOG(1, "connections to port %u close after a short exchange: the next ones "
-		    "stay on TCP, probing now and then (SHORTCUT_SHORT_TCP=0: accelerate all)",
-		    port);
+		    "go on TCP where shared memory loses for them (a crowded machine, no "
+		    "spinning, a server forking per connection), probing now and then "
+		    "(SHORTCUT_SHORT_TCP=0: accelerate all)", port);
 	else if (!E_LEVEL(nv) && E_LEVEL(v))
 		LOG(1, "connections to port %u carry more now: back on shared memory", port);
 }
