@@ -77,14 +77,16 @@ static ssize_t pending_send(int fd, struct sc_sock *s, const struct iovec *iov, 
 		memcpy(s->pbuf + s->plen, iov[i].iov_base, n);
 		s->plen += n;
 		done += n;
-		s->shm_bytes += n;
 		if (n < iov[i].iov_len)
 			break;
 	}
 	/* the first bytes ride with the offer too, while nobody claimed it:
 	 * the acceptor finds them in its ring at once (not held ones: a
 	 * cork or MSG_MORE waits for more) */
-	s->shm_calls += done > 0;
+	if (done) {
+		rec_add(&s->shm_calls, 1);
+		rec_add(&s->shm_bytes, (ssize_t)done);
+	}
 	if (done && s->early == from && s->offer >= 0 && s->board &&
 	    !s->cork && !(flags & MSG_MORE))
 		s->early += (uint32_t)sc__offer_early(s->board, s->offer, s->tag, s->early,
@@ -377,8 +379,8 @@ static ssize_t do_sendv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 		}
 		ssize_t rc = shm_call(fd, s, true, f, sendv_op, iov, iovcnt);
 		if (rc > 0) {
-			s->shm_calls++;
-			s->shm_bytes += (uint64_t)rc;
+			rec_add(&s->shm_calls, 1);
+			rec_add(&s->shm_bytes, rc);
 		}
 		if (s->rec)
 			rec_add(&s->rec->bytes_sent, rc);
@@ -494,8 +496,8 @@ static ssize_t do_recvv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 		ssize_t rc = shm_call(fd, s, false, f, flags & MSG_TRUNC ? trunc_op : recvv_op,
 				      iov, iovcnt);
 		if (rc > 0 && !(f & SC_PEEK)) {
-			s->shm_calls++;
-			s->shm_bytes += (uint64_t)rc;
+			rec_add(&s->shm_calls, 1);
+			rec_add(&s->shm_bytes, rc);
 		}
 		if (rc == -SC_ESWITCHED || (rc > 0 && (size_t)rc < total && (f & SC_WAITALL) &&
 					    switching(s->c))) {

@@ -127,9 +127,10 @@ struct sc_sock {
 	int tos, tclass;        /* the program's own IP_TOS, IPV6_TCLASS (-1: none) */
 	int cslot;              /* our connecting slot on the board (-1: none) */
 	int declined;           /* board entry we declined for this connection, or -1 */
-	uint32_t shm_calls;     /* data calls that moved bytes on shared memory (a
-				 * client's tell whether its port's connections are short) */
-	uint64_t shm_bytes;     /* ... and their bytes */
+	/* data calls that moved bytes on shared memory, and their bytes (a
+	 * client's tell whether its port's connections are short; rec_add:
+	 * one writer in practice, no locked instruction) */
+	_Atomic uint64_t shm_calls, shm_bytes;
 	uint32_t fork_gen;      /* forks we had made when it went to shared memory */
 	uint32_t inherits;      /* listening: forks whose child got a board entry at once */
 	pid_t parent;           /* in a fork child: the parent (owner_gone) */
@@ -197,7 +198,7 @@ void fallback_stat(struct sc_sock *s, int fd, enum sc_fallback why);
 /* shortconn.c: true when this connection to port stays on TCP (short
  * connections learnt there); what a client's connection carried, at its close */
 bool short_skip(uint16_t port);
-void short_learn(uint16_t port, uint32_t calls, uint64_t bytes, int32_t peer);
+void short_learn(uint16_t port, uint64_t calls, uint64_t bytes, int32_t peer);
 struct sc_sock *sock_new(int fd, int mode, bool nonblock);
 void sock_release(struct sc_sock *s, int fd_of_release);
 void sock_board(struct sc_sock *s, struct sc_board *b, uint16_t port);

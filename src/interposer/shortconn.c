@@ -133,7 +133,7 @@ bool short_skip(uint16_t port)
 	return true;
 }
 
-void short_learn(uint16_t port, uint32_t calls, uint64_t bytes, int32_t peer)
+void short_learn(uint16_t port, uint64_t calls, uint64_t bytes, int32_t peer)
 {
 	if (!sc__cfg.short_tcp || !port)
 		return;
