@@ -83,10 +83,8 @@ static ssize_t pending_send(int fd, struct sc_sock *s, const struct iovec *iov, 
 	/* the first bytes ride with the offer too, while nobody claimed it:
 	 * the acceptor finds them in its ring at once (not held ones: a
 	 * cork or MSG_MORE waits for more) */
-	if (done) {
+	if (done)
 		rec_add(&s->shm_calls, 1);
-		rec_add(&s->shm_bytes, (ssize_t)done);
-	}
 	if (done && s->early == from && s->offer >= 0 && s->board &&
 	    !s->cork && !(flags & MSG_MORE))
 		s->early += (uint32_t)sc__offer_early(s->board, s->offer, s->tag, s->early,
@@ -378,10 +376,8 @@ static ssize_t do_sendv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 			return -1;
 		}
 		ssize_t rc = shm_call(fd, s, true, f, sendv_op, iov, iovcnt);
-		if (rc > 0) {
+		if (rc > 0)
 			rec_add(&s->shm_calls, 1);
-			rec_add(&s->shm_bytes, rc);
-		}
 		if (s->rec)
 			rec_add(&s->rec->bytes_sent, rc);
 		if (rc == -SC_ESWITCHED || (rc > 0 && (size_t)rc < total && !(f & SC_NONBLOCK) &&
@@ -495,10 +491,8 @@ static ssize_t do_recvv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 		}
 		ssize_t rc = shm_call(fd, s, false, f, flags & MSG_TRUNC ? trunc_op : recvv_op,
 				      iov, iovcnt);
-		if (rc > 0 && !(f & SC_PEEK)) {
+		if (rc > 0 && !(f & SC_PEEK))
 			rec_add(&s->shm_calls, 1);
-			rec_add(&s->shm_bytes, rc);
-		}
 		if (rc == -SC_ESWITCHED || (rc > 0 && (size_t)rc < total && (f & SC_WAITALL) &&
 					    switching(s->c))) {
 			/* the connection went back to TCP: the rest comes from

@@ -191,10 +191,11 @@ void sock_release(struct sc_sock *s, int fd_of_release)
 		return;
 	} else if (mode == M_SHM && s->c) {
 		if (s->owner == sc__pid()) {
-			if (s->tag)     /* the client's end: did it pay? */
+			if (s->tag)     /* the client's end: did it pay? (bytes:
+					 * its cursors, early bytes included) */
 				short_learn(s->bport,
 					    atomic_load_explicit(&s->shm_calls, memory_order_relaxed),
-					    atomic_load_explicit(&s->shm_bytes, memory_order_relaxed),
+					    s->c->tx.prod + s->c->rx.cons,
 					    s->c->g ? s->c->g->peer_pid : 0);
 			if (s->linger0)
 				sc_set_linger0(s->c, 1);

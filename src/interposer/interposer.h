@@ -127,10 +127,10 @@ struct sc_sock {
 	int tos, tclass;        /* the program's own IP_TOS, IPV6_TCLASS (-1: none) */
 	int cslot;              /* our connecting slot on the board (-1: none) */
 	int declined;           /* board entry we declined for this connection, or -1 */
-	/* data calls that moved bytes on shared memory, and their bytes (a
-	 * client's tell whether its port's connections are short; rec_add:
-	 * one writer in practice, no locked instruction) */
-	_Atomic uint64_t shm_calls, shm_bytes;
+	/* data calls that moved bytes on shared memory (with the rings'
+	 * cursors, a client's tell whether its port's connections are short;
+	 * rec_add: one writer in practice, no locked instruction) */
+	_Atomic uint64_t shm_calls;
 	uint32_t fork_gen;      /* forks we had made when it went to shared memory */
 	uint32_t inherits;      /* listening: forks whose child got a board entry at once */
 	pid_t parent;           /* in a fork child: the parent (owner_gone) */

@@ -54,11 +54,11 @@ for _ in range(n):
 # argv: port, then the exchanges of each connection, in order
 CLIENT = r"""
 import socket, sys
-port = int(sys.argv[1])
+port, size = int(sys.argv[1]), int(sys.argv[3])
 for i, k in enumerate(int(x) for x in sys.argv[2].split(",")):
     c = socket.create_connection(("127.0.0.1", port))
     for j in range(k):
-        msg = b"conn %d msg %d" % (i, j)
+        msg = (b"conn %d msg %d " % (i, j)).ljust(size, b"x")
         c.sendall(msg)
         got = b""
         while len(got) < len(msg):
@@ -71,7 +71,7 @@ print("ok", flush=True)
 """
 
 
-def run_pair(exchanges, extra_env=None, server="plain"):
+def run_pair(exchanges, extra_env=None, server="plain", size=0):
     rundir = tempfile.mkdtemp(prefix="sc-short-")
     env = {k: v for k, v in os.environ.items() if not k.startswith("SHORTCUT_") and k != "LD_PRELOAD"}
     env["SHORTCUT_RUNDIR"] = rundir
@@ -82,7 +82,7 @@ def run_pair(exchanges, extra_env=None, server="plain"):
         port = srv.stdout.readline().strip()
         assert port, srv.stderr.read()
         cl = subprocess.run([SHORTCUT, "run", sys.executable, "-c", CLIENT, port,
-                             ",".join(map(str, exchanges))],
+                             ",".join(map(str, exchanges)), str(size)],
                             capture_output=True, text=True, env=dict(env, SHORTCUT_LOG="1"),
                             timeout=120)
         assert cl.returncode == 0 and cl.stdout.strip() == "ok", cl.stderr
@@ -122,6 +122,13 @@ def test_long_connections_never_learnt_short():
     # 3 short ones then a long one, again and again: never 4 short in a row
     stats, _ = run_pair([1, 1, 1, 10] * 6, ALWAYS)
     assert stats["conns_accelerated"] == 2 * 24, stats
+    assert stats["fallback"]["short_connections"] == 0, stats
+
+
+def test_one_big_exchange_is_not_short():
+    # one exchange of 70 KB each way: few calls, but more than 64 KiB
+    stats, _ = run_pair([1] * 12, ALWAYS, size=70000)
+    assert stats["conns_accelerated"] == 2 * 12, stats
     assert stats["fallback"]["short_connections"] == 0, stats
 
 
