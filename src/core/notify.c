@@ -37,6 +37,7 @@
 #include "sys.h"
 
 static void futex_wake(struct sc_cell *cell);
+static void drain_fd(struct sc_chan *ch);
 static int add_wake_socket(struct sc_chan *ch, struct sc_chan_cell *cc);
 
 int sc__chan_new(bool private_, struct sc_chan **out)
@@ -148,7 +149,11 @@ static int chan_attach(struct sc_chan *ch, struct sc_conn *c, int x)
 			goto out;
 		}
 	}
-	cc->nconns++;
+	if (cc->nconns++ == 0) {
+		/* a new cell is not armed: the channel is not quiet */
+		atomic_fetch_add(&ch->epoch, 1);
+		atomic_store_explicit(&ch->ncells_seen, ch->ncells, memory_order_relaxed);
+	}
 	/* release: the CELL message carrying our wake socket was sent before
 	 * the peer can see this index, so a peer that finds the index unknown
 	 * can drain the group socket and find it */
@@ -199,6 +204,7 @@ static void chan_detach(struct sc_chan *ch, struct sc_conn *c, int x)
 			if (cc->rfd >= 0)
 				close(cc->rfd);
 			*cc = ch->cells[--ch->ncells];
+			atomic_store_explicit(&ch->ncells_seen, ch->ncells, memory_order_relaxed);
 		}
 		break;
 	}
@@ -269,6 +275,15 @@ out:
 /* Reset the channel's pollable fd: empty every wake socket that has
  * something and the local eventfd.  Never blocks, whatever a peer did. */
 static void chan_drain(struct sc_chan *ch)
+{
+	/* a drain but the arming's own (rearm_all): tokens taken, so cells
+	 * may be disarmed; moved first, so that a caller finding the channel
+	 * quiet finds the signal still in its fd */
+	atomic_fetch_add(&ch->epoch, 1);
+	drain_fd(ch);
+}
+
+static void drain_fd(struct sc_chan *ch)
 {
 	struct epoll_event ev[16];
 	char buf[64];
@@ -464,6 +479,10 @@ uint32_t sc__chan_arm_conn(struct sc_conn *c, uint32_t mode)
 	uint32_t seq = atomic_load_explicit(&cell->wake_seq, memory_order_acquire);
 
 	atomic_store_explicit(&cell->armed, mode, memory_order_relaxed);
+	/* a futex token: a waker will not signal the channel's fd (stored
+	 * after the token: see sc_chan_wait) */
+	if (mode != SC_ARM_POLL)
+		atomic_fetch_add(&atomic_load(&c->chan)->epoch, 1);
 	/* the armed flag (and the caller's rx_armed/tx_blocked store) must be
 	 * visible before we re-check the ring; pairs with set_ready's fence */
 	atomic_thread_fence(memory_order_seq_cst);
@@ -707,15 +726,17 @@ static void rearm_all(struct sc_chan *ch)
 	}
 	pthread_mutex_unlock(&ch->lock);
 	/* a token taken means the fd may be signalled: reset it; a wake-up
-	 * after our re-arming signals it again */
+	 * after our re-arming signals it again (the arming's own drain: the
+	 * channel stays quiet if nothing is found after it) */
 	if (taken)
-		chan_drain(ch);
+		drain_fd(ch);
 	/* armed before the scan; pairs with set_ready's fence */
 	atomic_thread_fence(memory_order_seq_cst);
 }
 
 void sc__chan_arm_keep(struct sc_chan *ch)
 {
+	atomic_fetch_add(&ch->epoch, 1);        /* the fd is not reset */
 	pthread_mutex_lock(&ch->lock);
 	for (int i = 0; i < ch->ncells; i++)
 		atomic_store_explicit(&ch->cells[i].g->my_cells[ch->cells[i].idx].armed,
@@ -731,6 +752,16 @@ void sc__chan_reset(struct sc_chan *ch)
 	if (ch->pfd >= 0)
 		chan_drain(ch);
 	errno = saved;
+}
+
+bool sc__chan_quiet(struct sc_chan *ch)
+{
+	return atomic_load(&ch->quiet_at) == atomic_load(&ch->epoch);
+}
+
+int sc__chan_cells(struct sc_chan *ch)
+{
+	return atomic_load_explicit(&ch->ncells_seen, memory_order_relaxed);
 }
 
 bool sc__chan_readable(struct sc_chan *ch)
@@ -760,10 +791,18 @@ SC_API int sc_chan_wait(struct sc_chan *ch, struct sc_conn **out, int n, int tim
 		 * A full out[] returns early: the caller calls again. */
 		k = 0;
 		for (;;) {
+			/* read before arming: whatever may disarm a cell after
+			 * that moves it (a token armed for a futex sleep stores
+			 * the token first) */
+			uint32_t e0 = atomic_load(&ch->epoch);
 			rearm_all(ch);
 			int got = collect(ch, out + k, n - k);
 			k += got;
-			if (got == 0 || k == n)
+			if (got == 0) {
+				atomic_store(&ch->quiet_at, e0);
+				break;
+			}
+			if (k == n)
 				break;
 		}
 		if (k || timeout_ms == 0)

@@ -38,6 +38,13 @@ struct sc_chan {
 	pthread_mutex_t lock;   /* cells[] */
 	struct sc_chan_cell *cells;
 	int ncells, cap;
+	_Atomic int ncells_seen;        /* ncells, for a reader without the lock */
+	/* quiet while quiet_at == epoch: every cell was armed (SC_ARM_POLL)
+	 * with the fd reset and a collect after that found nothing, so a ready
+	 * bit set since then signals the fd.  epoch moves whenever that may
+	 * stop being true: a cell added, a token armed for a futex sleep, the
+	 * fd drained by anyone but the arming itself. */
+	_Atomic uint32_t epoch, quiet_at;
 };
 
 int sc__chan_new(bool private_, struct sc_chan **out);
@@ -104,5 +111,10 @@ void sc__chan_arm_keep(struct sc_chan *ch);
 bool sc__chan_readable(struct sc_chan *ch);
 /* Reset the channel's fd: empty its wake sockets and local eventfd. */
 void sc__chan_reset(struct sc_chan *ch);
+/* Whether ch is quiet (see struct sc_chan): nothing became ready since its
+ * last arming but what signals its fd, so a caller that watches that fd
+ * (an epoll set's cookie) may skip the collect.  How many cells it has. */
+bool sc__chan_quiet(struct sc_chan *ch);
+int sc__chan_cells(struct sc_chan *ch);
 
 #endif

@@ -119,6 +119,10 @@ struct sc_ep {
 	uint32_t gens;
 	struct sc_epreg *fired;         /* to re-arm before the next sleep */
 	uint64_t calls;         /* epoll_wait calls (an fd is reported once per call) */
+	/* zero-timeout waits in a row that found nothing, weighted by the
+	 * cells each walked (ep_wait: arm the channel when they cost more than
+	 * a wake-up would) */
+	_Atomic unsigned idle_walk;
 	bool held;              /* ep_expose found it ready (counted in nexp_sig) */
 	/* threads asleep in the kernel's wait on it, ours or passed through:
 	 * a registration made meanwhile must wake them (epoll_ctl) */
