@@ -324,7 +324,11 @@ struct sc_stats_retired *sc__stats_retired(int *fd);
 
 /* Map this process's stats file and move the counters there. */
 int sc__stats_file_open(void);
-/* In a child after fork: a stats file of its own, counting from zero. */
-int sc__stats_file_open_child(void);
+/* In a child after fork (whose parent had a stats file): a file of its own,
+ * counting from zero, made at its first connection record (sc__rec_get);
+ * until then it counts into its parent's (their sum is what `shortcut
+ * stats` shows).  A forking server's child that only serves the
+ * connection its parent accepted makes none. */
+void sc__stats_file_child(void);
 
 #endif

@@ -48,9 +48,39 @@ static int rec_back(struct sc_stats_file *f, uint32_t i)
 	return 0;
 }
 
+static int stats_open(bool child);
+
+/* A fork child's own file, not made yet (sc__stats_file_child) */
+static _Atomic bool child_owes;
+static pthread_mutex_t child_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void sc__stats_file_child(void)
+{
+	/* a grandchild forked before its parent made its own file owes one
+	 * too (child_owes came along) */
+	if (atomic_exchange(&stats_file, NULL))
+		atomic_store(&child_owes, true);
+	pthread_mutex_init(&child_lock, NULL);
+}
+
+static struct sc_stats_file *child_file(void)
+{
+	pthread_mutex_lock(&child_lock);
+	if (atomic_load(&child_owes)) {
+		/* made once: a failure leaves the child counting into its
+		 * parent's file, without records (as a full run directory) */
+		(void)stats_open(true);
+		atomic_store(&child_owes, false);
+	}
+	pthread_mutex_unlock(&child_lock);
+	return atomic_load_explicit(&stats_file, memory_order_acquire);
+}
+
 struct sc_conn_rec *sc__rec_get(void)
 {
 	struct sc_stats_file *f = atomic_load_explicit(&stats_file, memory_order_acquire);
+	if (!f && atomic_load_explicit(&child_owes, memory_order_relaxed))
+		f = child_file();
 	if (!f)
 		return NULL;
 	for (uint32_t i = atomic_load_explicit(&rec_low, memory_order_relaxed); i < SC_STAT_RECS; i++) {
@@ -94,20 +124,9 @@ void sc__rec_put(struct sc_conn_rec *r)
 	}
 }
 
-static int stats_open(bool child);
-
 int sc__stats_file_open(void)
 {
 	return stats_open(false);
-}
-
-int sc__stats_file_open_child(void)
-{
-	/* only if the parent had one: a child that never opens a TCP
-	 * socket (fork + exec of a helper) leaves no file behind */
-	if (!atomic_exchange(&stats_file, NULL))
-		return 0;
-	return stats_open(true);
 }
 
 static int stats_open(bool child)

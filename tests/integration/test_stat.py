@@ -167,3 +167,58 @@ def test_stat_json_escapes_names():
         for p in [srv] + clis:
             p.kill()
             p.wait()
+
+
+FORKER = r"""
+import os, socket, sys
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
+c = socket.create_connection(s.getsockname()); a = s.accept()[0]   # this process counts
+for i in range(20):                     # children that never open a socket
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+for i in range(10):                     # ... or exec a program
+    pid = os.fork()
+    if pid == 0:
+        os.execv("/bin/true", ["true"])
+    os.waitpid(pid, 0)
+r, w = os.pipe()
+r2, w2 = os.pipe()
+pid = os.fork()
+if pid == 0:                            # a child that connects: a file of its own
+    k = socket.create_connection(s.getsockname()); b = s.accept()[0]
+    k.sendall(b"y" * 300); got = 0
+    while got < 300:
+        got += len(b.recv(4096))
+    os.write(w, b"%d\n" % os.getpid())
+    os.read(r2, 1)                      # held until told
+    os._exit(0)
+print(os.read(r, 32).decode().strip(), flush=True)
+sys.stdin.readline()
+os.write(w2, b"x")
+"""
+
+
+def test_fork_child_file_made_at_its_first_connection():
+    """A fork child makes no stats file of its own until it has a connection
+    (one per fork cost a forking server ~250 us per connection on ext4); one
+    that connects does, and its connections are listed under its pid."""
+    rundir = tempfile.mkdtemp(prefix="sc-stat-")
+    env = _env(rundir)
+    p = subprocess.Popen([SHORTCUT, "run", sys.executable, "-c", FORKER], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        kid = int(p.stdout.readline())
+        files = sorted(f for f in os.listdir(rundir)
+                       if f.startswith("stats-") and f.split("-")[1].isdigit())
+        pids = sorted(int(f.split("-")[1]) for f in files)
+        assert pids == sorted([p.pid, kid]), files     # (the shortcut command execs python)
+        rows = _stat_json(env)
+        mine = [r for r in rows if r["pid"] == kid]
+        assert len(mine) == 2 and all(r["mode"] == "shm" for r in mine), rows
+        assert sorted(r["bytes_sent"] for r in mine) == [0, 300], rows
+        assert [r for r in rows if r["pid"] == p.pid], rows
+    finally:
+        p.kill()
+        p.wait()
