@@ -293,7 +293,14 @@ static inline uint32_t sc__stats_nrecs(const struct sc_stats_file *f)
 	return n < SC_STAT_RECS ? n : SC_STAT_RECS;
 }
 #define SC_STATS_MAGIC 0x53435354u
-#define SC_STATS_VERSION 5u      /* 4: nrecs; 5: start */
+/* 4: nrecs; 5: start; 6: spins_crowded (added without a bump: a run
+ * directory of 5's then kept a stats-retired of the old size, so nothing
+ * was ever collected again), the retired file named by the version */
+#define SC_STATS_VERSION_N 6
+#define SC_STATS_VERSION ((uint32_t)SC_STATS_VERSION_N)
+/* a change of either size is a new format: bump the version with it */
+_Static_assert(sizeof(struct sc_counters) == 272, "struct sc_counters changed: bump SC_STATS_VERSION");
+_Static_assert(sizeof(struct sc_stats_file) == 295224, "struct sc_stats_file changed: bump SC_STATS_VERSION");
 
 /* A record for a connection of ours (NULL: table full or no stats file). */
 struct sc_conn_rec *sc__rec_get(void);
@@ -309,7 +316,11 @@ struct sc_stats_retired {
 	struct sc_counters c;
 };
 #define SC_RETIRED_MAGIC 0x53435254u
-#define SC_RETIRED_FILE "stats-retired"
+/* one per format: processes of two versions sharing a run directory each
+ * fold into their own, and a file of another size never stops collection */
+#define SC_RETIRED_STR2(v) #v
+#define SC_RETIRED_STR(v) SC_RETIRED_STR2(v)
+#define SC_RETIRED_FILE "stats-retired-v" SC_RETIRED_STR(SC_STATS_VERSION_N)
 
 /* retired's flock held exclusively: fold one dead process's file into r
  * (what it counted, and the bytes of shared-memory connections it never

@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <sched.h>
@@ -271,6 +272,14 @@ void sc__stats_fold(struct sc_stats_retired *r, const struct sc_stats_file *f)
 	r->processes++;
 }
 
+/* fd: a stats file in a format older than ours (its header says so) */
+static bool older_format(int fd)
+{
+	uint32_t h[2];
+	return pread(fd, h, sizeof(h), 0) == (ssize_t)sizeof(h) && h[0] == SC_STATS_MAGIC &&
+	       h[1] < SC_STATS_VERSION;
+}
+
 void sc__stats_collect(bool force)
 {
 	int rfd;
@@ -297,7 +306,10 @@ void sc__stats_collect(bool force)
 	(void)rfd;
 	flock(lfd, LOCK_EX);
 	struct dirent *e;
-	while ((e = readdir(dp))) {
+	/* a program's collection is bounded (it must not stall on a run
+	 * directory left uncollected); `shortcut stats` takes all */
+	int budget = force ? INT_MAX : 256;
+	while (budget > 0 && (e = readdir(dp))) {
 		int pid = 0;
 		if (sscanf(e->d_name, "p-%d.sock", &pid) == 1) {
 			/* a dead process's rendezvous name (a live one's stays) */
@@ -315,9 +327,16 @@ void sc__stats_collect(bool force)
 		if (!known || st.st_size != sizeof(struct sc_stats_file)) {
 			/* empty: its process died between creating it and
 			 * giving it its size (a fork child killed at once:
-			 * test_soak's fork/exec soak left 6 in 300 rounds) */
-			if (known && st.st_size == 0 && !sc__pid_alive_since(pid, 0))
+			 * test_soak's fork/exec soak left 6 in 300 rounds);
+			 * or an older format's, whose process is dead: its
+			 * counts cannot be folded, and nobody else would
+			 * ever remove it (a newer format's stays for its
+			 * own tools) */
+			if (known && (st.st_size == 0 || older_format(fd)) &&
+			    !sc__pid_alive_since(pid, 0)) {
 				unlinkat(dfd, e->d_name, 0);
+				budget--;
+			}
 			if (fd >= 0)
 				close(fd);
 			continue;
@@ -327,10 +346,11 @@ void sc__stats_collect(bool force)
 		if (f == MAP_FAILED)
 			continue;
 		/* a file whose process died before it was written is dropped
-		 * too; one in another format stays for its own tools */
-		bool ours = __atomic_load_n(&f->magic, __ATOMIC_ACQUIRE) == SC_STATS_MAGIC &&
-			    f->version == SC_STATS_VERSION && f->pid == pid;
-		bool blank = !__atomic_load_n(&f->magic, __ATOMIC_ACQUIRE);
+		 * too, and an older format's (above); a newer one's stays */
+		uint32_t magic = __atomic_load_n(&f->magic, __ATOMIC_ACQUIRE);
+		bool ours = magic == SC_STATS_MAGIC && f->version == SC_STATS_VERSION && f->pid == pid;
+		bool blank = !magic;
+		bool older = magic == SC_STATS_MAGIC && f->version < SC_STATS_VERSION;
 		/* its process still runs (a blank file: being written); a
 		 * later process with the same pid does not keep it */
 		if (sc__pid_alive_since(pid, ours ? f->start : 0)) {
@@ -339,8 +359,9 @@ void sc__stats_collect(bool force)
 		}
 		/* removed first: of two collectors, the one whose unlink
 		 * succeeded folds it */
-		if ((ours || blank) && unlinkat(dfd, e->d_name, 0) == 0 && ours)
+		if ((ours || blank || older) && unlinkat(dfd, e->d_name, 0) == 0 && ours)
 			sc__stats_fold(r, f);
+		budget--;
 		munmap(f, sizeof(*f));
 	}
 	close(lfd);             /* (the lock goes with it) */

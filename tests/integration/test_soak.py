@@ -423,7 +423,7 @@ def assert_clean(env, victim):
     assert st["live_processes"] == 1, st
     vp = victim.p.pid
     left = [f for f in os.listdir(env["SHORTCUT_RUNDIR"])
-            if not (f.startswith("tcp-v") or f == "stats-retired" or
+            if not (f.startswith("tcp-v") or f.startswith("stats-retired") or
                     f == "p-%d.sock" % vp or f.startswith("stats-%d-" % vp))]
     rd = env["SHORTCUT_RUNDIR"]
     assert not left, [(f, os.stat(os.path.join(rd, f)).st_size) for f in left]

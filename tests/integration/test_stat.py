@@ -135,10 +135,69 @@ def test_stats_empty_file_of_dead_process_collected():
                            env=env, timeout=30)
         assert r.returncode == 0, r
         left = sorted(f for f in os.listdir(rundir) if f.startswith("stats-"))
-        assert left == ["stats-%d-0badf11e" % live.pid, "stats-retired"], left
+        assert len(left) == 2 and left[0] == "stats-%d-0badf11e" % live.pid, left
+        assert left[1].startswith("stats-retired-v"), left
     finally:
         live.kill()
         live.wait()
+
+
+def test_stats_older_format_collected():
+    """A run directory used by an older version: its stats-retired of
+    another size and its dead processes' files of an older format do not
+    stop collection (a stats-retired of the old size once made every
+    collection give up: a run directory grew to 93,000 files, 1.7 GB of
+    /dev/shm); an older format's file of a dead process is removed, a live
+    one's and a newer format's stay; this version's counts are kept."""
+    import struct
+    rundir = tempfile.mkdtemp(prefix="sc-stat-")
+    env = _env(rundir)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    live = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.readline()"],
+                            stdin=subprocess.PIPE)
+    magic = 0x53435354
+
+    def put(name, version, size):
+        with open(os.path.join(rundir, name), "wb") as f:
+            f.write(struct.pack("<IIi", magic, version, 0).ljust(size, b"\0"))
+    try:
+        with open(os.path.join(rundir, "stats-retired"), "wb") as f:
+            f.write(b"\0" * 288)                       # version 5's, unversioned
+        put("stats-%d-00000001" % dead.pid, 5, 295216)  # older, dead: removed
+        put("stats-%d-00000002" % dead.pid, 1, 100)     # older, dead: removed
+        put("stats-%d-00000003" % dead.pid, 999, 4096)  # newer: stays
+        put("stats-%d-00000004" % live.pid, 5, 295216)  # older, live: stays
+        # this version's connections, counted and folded once the processes die
+        srv = subprocess.run([SHORTCUT, "run", sys.executable, "-c", ECHO_PAIR],
+                             capture_output=True, text=True, env=env, timeout=60)
+        assert srv.returncode == 0, srv.stderr
+        r = subprocess.run([SHORTCUT, "stats", "--json"], capture_output=True, text=True,
+                           env=env, timeout=30)
+        assert r.returncode == 0, r
+        st = json.loads(r.stdout)
+        assert st["conns_accelerated"] == 2 and st["bytes_shm_sent"] == 2000, st
+        left = sorted(f for f in os.listdir(rundir) if f.startswith("stats-"))
+        assert left == ["stats-%d-00000003" % dead.pid, "stats-%d-00000004" % live.pid,
+                        "stats-retired", left[3]], left
+        assert left[3].startswith("stats-retired-v"), left
+    finally:
+        live.kill()
+        live.wait()
+
+
+ECHO_PAIR = r"""
+import socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
+c = socket.create_connection(s.getsockname()); a = s.accept()[0]
+c.sendall(b"q" * 1000); got = b""
+while len(got) < 1000:
+    got += a.recv(4096)
+a.sendall(got); back = b""
+while len(back) < 1000:
+    back += c.recv(4096)
+assert back == b"q" * 1000
+"""
 
 
 def test_stat_json_escapes_names():
@@ -192,7 +251,8 @@ if pid == 0:                            # a child that connects: a file of its o
     while got < 300:
         got += len(b.recv(4096))
     os.write(w, b"%d\n" % os.getpid())
-    os.read(r2, 1)                      # held until told
+    os.close(w2)
+    os.read(r2, 1)                      # held until told (or the parent gone)
     os._exit(0)
 print(os.read(r, 32).decode().strip(), flush=True)
 sys.stdin.readline()
@@ -219,6 +279,9 @@ def test_fork_child_file_made_at_its_first_connection():
         assert len(mine) == 2 and all(r["mode"] == "shm" for r in mine), rows
         assert sorted(r["bytes_sent"] for r in mine) == [0, 300], rows
         assert [r for r in rows if r["pid"] == p.pid], rows
+        p.stdin.write("\n")
+        p.stdin.flush()
+        assert p.wait(timeout=30) == 0
     finally:
         p.kill()
         p.wait()
