@@ -166,9 +166,17 @@ static int offer_prepare(int fd, struct sc_sock *s, const struct sockaddr *addr,
 		*dst = addr->sa_family == AF_INET ? lo4 : lo6;
 	}
 	struct sc_board *b = sc__board(dport, false);
-	if (!b || !sc__board_serves(b, dst)) {
-		if (b)
+	if (b && !sc__board_serves(b, dst)) {
+		/* our mapping may be of a board a collection removed (its
+		 * listener died) since a new one was made: look again */
+		sc__board_put(dport);
+		b = sc__board_forget(dport, b) ? sc__board(dport, false) : NULL;
+		if (b && !sc__board_serves(b, dst)) {
 			sc__board_put(dport);
+			b = NULL;
+		}
+	}
+	if (!b) {
 		*why = SC_FB_NO_LISTENER;
 		return -1;
 	}
@@ -335,6 +343,27 @@ SC_API int connect(int fd, const struct sockaddr *addr, socklen_t alen)
 	return rc;
 }
 
+/* s (lock held) registered as a listener on port's board, taken afresh
+ * if the board it holds was removed by a collection since (its listeners
+ * all dead: sc__board_collect); 0 or -errno. */
+static int board_register(struct sc_sock *s, uint16_t port, const struct sc_addr16 *a)
+{
+	int rc = -ENOENT;
+	if (!s->board)
+		sock_board(s, sc__board(port, true), port);
+	for (int tries = 0; s->board && tries < 3; tries++) {
+		rc = sc__board_listen(s->board, a, s->ino);
+		if (rc != -ESTALE)
+			break;
+		struct sc_board *old = s->board;
+		sock_board(s, NULL, 0);
+		if (!sc__board_forget(port, old))
+			break;          /* held by others of ours: stays on TCP */
+		sock_board(s, sc__board(port, true), port);
+	}
+	return s->board ? rc : -ENOENT;
+}
+
 SC_API int listen(int fd, int backlog)
 {
 	struct sc_sock *s = sock_get(fd);
@@ -353,9 +382,8 @@ SC_API int listen(int fd, int backlog)
 	if (getsockname(fd, (struct sockaddr *)&me, &ml) == 0 &&
 	    sc__addr16((struct sockaddr *)&me, &a, &port)) {
 		pthread_mutex_lock(&s->lock);
-		sock_board(s, sc__board(port, true), port);
 		s->ino = fd_ino(fd);
-		if (s->board && sc__board_listen(s->board, &a, s->ino) == 0) {
+		if (board_register(s, port, &a) == 0) {
 			atomic_store(&s->mode, M_LISTEN);
 			LOG(2, "listening on port %u, accelerated", port);
 		} else {
@@ -562,7 +590,7 @@ static void listener_adopt(int fd, struct sc_sock *ls)
 		struct sc_addr16 a;
 		if (getsockname(fd, (struct sockaddr *)&me, &ml) == 0 &&
 		    sc__addr16((struct sockaddr *)&me, &a, NULL) &&
-		    sc__board_listen(ls->board, &a, ls->ino) == 0)
+		    board_register(ls, ls->bport, &a) == 0)
 			ls->owner = sc__pid();
 	}
 	pthread_mutex_unlock(&ls->lock);

@@ -51,6 +51,7 @@ static struct board_slot {
 	struct sc_board *_Atomic b;     /* written under board_lock */
 	_Atomic int32_t refs;           /* holders; SLOT_DEAD: being unmapped */
 	_Atomic uint32_t used;          /* board_epoch at its last look-up */
+	_Atomic uint64_t ino;           /* the file mapped there (board_lock) */
 } slots[65536];
 /* +1 per board mapped: a look-up stamps its slot with it (a store only
  * when it changed: hot boards' slots stay clean in the cache) */
@@ -206,6 +207,7 @@ struct sc_board *sc__board(uint16_t port, bool create)
 		goto out;
 	}
 	close(fd);
+	atomic_store(&sl->ino, (uint64_t)st.st_ino);
 	atomic_fetch_add(&sl->refs, 1);
 	atomic_store_explicit(&sl->used, atomic_fetch_add(&board_epoch, 1) + 1,
 			      memory_order_relaxed);
@@ -216,6 +218,80 @@ out:
 	pthread_mutex_unlock(&board_lock);
 	errno = saved;
 	return b;
+}
+
+static bool entry_live(struct sc_board *b, int i, bool ours);
+
+/* fd: port's board file as named now; is b the mapping of another? */
+static bool board_stale(uint16_t port, struct sc_board *b, int fd)
+{
+	struct stat st;
+	struct board_slot *sl = &slots[port];
+	return fd < 0 || fstat(fd, &st) < 0 || atomic_load(&sl->b) != b ||
+	       atomic_load(&sl->ino) != (uint64_t)st.st_ino;
+}
+
+bool sc__board_forget(uint16_t port, struct sc_board *b)
+{
+	struct board_slot *sl = &slots[port];
+	bool dropped = true;
+	int saved = errno;
+
+	pthread_mutex_lock(&board_lock);
+	if (atomic_load(&sl->b) == b) {
+		/* (already replaced or unmapped: look it up again) */
+		dropped = false;
+		int fd = board_open(port, 0);
+		int32_t zero = 0;
+		if (board_stale(port, b, fd)) {
+			atomic_store(&unmapping, port);
+			/* held by someone else of ours: left (its holders go on
+			 * with it: a listener of a removed board serves nobody,
+			 * a client finds no listener there) */
+			if (atomic_compare_exchange_strong(&sl->refs, &zero, SLOT_DEAD)) {
+				atomic_store(&sl->b, NULL);
+				munmap(b, sizeof(*b));
+				atomic_store(&sl->refs, 0);
+				dropped = true;
+			}
+			atomic_store(&unmapping, -1);
+		}
+		if (fd >= 0)
+			close(fd);
+	}
+	pthread_mutex_unlock(&board_lock);
+	errno = saved;
+	return dropped;
+}
+
+bool sc__board_collect(int dfd, const char *name, uint16_t port)
+{
+	int saved = errno;
+	bool gone = false;
+	struct stat st;
+	int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return false;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+	    st.st_size != sizeof(struct sc_board) || flock(fd, LOCK_EX | LOCK_NB) < 0)
+		goto out;
+	struct sc_board *b = mmap(NULL, offsetof(struct sc_board, connecting), PROT_READ,
+				  MAP_SHARED, fd, 0);
+	if (b == MAP_FAILED)
+		goto out;
+	bool live = __atomic_load_n(&b->magic, __ATOMIC_ACQUIRE) != SC_BOARD_MAGIC ||
+		    b->port != port;    /* not a board of ours as we know it: left */
+	for (int i = 0; i < SC_BOARD_LISTENERS && !live; i++)
+		live = atomic_load(&b->listeners[i].pid) && entry_live(b, i, false);
+	munmap(b, offsetof(struct sc_board, connecting));
+	/* under the flock: a listener writes its entry under it, then checks
+	 * that the file it wrote in is still the port's (sc__board_listen) */
+	if (!live)
+		gone = unlinkat(dfd, name, 0) == 0;
+out:
+	close(fd);      /* (the flock with it) */
+	errno = saved;
+	return gone;
 }
 
 void sc__board_put(uint16_t port)
@@ -278,17 +354,27 @@ static int entry_lock(struct sc_board *b, int i, short type)
 
 /* Is listener entry i's process alive, with the socket it named?  (its
  * lock held, seen through a description of the board file of its own: not
- * our lock's, where our own locks would not show) */
-static bool entry_live(struct sc_board *b, int i)
+ * our lock's, where our own locks would not show).  ours: b is our slot's
+ * mapping, which must be of the file the port's board is now (one removed
+ * by a collection serves nobody: the locks looked at are the new file's) */
+static bool entry_live(struct sc_board *b, int i, bool ours)
 {
 	struct sc_board_listener *l = &b->listeners[i];
 	int32_t pid = atomic_load(&l->pid);
 	if (!pid)
 		return false;
-	if (atomic_load(&l->prereg))
-		return sc__pid_exists(pid);
-	struct flock fl = entry_range(i, F_WRLCK);
 	int fd = board_open((uint16_t)b->port, 0);
+	if (ours && board_stale((uint16_t)b->port, b, fd)) {
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
+	if (atomic_load(&l->prereg)) {
+		if (fd >= 0)
+			close(fd);
+		return sc__pid_exists(pid);
+	}
+	struct flock fl = entry_range(i, F_WRLCK);
 	int rc = fd < 0 ? -1 : fcntl(fd, F_OFD_GETLK, &fl);
 	if (fd >= 0)
 		close(fd);
@@ -326,7 +412,7 @@ static int board_put(struct sc_board *b, int32_t pid, const struct sc_board_list
 		struct sc_board_listener *l = &b->listeners[i];
 		int32_t p = atomic_load(&l->pid);
 		bool same = p == pid && l->sock_ino == t->sock_ino;
-		if (p && !same && entry_live(b, i))
+		if (p && !same && entry_live(b, i, true))
 			continue;
 		if (mine && entry_lock(b, i, F_WRLCK) < 0) {
 			if (errno == EAGAIN || errno == EACCES)
@@ -360,12 +446,14 @@ int sc__board_listen(struct sc_board *b, const struct sc_addr16 *addr, uint64_t 
 	if (!t.naddr)
 		t.naddr = SC_BOARD_ADDRS + 1;   /* wildcard, loopback only */
 	if (fd < 0) {
-		rc = -errno;
+		rc = errno == ENOENT ? -ESTALE : -errno;        /* removed */
 		errno = saved;
 		return rc;
 	}
 	flock(fd, LOCK_EX);
-	rc = board_put(b, sc__pid(), &t);
+	/* the file we lock is the one we write in: not one removed by a
+	 * collection since we mapped it (it holds no live entry then) */
+	rc = board_stale((uint16_t)b->port, b, fd) ? -ESTALE : board_put(b, sc__pid(), &t);
 	close(fd);      /* (the flock with it) */
 	errno = saved;
 	return rc;
@@ -433,7 +521,7 @@ static bool entry_live_cached(struct sc_board *b, int i)
 	uint64_t now = mono_ms(), v = atomic_load_explicit(w, memory_order_relaxed);
 	if (v >> 40 == key && now - (v & ((1ull << 40) - 1)) < LIVE_MS)
 		return true;
-	if (!entry_live(b, i))
+	if (!entry_live(b, i, true))
 		return false;
 	atomic_store_explicit(w, key << 40 | (now & ((1ull << 40) - 1)), memory_order_relaxed);
 	return true;

@@ -168,8 +168,21 @@ int sc__backed(void *p, size_t len);
 struct sc_board *sc__board(uint16_t port, bool create);
 void sc__board_put(uint16_t port);
 
-/* A listener of ours on port (addr as bound): register / drop it. */
+/* A listener of ours on port (addr as bound): register / drop it.
+ * -ESTALE: b is a board removed since it was mapped (sc__board_collect);
+ * give it back, sc__board_forget(port, b), and take the port's again. */
 int sc__board_listen(struct sc_board *b, const struct sc_addr16 *addr, uint64_t sock_ino);
+/* Our reference on port's board b given back: drop the mapping if the
+ * file is gone or another now (removed by a collection) and nobody else of
+ * ours holds it; true if the caller should look the port's board up again
+ * (dropped, or replaced meanwhile). */
+bool sc__board_forget(uint16_t port, struct sc_board *b);
+/* The run directory's collection (sc__stats_collect, its flock held): the
+ * board file name of port (dfd's entry) is removed if no live listener
+ * has an entry on it (flock on it held, so that a listener registering
+ * meanwhile either is seen or finds the file gone: -ESTALE above).
+ * true if it was removed. */
+bool sc__board_collect(int dfd, const char *name, uint16_t port);
 void sc__board_unlisten(struct sc_board *b, uint64_t sock_ino);
 /* After fork: process child holds the listening socket parent registered
  * too (idempotent; either side may call it, the child's call locks it). */

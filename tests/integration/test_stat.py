@@ -2,6 +2,7 @@
 """`shortcut stat`: the live connections of running processes, with their
 mode, addresses, peer process or fallback reason, and bytes."""
 import json
+import socket
 import os
 import subprocess
 import sys
@@ -285,3 +286,69 @@ def test_fork_child_file_made_at_its_first_connection():
     finally:
         p.kill()
         p.wait()
+
+
+LISTENER = r"""
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen()
+print("up", flush=True)
+while True:
+    c = s.accept()[0]
+    c.sendall(c.recv(100))
+    c.close()
+"""
+DIALER = r"""
+import socket, sys
+port = int(sys.argv[1])
+for line in sys.stdin:                  # one connection per line
+    c = socket.create_connection(("127.0.0.1", port))
+    c.sendall(b"ping"); assert c.recv(100) == b"ping"
+    c.close()
+    print("ok", flush=True)
+"""
+
+
+def test_board_of_dead_listeners_collected():
+    """An offer board whose listeners all died is removed by the run
+    directory's collection (each port a server ever listened on kept its
+    board, up to 20 MB of /dev/shm each); a new listener on that port makes
+    a new one, and a client that still had the old one mapped (a process
+    that lives on, connecting again and again) finds the new listener."""
+    rundir = tempfile.mkdtemp(prefix="sc-stat-")
+    env = _env(rundir)
+    env["SHORTCUT_SHORT_TCP"] = "0"     # every connection offered (not learnt short)
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    board = os.path.join(rundir, "tcp-v4-%d" % port)
+    dialer = subprocess.Popen([SHORTCUT, "run", sys.executable, "-c", DIALER, str(port)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    servers = []
+    try:
+        for round_ in range(3):
+            srv = subprocess.Popen([SHORTCUT, "run", sys.executable, "-c", LISTENER, str(port)],
+                                   stdout=subprocess.PIPE, text=True, env=env)
+            servers.append(srv)
+            assert srv.stdout.readline() == "up\n"
+            ino = os.stat(board).st_ino
+            for _ in range(2):
+                dialer.stdin.write("go\n")
+                dialer.stdin.flush()
+                assert dialer.stdout.readline() == "ok\n"
+            srv.kill()
+            srv.wait()
+            st = json.loads(subprocess.run([SHORTCUT, "stats", "--json"], capture_output=True,
+                                           text=True, env=env, timeout=30).stdout)
+            # both ends of every connection so far on shared memory
+            assert st["conns_accelerated"] == 4 * (round_ + 1), (st["fallback"], st)
+            assert not st["conns_fallback"], st
+            assert not os.path.exists(board), os.listdir(rundir)   # collected
+            if round_:
+                assert ino != last_ino
+            last_ino = ino
+    finally:
+        for p in servers + [dialer]:
+            p.kill()
+            p.wait()
