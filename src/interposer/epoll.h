@@ -123,6 +123,7 @@ struct sc_ep {
 	 * cells each walked (ep_wait: arm the channel when they cost more than
 	 * a wake-up would) */
 	_Atomic unsigned idle_walk;
+	uint32_t quiet_polls;   /* calls that could skip the collect (lock) */
 	bool held;              /* ep_expose found it ready (counted in nexp_sig) */
 	/* threads asleep in the kernel's wait on it, ours or passed through:
 	 * a registration made meanwhile must wake them (epoll_ctl) */

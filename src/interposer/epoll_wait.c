@@ -377,10 +377,19 @@ static int kernel_wait(int epfd, struct epoll_event *out, int max, int ms,
 	return mask ? R(epoll_pwait)(epfd, out, max, ms, mask) : R(epoll_wait)(epfd, out, max, ms);
 }
 
-/* A zero-timeout poll walks 1 + (the channel's cells); a wake-up's system
- * call costs about this many such steps (bench/epoll_idle, sockbench setup:
- * a walk of 41 cells ~200 ns, a datagram and its drain ~2-3 us) */
-#define EP_ARM_IDLE_WALK 512
+/* A zero-timeout poll walks 1 + (the channel's cells): once polls in a row
+ * that found nothing have walked this many, the channel is armed (sockbench
+ * setup: a walk of 41 cells ~200 ns; a wake-up's datagram and drain ~2-3
+ * us, paid by the sender, on its path, for the first event after that).
+ * Only with EP_ARM_IDLE_CELLS cells or more: a walk of a few cells costs
+ * less than arming would cost a busy poller's peers (a Python poll(0)
+ * echo server with one peer made that peer send a datagram per request). */
+#define EP_ARM_IDLE_WALK 4096
+#define EP_ARM_IDLE_CELLS 8
+/* A poll on a quiet channel walks anyway once in this many: a token
+ * taken without its datagram (a waker killed in between) delays an event
+ * by that many polls at most, not for ever */
+#define EP_QUIET_WALK 64
 
 static int ms_left(uint64_t end)
 {
@@ -511,7 +520,8 @@ static int ep_wait(struct sc_ep *e, int epfd, struct epoll_event *out, int max, 
 	 * (armed since its last collect found nothing: whatever became ready
 	 * since signals its fd, which the kernel's wait below reports as the
 	 * cookie): no collect, no harvest */
-	bool idle = !e->fired && !e->check && (!e->ch || sc__chan_quiet(e->ch));
+	bool idle = !e->fired && !e->check && (!e->ch || sc__chan_quiet(e->ch)) &&
+		    ++e->quiet_polls % EP_QUIET_WALK;
 	pthread_mutex_unlock(&e->lock);
 	for (;;) {
 		/* re-arm what was signalled and collect the channel at every
@@ -525,7 +535,8 @@ static int ep_wait(struct sc_ep *e, int epfd, struct epoll_event *out, int max, 
 		if (n >= max)
 			return n;
 		int t = n || !end ? 0 : end == UINT64_MAX ? -1 : ms_left(end);
-		if (!t && !n && e->ch && !sc__chan_quiet(e->ch)) {
+		if (!t && !n && e->ch && !sc__chan_quiet(e->ch) &&
+		    sc__chan_cells(e->ch) >= EP_ARM_IDLE_CELLS) {
 			/* a poll finding nothing: once such polls in a row have
 			 * walked as many cells as a wake-up costs, arm the
 			 * channel, so that the next ones skip the walk while

@@ -170,7 +170,8 @@ static int offer_prepare(int fd, struct sc_sock *s, const struct sockaddr *addr,
 		/* our mapping may be of a board a collection removed (its
 		 * listener died) since a new one was made: look again */
 		sc__board_put(dport);
-		b = sc__board_forget(dport, b) ? sc__board(dport, false) : NULL;
+		b = sc__board_recheck(dport) && sc__board_forget(dport, b) ?
+		    sc__board(dport, false) : NULL;
 		if (b && !sc__board_serves(b, dst)) {
 			sc__board_put(dport);
 			b = NULL;

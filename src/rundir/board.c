@@ -221,13 +221,16 @@ out:
 }
 
 static bool entry_live(struct sc_board *b, int i, bool ours);
+static uint64_t mono_ms(void);
 
 /* fd: port's board file as named now; is b the mapping of another? */
 static bool board_stale(uint16_t port, struct sc_board *b, int fd)
 {
 	struct stat st;
 	struct board_slot *sl = &slots[port];
-	return fd < 0 || fstat(fd, &st) < 0 || atomic_load(&sl->b) != b ||
+	/* (a description opened before a collection removed the file is of
+	 * the removed one: no link left) */
+	return fd < 0 || fstat(fd, &st) < 0 || st.st_nlink == 0 || atomic_load(&sl->b) != b ||
 	       atomic_load(&sl->ino) != (uint64_t)st.st_ino;
 }
 
@@ -252,6 +255,9 @@ bool sc__board_forget(uint16_t port, struct sc_board *b)
 				atomic_store(&sl->b, NULL);
 				munmap(b, sizeof(*b));
 				atomic_store(&sl->refs, 0);
+				for (int i = 0; i < nmapped; i++)
+					if (mapped[i] == port)
+						mapped[i--] = mapped[--nmapped];
 				dropped = true;
 			}
 			atomic_store(&unmapping, -1);
@@ -264,14 +270,30 @@ bool sc__board_forget(uint16_t port, struct sc_board *b)
 	return dropped;
 }
 
+bool sc__board_recheck(uint16_t port)
+{
+	const char *d = sc__rundir();
+	char path[320];
+	struct stat st;
+	int saved = errno;
+	if (!d)
+		return false;
+	snprintf(path, sizeof(path), "%s/tcp-v%u-%u", d, SC_BOARD_VERSION, port);
+	bool other = stat(path, &st) < 0 || (uint64_t)st.st_ino != atomic_load(&slots[port].ino);
+	errno = saved;
+	return other;
+}
+
 bool sc__board_collect(int dfd, const char *name, uint16_t port)
 {
 	int saved = errno;
 	bool gone = false;
 	struct stat st;
 	int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
+	if (fd < 0) {
+		errno = saved;
 		return false;
+	}
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
 	    st.st_size != sizeof(struct sc_board) || flock(fd, LOCK_EX | LOCK_NB) < 0)
 		goto out;
@@ -318,10 +340,18 @@ static int local_addrs(struct sc_addr16 *out, int max)
 	return n;
 }
 
-/* board flock held: our lock description of b's file (opened on first use) */
+/* board flock held: our lock description of b's file (opened on first use;
+ * again if the one we have is of a board removed since: our locks there
+ * are of entries long dead, or the board would not have been removed) */
 static int lock_fd(struct sc_board *b)
 {
 	uint16_t port = (uint16_t)b->port;
+	struct stat st;
+	if (board_lkfd[port] && (fstat(board_lkfd[port] - 1, &st) < 0 ||
+				 (uint64_t)st.st_ino != atomic_load(&slots[port].ino))) {
+		close(board_lkfd[port] - 1);
+		board_lkfd[port] = 0;
+	}
 	if (!board_lkfd[port]) {
 		char path[320];
 		snprintf(path, sizeof(path), "%s/tcp-v%u-%u", sc__rundir(), SC_BOARD_VERSION, port);
@@ -329,7 +359,10 @@ static int lock_fd(struct sc_board *b)
 		if (fd < 0)
 			return -1;
 		board_lkfd[port] = fd + 1;
-		if (n_lk_ports < (int)(sizeof(lk_ports) / sizeof(lk_ports[0])))
+		bool known = false;
+		for (int k = 0; k < n_lk_ports; k++)
+			known |= lk_ports[k] == port;
+		if (!known && n_lk_ports < (int)(sizeof(lk_ports) / sizeof(lk_ports[0])))
 			lk_ports[n_lk_ports++] = port;
 	}
 	return board_lkfd[port] - 1;
@@ -364,7 +397,7 @@ static bool entry_live(struct sc_board *b, int i, bool ours)
 	if (!pid)
 		return false;
 	int fd = board_open((uint16_t)b->port, 0);
-	if (ours && board_stale((uint16_t)b->port, b, fd)) {
+	if (ours && (fd >= 0 || errno == ENOENT) && board_stale((uint16_t)b->port, b, fd)) {
 		if (fd >= 0)
 			close(fd);
 		return false;

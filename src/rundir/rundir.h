@@ -177,6 +177,9 @@ int sc__board_listen(struct sc_board *b, const struct sc_addr16 *addr, uint64_t 
  * ours holds it; true if the caller should look the port's board up again
  * (dropped, or replaced meanwhile). */
 bool sc__board_forget(uint16_t port, struct sc_board *b);
+/* A client found no listener on port's mapped board: is the file another
+ * now, or gone (one stat())? */
+bool sc__board_recheck(uint16_t port);
 /* The run directory's collection (sc__stats_collect, its flock held): the
  * board file name of port (dfd's entry) is removed if no live listener
  * has an entry on it (flock on it held, so that a listener registering

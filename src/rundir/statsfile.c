@@ -307,19 +307,31 @@ void sc__stats_collect(bool force)
 	flock(lfd, LOCK_EX);
 	struct dirent *e;
 	/* a program's collection is bounded (it must not stall on a run
-	 * directory left uncollected); `shortcut stats` takes all */
+	 * directory left uncollected, or full of live processes' files): it
+	 * looks at a random quarter of the files, 256 of them at most (32
+	 * boards), so that every file is looked at now and then whatever the
+	 * directory's order; `shortcut stats` looks at all */
 	int budget = force ? INT_MAX : 256, boards = force ? INT_MAX : 32;
+	uint32_t rnd = (uint32_t)sc__pid() * 2654435761u ^ (uint32_t)sc__now_ns();
 	while (budget > 0 && (e = readdir(dp))) {
 		int pid = 0, end = 0;
 		unsigned ver, port;
+		if (e->d_name[0] == '.')
+			continue;
+		rnd ^= rnd << 13;
+		rnd ^= rnd >> 17;
+		rnd ^= rnd << 5;
+		if (!force && (rnd & 3))
+			continue;
 		if (sscanf(e->d_name, "tcp-v%u-%u%n", &ver, &port, &end) == 2 && !e->d_name[end]) {
 			/* an offer board whose listeners are all dead: each
 			 * port a server ever listened on kept one, up to
 			 * 20 MB of backed offers (`make bench`: 280 of them,
 			 * 1.3 GB of /dev/shm) */
-			if (ver == SC_BOARD_VERSION && port < 65536 && boards-- > 0 &&
-			    sc__board_collect(dfd, e->d_name, (uint16_t)port))
+			if (ver == SC_BOARD_VERSION && port < 65536 && boards-- > 0) {
+				sc__board_collect(dfd, e->d_name, (uint16_t)port);
 				budget--;
+			}
 			continue;
 		}
 		if (sscanf(e->d_name, "p-%d.sock", &pid) == 1) {
@@ -332,6 +344,7 @@ void sc__stats_collect(bool force)
 			continue;
 		if (pid == sc__pid())
 			continue;
+		budget--;
 		int fd = openat(dfd, e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 		struct stat st;
 		bool known = fd >= 0 && fstat(fd, &st) == 0;
@@ -344,10 +357,8 @@ void sc__stats_collect(bool force)
 			 * ever remove it (a newer format's stays for its
 			 * own tools) */
 			if (known && (st.st_size == 0 || older_format(fd)) &&
-			    !sc__pid_alive_since(pid, 0)) {
+			    !sc__pid_alive_since(pid, 0))
 				unlinkat(dfd, e->d_name, 0);
-				budget--;
-			}
 			if (fd >= 0)
 				close(fd);
 			continue;
@@ -372,7 +383,6 @@ void sc__stats_collect(bool force)
 		 * succeeded folds it */
 		if ((ours || blank || older) && unlinkat(dfd, e->d_name, 0) == 0 && ours)
 			sc__stats_fold(r, f);
-		budget--;
 		munmap(f, sizeof(*f));
 	}
 	close(lfd);             /* (the lock goes with it) */

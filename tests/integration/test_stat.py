@@ -352,3 +352,68 @@ def test_board_of_dead_listeners_collected():
         for p in servers + [dialer]:
             p.kill()
             p.wait()
+
+
+RELISTENER = r"""
+import os, socket, sys
+port = int(sys.argv[1])
+for round_ in range(2):
+    l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    l.bind(("127.0.0.1", port)); l.listen()
+    print("up", flush=True)
+    c = l.accept()[0]
+    c.sendall(c.recv(100))
+    c.close()
+    if round_ == 0:
+        l.close()
+        print("closed", flush=True)
+        sys.stdin.readline()            # until the board was collected
+print("done", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_board_collected_then_same_process_listens_again():
+    """A process closes its listener; a collection removes the board; the
+    same process listens on that port again: its entry and its lock go on
+    the new board (its lock once stayed on the removed one: clients found
+    no listener, and the next collection removed the live listener's
+    board)."""
+    rundir = tempfile.mkdtemp(prefix="sc-stat-")
+    env = _env(rundir)
+    env["SHORTCUT_SHORT_TCP"] = "0"
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    board = os.path.join(rundir, "tcp-v4-%d" % port)
+    srv = subprocess.Popen([SHORTCUT, "run", sys.executable, "-c", RELISTENER, str(port)],
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+
+    def dial():
+        r = subprocess.run([SHORTCUT, "run", sys.executable, "-c", DIALER, str(port)],
+                           input="go\n", capture_output=True, text=True, env=env, timeout=60)
+        assert r.stdout == "ok\n", r
+
+    def stats():
+        return json.loads(subprocess.run([SHORTCUT, "stats", "--json"], capture_output=True,
+                                         text=True, env=env, timeout=30).stdout)
+    try:
+        assert srv.stdout.readline() == "up\n"
+        dial()
+        assert srv.stdout.readline() == "closed\n"
+        stats()
+        assert not os.path.exists(board)
+        srv.stdin.write("\n")
+        srv.stdin.flush()
+        assert srv.stdout.readline() == "up\n"
+        stats()                         # the live listener's board stays
+        assert os.path.exists(board)
+        dial()
+        assert srv.stdout.readline() == "done\n"
+        st = stats()
+        assert os.path.exists(board)
+        assert st["conns_accelerated"] == 4 and not st["conns_fallback"], (st["fallback"], st)
+    finally:
+        srv.kill()
+        srv.wait()

@@ -1,18 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /* A server polling its epoll set with a zero timeout and nothing ready,
- * hundreds of times in a row (under `shortcut run` its channel is then
+ * a thousand times in a row (under `shortcut run` its channel is then
  * armed, and such polls skip the walk over its cells while nothing comes):
  * a byte sent by a peer, already readable on the connection (FIONREAD),
  * is reported by the very next epoll_wait(0), on the right connection,
  * level-triggered or edge-triggered; so is a peer's close (RDHUP).  Eight
- * connections from two client processes (two link groups: two cells). */
+ * connections from eight client processes (eight link groups: eight
+ * cells, as many as arming needs). */
 #include "common.h"
 #include <sys/epoll.h>
 
 #define NCONN 8
-#define HALF 4
 #define ROUNDS 24
-#define POLLS 700       /* zero-timeout polls before each event */
+#define POLLS 1000      /* zero-timeout polls before each event */
 
 static int idle_polls(int ep)
 {
@@ -79,24 +79,23 @@ static void server(int lfd)
 	close(ep);
 }
 
-/* the helper: connections HALF.. NCONN-1, driven through a pipe */
-static void helper(int cmd, int ack)
+/* helper i: connection i, driven through its pipe ('s' + round: send a
+ * byte; 'x': close; 'q': quit) */
+static void helper(int i, int cmd, int ack)
 {
-	int fds[NCONN - HALF];
-	unsigned char c;
-	for (int i = 0; i < NCONN - HALF; i++)
-		fds[i] = client_conn();
+	int fd = client_conn();
+	unsigned char c[2];
+	(void)i;
 	if (write(ack, "c", 1) != 1)
 		_exit(1);
-	while (read(cmd, &c, 1) == 1) {
-		if (c == 'q')
+	while (read(cmd, c, 2) == 2) {
+		if (c[0] == 'q')
 			break;
-		if (c == 'x') {
-			close(fds[5 - HALF]);
+		if (c[0] == 'x') {
+			close(fd);
 		} else {
-			int i = c >> 5, r = c & 31;
-			char b = (char)('a' + r);
-			if (send(fds[i - HALF], &b, 1, 0) != 1)
+			char b = (char)('a' + c[1]);
+			if (send(fd, &b, 1, 0) != 1)
 				_exit(1);
 		}
 		if (write(ack, "k", 1) != 1)
@@ -107,45 +106,50 @@ static void helper(int cmd, int ack)
 
 static void client(void)
 {
-	int fds[HALF], cmd[2], ack[2];
-	unsigned char c;
-	for (int i = 0; i < HALF; i++)
-		fds[i] = client_conn();
-	if (pipe(cmd) < 0 || pipe(ack) < 0)
+	/* connection 0 is ours, each other one a helper process's: eight
+	 * link groups, eight cells in the server's channel */
+	int fd0 = client_conn(), cmd[NCONN][2], ack[2];
+	pid_t kids[NCONN];
+	char c;
+	if (pipe(ack) < 0)
 		fatal("pipe");
-	pid_t kid = fork();
-	if (kid < 0)
-		fatal("fork");
-	if (kid == 0) {
-		close(cmd[1]);
-		close(ack[0]);
-		helper(cmd[0], ack[1]);
+	for (int i = 1; i < NCONN; i++) {
+		if (pipe(cmd[i]) < 0)
+			fatal("pipe");
+		kids[i] = fork();
+		if (kids[i] < 0)
+			fatal("fork");
+		if (kids[i] == 0) {
+			close(cmd[i][1]);
+			close(ack[0]);
+			helper(i, cmd[i][0], ack[1]);
+		}
+		close(cmd[i][0]);
+		if (read(ack[0], &c, 1) != 1)   /* connected: the next one is accepted after it */
+			fatal("helper %d", i);
 	}
-	close(cmd[0]);
-	close(ack[1]);
-	if (read(ack[0], &c, 1) != 1)
-		fatal("helper");
 	for (int r = 0;; r++) {
 		uint64_t i = await_u64();
 		if (i == NCONN + 1)
 			break;
-		if (i == NCONN || i >= HALF) {
-			c = i == NCONN ? 'x' : (unsigned char)((i << 5) | (uint64_t)r);
-			if (write(cmd[1], &c, 1) != 1 || read(ack[0], &c, 1) != 1)
-				fatal("helper");
-		} else {
+		int k = i == NCONN ? 5 : (int)i;
+		unsigned char m[2] = { i == NCONN ? 'x' : 's', (unsigned char)r };
+		if (k == 0) {
 			char b = (char)('a' + r);
-			if (send(fds[i], &b, 1, 0) != 1)
+			if (send(fd0, &b, 1, 0) != 1)
 				fatal("send");
+		} else if (write(cmd[k][1], m, 2) != 2 || read(ack[0], &c, 1) != 1) {
+			fatal("helper %d", k);
 		}
 		tell();
 	}
-	c = 'q';
-	if (write(cmd[1], &c, 1) != 1)
-		fatal("helper");
-	waitpid(kid, NULL, 0);
-	for (int i = 0; i < HALF; i++)
-		close(fds[i]);
+	for (int i = 1; i < NCONN; i++) {
+		unsigned char m[2] = { 'q', 0 };
+		if (write(cmd[i][1], m, 2) != 2)
+			fatal("helper %d", i);
+		waitpid(kids[i], NULL, 0);
+	}
+	close(fd0);
 	say("done");
 }
 
