@@ -73,14 +73,22 @@ static int n_lk_ports;
  * keeps no fd open: a client that meets many ports (a new server's each
  * time) would keep one per port (issue 15: 300 rounds, +300 fds).  The
  * flock, and the OFD lock look-ups, use one opened for them. */
-static int board_open(uint16_t port, int flags)
+static bool board_path(uint16_t port, char path[320])
 {
 	const char *d = sc__rundir();
-	char path[320];
 
 	if (!d)
+		return false;
+	snprintf(path, 320, "%s/tcp-v%u-%u", d, SC_BOARD_VERSION, port);
+	return true;
+}
+
+static int board_open(uint16_t port, int flags)
+{
+	char path[320];
+
+	if (!board_path(port, path))
 		return -1;
-	snprintf(path, sizeof(path), "%s/tcp-v%u-%u", d, SC_BOARD_VERSION, port);
 	return open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | flags, 0600);
 }
 
@@ -272,13 +280,11 @@ bool sc__board_forget(uint16_t port, struct sc_board *b)
 
 bool sc__board_recheck(uint16_t port)
 {
-	const char *d = sc__rundir();
 	char path[320];
 	struct stat st;
 	int saved = errno;
-	if (!d)
+	if (!board_path(port, path))
 		return false;
-	snprintf(path, sizeof(path), "%s/tcp-v%u-%u", d, SC_BOARD_VERSION, port);
 	bool other = stat(path, &st) < 0 || (uint64_t)st.st_ino != atomic_load(&slots[port].ino);
 	errno = saved;
 	return other;
@@ -353,9 +359,7 @@ static int lock_fd(struct sc_board *b)
 		board_lkfd[port] = 0;
 	}
 	if (!board_lkfd[port]) {
-		char path[320];
-		snprintf(path, sizeof(path), "%s/tcp-v%u-%u", sc__rundir(), SC_BOARD_VERSION, port);
-		int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+		int fd = board_open(port, 0);
 		if (fd < 0)
 			return -1;
 		board_lkfd[port] = fd + 1;

@@ -309,20 +309,33 @@ for line in sys.stdin:                  # one connection per line
 """
 
 
+def _board_setup():
+    """a run directory's environment (every connection offered, none learnt
+    short), a free port, and the path its offer board will have"""
+    rundir = tempfile.mkdtemp(prefix="sc-stat-")
+    env = _env(rundir)
+    env["SHORTCUT_SHORT_TCP"] = "0"
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    return env, port, os.path.join(rundir, "tcp-v4-%d" % port)
+
+
+def _stats(env):
+    r = subprocess.run([SHORTCUT, "stats", "--json"], capture_output=True, text=True, env=env,
+                       timeout=30)
+    assert r.returncode == 0, r
+    return json.loads(r.stdout)
+
+
 def test_board_of_dead_listeners_collected():
     """An offer board whose listeners all died is removed by the run
     directory's collection (each port a server ever listened on kept its
     board, up to 20 MB of /dev/shm each); a new listener on that port makes
     a new one, and a client that still had the old one mapped (a process
     that lives on, connecting again and again) finds the new listener."""
-    rundir = tempfile.mkdtemp(prefix="sc-stat-")
-    env = _env(rundir)
-    env["SHORTCUT_SHORT_TCP"] = "0"     # every connection offered (not learnt short)
-    probe = socket.socket()
-    probe.bind(("127.0.0.1", 0))
-    port = probe.getsockname()[1]
-    probe.close()
-    board = os.path.join(rundir, "tcp-v4-%d" % port)
+    env, port, board = _board_setup()
     dialer = subprocess.Popen([SHORTCUT, "run", sys.executable, "-c", DIALER, str(port)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
     servers = []
@@ -339,8 +352,7 @@ def test_board_of_dead_listeners_collected():
                 assert dialer.stdout.readline() == "ok\n"
             srv.kill()
             srv.wait()
-            st = json.loads(subprocess.run([SHORTCUT, "stats", "--json"], capture_output=True,
-                                           text=True, env=env, timeout=30).stdout)
+            st = _stats(env)
             # both ends of every connection so far on shared memory
             assert st["conns_accelerated"] == 4 * (round_ + 1), (st["fallback"], st)
             assert not st["conns_fallback"], st
@@ -379,14 +391,7 @@ def test_board_collected_then_same_process_listens_again():
     the new board (its lock once stayed on the removed one: clients found
     no listener, and the next collection removed the live listener's
     board)."""
-    rundir = tempfile.mkdtemp(prefix="sc-stat-")
-    env = _env(rundir)
-    env["SHORTCUT_SHORT_TCP"] = "0"
-    probe = socket.socket()
-    probe.bind(("127.0.0.1", 0))
-    port = probe.getsockname()[1]
-    probe.close()
-    board = os.path.join(rundir, "tcp-v4-%d" % port)
+    env, port, board = _board_setup()
     srv = subprocess.Popen([SHORTCUT, "run", sys.executable, "-c", RELISTENER, str(port)],
                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
 
@@ -395,23 +400,20 @@ def test_board_collected_then_same_process_listens_again():
                            input="go\n", capture_output=True, text=True, env=env, timeout=60)
         assert r.stdout == "ok\n", r
 
-    def stats():
-        return json.loads(subprocess.run([SHORTCUT, "stats", "--json"], capture_output=True,
-                                         text=True, env=env, timeout=30).stdout)
     try:
         assert srv.stdout.readline() == "up\n"
         dial()
         assert srv.stdout.readline() == "closed\n"
-        stats()
+        _stats(env)
         assert not os.path.exists(board)
         srv.stdin.write("\n")
         srv.stdin.flush()
         assert srv.stdout.readline() == "up\n"
-        stats()                         # the live listener's board stays
+        _stats(env)                     # the live listener's board stays
         assert os.path.exists(board)
         dial()
         assert srv.stdout.readline() == "done\n"
-        st = stats()
+        st = _stats(env)
         assert os.path.exists(board)
         assert st["conns_accelerated"] == 4 and not st["conns_fallback"], (st["fallback"], st)
     finally:
