@@ -35,9 +35,16 @@ struct sc_stats_retired;
 /* s as a JSON string on stdout: quoted, '"', '\\', control characters and
  * bytes outside ASCII escaped (a process name set by prctl may hold any). */
 void sc__json_str(const char *s);
-/* f's process is alive: its pid, and the same process (not a later one
- * given its pid: the start time recorded in the file). */
+/* f's process is alive: its identity (procs.c), whatever PID namespace
+ * either of us is in. */
 bool sc__stats_file_live(const struct sc_stats_file *f);
+/* Pids for people (pidview.c): the pid by which this viewer names the
+ * process of identity ident (recorded: the pid it has in its own PID
+ * namespace); *foreign if it cannot (another PID namespace that it does
+ * not see: the recorded pid is returned).  sc__pid_str: as text, a
+ * foreign pid in brackets. */
+int32_t sc__pid_view(uint64_t ident, int32_t recorded, bool *foreign);
+const char *sc__pid_str(uint64_t ident, int32_t recorded, char *buf, size_t len);
 /* `shortcut stat`: one line (a JSON object) per connection record of f;
  * *n counts them (the separator of the JSON list). */
 void sc__stat_list(const struct sc_stats_file *f, bool json, int *n);

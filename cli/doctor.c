@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "config.h"
 #include "rundir.h"
 #include "shortcut.h"
 
@@ -57,6 +58,126 @@ static void report(const char *name, enum level lv, const char *fix, const char 
 	vsnprintf(c->detail, sizeof(c->detail), fmt, ap);
 	va_end(ap);
 	snprintf(c->fix, sizeof(c->fix), "%s", fix ? fix : "");
+}
+
+/* ---- containers ------------------------------------------------------------ */
+
+static uint64_t ns_ino(const char *which)
+{
+	char path[64];
+	struct stat st;
+	snprintf(path, sizeof(path), "/proc/self/ns/%s", which);
+	return stat(path, &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+/* A user namespace other than the initial one: its uid_map is not the
+ * identity over every uid. */
+static bool in_user_ns(void)
+{
+	FILE *f = fopen("/proc/self/uid_map", "r");
+	unsigned long a, b, n;
+	bool init = f && fscanf(f, "%lu %lu %lu", &a, &b, &n) == 3 && a == 0 && b == 0 &&
+		    n == 4294967295ul;
+	if (f)
+		fclose(f);
+	return f && !init;
+}
+
+/* A container's own root filesystem: what the engine marks (Docker,
+ * Podman) and an overlay root. */
+static bool container_root(const char *type)
+{
+	return (access("/.dockerenv", F_OK) == 0 || access("/run/.containerenv", F_OK) == 0 ||
+		access("/var/run/secrets/kubernetes.io", F_OK) == 0) &&
+	       (!strcmp(type, "overlay") || !strcmp(type, "fuse-overlayfs") ||
+		!strcmp(type, "aufs") || !strcmp(type, "btrfs") || !strcmp(type, "zfs"));
+}
+
+/* The mount the run directory is on (/proc/self/mountinfo): its root
+ * within its filesystem, mount point, type and source. */
+static bool rundir_mount(const char *dir, char *root, char *mnt, char *type, char *src)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "r");
+	char line[1024];
+	size_t best = 0;
+	bool found = false;
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f)) {
+		char r[256], m[256], t[64], s[256];
+		char *dash = strstr(line, " - ");
+		if (!dash || sscanf(line, "%*d %*d %*s %255s %255s", r, m) != 2 ||
+		    sscanf(dash + 3, "%63s %255s", t, s) != 2)
+			continue;
+		size_t l = strlen(m);
+		bool under = !strcmp(m, "/") || (!strncmp(dir, m, l) && (dir[l] == '/' || !dir[l]));
+		if (under && l >= best) {
+			best = l;
+			strcpy(root, r);
+			strcpy(mnt, m);
+			strcpy(type, t);
+			strcpy(src, s);
+			found = true;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+/* Whom this process shares the run directory with across PID namespaces,
+ * whether it runs in a user namespace, and whether the run directory can
+ * be shared at all (issue 22: separate containers with no shared run
+ * directory were silently on TCP, and this said all was well). */
+static void check_containers(void)
+{
+	const char *dir = sc__rundir();
+	uint64_t pidns = ns_ino("pid");
+	struct sc_proc *ps = calloc(4096, sizeof(*ps));
+	int n = dir && ps ? sc__procs_live(ps, 4096) : 0, others = 0, nsn = 0;
+	uint64_t seen[64];
+	for (int i = 0; i < n; i++) {
+		if (ps[i].pidns == pidns)
+			continue;
+		others++;
+		bool known = false;
+		for (int k = 0; k < nsn; k++)
+			known |= seen[k] == ps[i].pidns;
+		if (!known && nsn < 64)
+			seen[nsn++] = ps[i].pidns;
+	}
+	free(ps);
+	report("pid-ns", OK, NULL, "pid %d in its PID namespace; processes are known by "
+	       "identity, not pid, so peers in other PID namespaces (containers) are "
+	       "accelerated if they share the run directory: %d live processes of %d other "
+	       "PID namespaces do now", (int)getpid(), others, nsn);
+	if (in_user_ns())
+		report("user-ns", sc__cfg.group_set ? OK : WARN,
+		       sc__cfg.group_set ? NULL : "run the peers with uids that map to the same "
+		       "uid, or share the run directory by a group (SHORTCUT_GROUP)",
+		       "a user namespace: peers are accelerated only if they are the same user "
+		       "as seen here (uid %u)%s", (unsigned)geteuid(),
+		       sc__cfg.group_set ? ", or in SHORTCUT_GROUP" : "");
+	char root[256], mnt[256], type[64], src[256];
+	if (!dir || !rundir_mount(dir, root, mnt, type, src))
+		return;
+	char r0[256], m0[256], t0[64], s0[256];
+	bool contained = rundir_mount("/", r0, m0, t0, s0) && container_root(t0);
+	if (!contained)
+		return;         /* (not a container's: the host's directories are shared) */
+	if (!strcmp(mnt, "/"))
+		report("rundir-shared", WARN, "bind-mount one host directory into every container "
+		       "that should be accelerated and set SHORTCUT_RUNDIR to it on each side, "
+		       "or use the CDI device (docs/containers.md)",
+		       "%s is on this container's own root filesystem (%s): no other container "
+		       "sees it, so connections to other containers stay on TCP", dir, type);
+	else if (!strcmp(mnt, "/dev/shm"))
+		report("rundir-shared", OK, NULL, "%s is on /dev/shm (%s): shared with the containers "
+		       "of this IPC namespace (a pod's); others need a shared run directory "
+		       "(docs/containers.md)", dir, type);
+	else
+		report("rundir-shared", OK, NULL, "%s is on a mount from outside this container "
+		       "(%s %s%s, at %s): shared with the containers that mount it too", dir, type,
+		       src, strcmp(root, "/") ? root : "", mnt);
 }
 
 /* ---- kernel features ----------------------------------------------------- */
@@ -379,14 +500,28 @@ static void check_rundir(void)
 		       "%s is not a directory", dir);
 		return;
 	}
-	if (st.st_uid != geteuid()) {
-		report("rundir", FAIL, "run both ends as its owner, or set SHORTCUT_RUNDIR to a "
-		       "directory of this user's on both sides", "%s is owned by uid %u, not by "
+	bool grp = sc__cfg.group_set && st.st_gid == sc__cfg.group_gid;
+	if (st.st_uid != geteuid() && !grp) {
+		report("rundir", FAIL, "run both ends as its owner, set SHORTCUT_RUNDIR to a "
+		       "directory of this user's on both sides, or share one by a group "
+		       "(SHORTCUT_GROUP, docs/containers.md)", "%s is owned by uid %u, not by "
 		       "this user (uid %u): the library refuses it", dir, (unsigned)st.st_uid,
 		       (unsigned)geteuid());
 		return;
 	}
-	if ((st.st_mode & 07777) != 0700) {
+	if (grp) {
+		if ((st.st_mode & 07777) != 02770) {
+			char fix[600];
+			snprintf(fix, sizeof(fix), "chgrp %u %s && chmod 2770 %s",
+				 (unsigned)sc__cfg.group_gid, dir, dir);
+			report("rundir", (st.st_mode & S_IWOTH) ? FAIL : WARN, fix, "%s has mode "
+			       "%04o, not 2770 (SHORTCUT_GROUP's users share it)", dir,
+			       (unsigned)(st.st_mode & 07777));
+		} else {
+			report("rundir", OK, NULL, "%s: %s, group %u's (SHORTCUT_GROUP), mode 2770",
+			       dir, created ? "created now" : "exists", (unsigned)sc__cfg.group_gid);
+		}
+	} else if ((st.st_mode & 07777) != 0700) {
 		char fix[300];
 		snprintf(fix, sizeof(fix), "chmod 700 %s", dir);
 		report("rundir", WARN, fix, "%s has mode %04o, not 0700: other users can read its "
@@ -547,6 +682,7 @@ int sc__doctor_main(int argc, char **argv)
 	check_syn();
 	check_close_range();
 	check_rundir();
+	check_containers();
 	check_fds();
 	check_policies();
 	if (prog)

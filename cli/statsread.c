@@ -34,7 +34,9 @@ void sc__json_str(const char *s)
 
 bool sc__stats_file_live(const struct sc_stats_file *f)
 {
-	return sc__pid_alive_since(f->pid, f->version == SC_STATS_VERSION ? f->start : 0);
+	/* by the process's identity, the same in every PID namespace (an
+	 * older version's file has only its pid) */
+	return f->version == SC_STATS_VERSION ? sc__proc_alive(f->ident) : sc__pid_alive(f->pid);
 }
 
 static const char *addr_str(const struct sc_addr16 *a, uint16_t port, char *buf, size_t len)
@@ -62,8 +64,11 @@ void sc__stat_list(const struct sc_stats_file *f, bool json, int *n)
 		char la[64], pa[64], why[40];
 		addr_str(&r->laddr, r->lport, la, sizeof(la));
 		addr_str(&r->paddr, r->pport, pa, sizeof(pa));
+		bool pfor = false, ffor = false;
+		int32_t ppid = m == SC_REC_SHM ? sc__pid_view(r->peer_ident, r->peer_pid, &pfor) : 0;
+		int32_t fpid = sc__pid_view(f->ident, f->pid, &ffor);
 		if (m == SC_REC_SHM)
-			snprintf(why, sizeof(why), "%d", r->peer_pid);
+			snprintf(why, sizeof(why), pfor ? "[%d]" : "%d", (int)ppid);
 		else if (r->reason && r->reason <= SC_FB_MAX && sc__fallback_names[r->reason - 1])
 			snprintf(why, sizeof(why), "%s", sc__fallback_names[r->reason - 1]);
 		else
@@ -76,18 +81,24 @@ void sc__stat_list(const struct sc_stats_file *f, bool json, int *n)
 		memcpy(comm, f->comm, sizeof(comm));
 		comm[sizeof(comm) - 1] = 0;
 		if (json) {
-			printf("%s{\"pid\": %d, \"command\": ", *n ? ", " : "", f->pid);
+			/* a pid of a PID namespace the viewer cannot see is
+			 * that namespace's: "foreign" says so */
+			printf("%s{\"pid\": %d, \"pid_foreign\": %s, \"command\": ", *n ? ", " : "",
+			       (int)fpid, ffor ? "true" : "false");
 			sc__json_str(comm);
 			printf(", \"fd\": %d, \"mode\": \"%s\", "
 			       "\"local\": \"%s\", \"peer\": \"%s\", \"peer_pid\": %d, "
+			       "\"peer_pid_foreign\": %s, "
 			       "\"fallback\": \"%s\", \"bytes_sent\": %llu, \"bytes_received\": %llu}",
-			       r->fd, modes[m], la, pa, m == SC_REC_SHM ? r->peer_pid : 0,
+			       r->fd, modes[m], la, pa, (int)ppid, pfor ? "true" : "false",
 			       m == SC_REC_TCP ? why : "", tx, rx);
 		} else {
 			for (char *p = comm; *p; p++)
 				if ((unsigned char)*p < 0x20 || *p == 0x7f)
 					*p = '?';
-			printf("%-8d %-15.15s %5d %-8s %-24s %-24s %-22s %12llu %12llu\n", f->pid,
+			char pidbuf[16];
+			snprintf(pidbuf, sizeof(pidbuf), ffor ? "[%d]" : "%d", (int)fpid);
+			printf("%-8s %-15.15s %5d %-8s %-24s %-24s %-22s %12llu %12llu\n", pidbuf,
 			       comm, r->fd, modes[m], la, pa, why, tx, rx);
 		}
 		++*n;

@@ -5,14 +5,18 @@
  * fail with -EINVAL rather than run on a guess.
  */
 #include <errno.h>
+#include <grp.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "layout.h"
+#include "sys.h"
 
 #define DEFAULT_RING   (1u << 20)
 #define DEFAULT_SPIN_US 50u
@@ -98,6 +102,65 @@ static int get_uint(const char *name, uint64_t lo, uint64_t hi, const char *allo
 	return 0;
 }
 
+/* Is gid one of this process's groups? */
+static bool in_group(gid_t gid)
+{
+	gid_t g[256];
+	if (getegid() == gid)
+		return true;
+	int n = getgroups(256, g);
+	for (int i = 0; i < n; i++)
+		if (g[i] == gid)
+			return true;
+	return false;
+}
+
+/* SHORTCUT_GROUP: a group name, or a number, that this process is in. */
+static int get_group(void)
+{
+	const char *v = getenv("SHORTCUT_GROUP");
+	if (!v)
+		return 0;
+	char *end;
+	errno = 0;
+	unsigned long n = strtoul(v, &end, 10);
+	gid_t gid;
+	if (*v >= '0' && *v <= '9' && !*end && !errno && n < UINT32_MAX) {
+		gid = (gid_t)n;
+	} else {
+		struct group *gr = *v ? getgrnam(v) : NULL;
+		if (!gr)
+			return bad("SHORTCUT_GROUP", v, "no such group; allowed: the name or number "
+				   "of a group this user is in");
+		gid = gr->gr_gid;
+	}
+	if (!in_group(gid))
+		return bad("SHORTCUT_GROUP", v, "this user is not in that group; allowed: the name "
+			   "or number of a group this user is in, whose members share the run "
+			   "directory (the group's, mode 2770)");
+	sc__cfg.group_set = 1;
+	sc__cfg.group_gid = (uint32_t)gid;
+	return 0;
+}
+
+bool sc__peer_trusted(int sock, const struct ucred *cr)
+{
+	if (cr->uid == geteuid())
+		return true;
+	if (!sc__cfg.group_set)
+		return false;
+	if (cr->gid == sc__cfg.group_gid)
+		return true;
+	gid_t g[256];
+	socklen_t l = sizeof(g);
+	if (getsockopt(sock, SOL_SOCKET, SO_PEERGROUPS, g, &l) < 0)
+		return false;
+	for (size_t i = 0; i < l / sizeof(g[0]); i++)
+		if (g[i] == sc__cfg.group_gid)
+			return true;
+	return false;
+}
+
 static void load(void)
 {
 	uint64_t n;
@@ -152,6 +215,7 @@ static void load(void)
 		load_rc = bad("SHORTCUT_RUNDIR", d, "an absolute directory path shorter than 80 bytes");
 		return;
 	}
+	load_rc = get_group();
 }
 
 int sc__config_load(void)

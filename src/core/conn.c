@@ -497,11 +497,12 @@ SC_API void sc_listener_close(struct sc_listener *l)
 
 SC_API int sc_connect(const char *path, struct sc_conn **out, int flags)
 {
-	return sc__connect_tagged(path, 0, NULL, 0, 0, flags, out);
+	return sc__connect_tagged(path, 0, 0, NULL, 0, 0, flags, out);
 }
 
-int sc__connect_tagged(const char *path, uint64_t tag, const uint8_t *early, uint32_t elen,
-		       uint64_t max_seg, int flags, struct sc_conn **out)
+int sc__connect_tagged(const char *path, uint64_t tag, uint64_t peer_ident,
+		       const uint8_t *early, uint32_t elen, uint64_t max_seg, int flags,
+		       struct sc_conn **out)
 {
 	int saved = errno, rc;
 	struct sc_group *g;
@@ -512,7 +513,7 @@ int sc__connect_tagged(const char *path, uint64_t tag, const uint8_t *early, uin
 		return rc;
 	if (!path || !out)
 		return -EINVAL;
-	rc = sc__group_for_connect(path, max_seg, &g, &slot);
+	rc = sc__group_for_connect(path, max_seg, peer_ident, &g, &slot);
 	if (rc) {
 		errno = saved;
 		return rc;

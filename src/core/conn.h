@@ -130,9 +130,12 @@ int sc__conn_poll_arm_(struct sc_conn *c, bool want_out, bool sleeper);
 /* sc_connect with a claim tag carried in the OPEN message, and the peer's
  * first bytes (early, elen ≤ SC_EARLY_MAX: from its offer) put in the
  * receiving ring before the OPEN tells it so; a new link group's segment
- * no larger than max_seg (0: any; -ENOMEM if one slot does not fit). */
-int sc__connect_tagged(const char *path, uint64_t tag, const uint8_t *early, uint32_t elen,
-		       uint64_t max_seg, int flags, struct sc_conn **out);
+ * no larger than max_seg (0: any; -ENOMEM if one slot does not fit).
+ * peer_ident: the identity of the process listening at path (its group's
+ * peer_ident). */
+int sc__connect_tagged(const char *path, uint64_t tag, uint64_t peer_ident,
+		       const uint8_t *early, uint32_t elen, uint64_t max_seg, int flags,
+		       struct sc_conn **out);
 /* Create the local half of slot s in g (group locked). */
 int sc__conn_new(struct sc_group *g, uint32_t slot, struct sc_conn **out);
 /* Record a peer violation on c: sticky -EPROTO, counted. */

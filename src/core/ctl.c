@@ -191,15 +191,15 @@ int sc__listener_group_fds(struct sc_listener *l, int *fds, int max)
 	return n;
 }
 
-/* Drain the side-1 groups of l that pid names (0: any) or whose socket
+/* Drain the side-1 groups of l whose peer is ident (0: any) or whose socket
  * is in fds (when n > 0). */
-static void listener_pump(struct sc_listener *l, int32_t pid, const int *fds, int n)
+static void listener_pump(struct sc_listener *l, uint64_t ident, const int *fds, int n)
 {
 	int saved = errno;
 
 	pthread_mutex_lock(&ctl.lock);
 	for (struct sc_group *g = ctl.groups; g; g = g->next) {
-		if (g->side != 1 || g->listener != l || (pid && g->peer_pid != pid))
+		if (g->side != 1 || g->listener != l || (ident && g->peer_ident != ident))
 			continue;
 		if (n > 0) {
 			int i = 0;
@@ -224,9 +224,9 @@ void sc__listener_pump(struct sc_listener *l)
 	listener_pump(l, 0, NULL, 0);
 }
 
-void sc__listener_pump_peer(struct sc_listener *l, int32_t pid)
+void sc__listener_pump_peer(struct sc_listener *l, uint64_t ident)
 {
-	listener_pump(l, pid, NULL, 0);
+	listener_pump(l, ident, NULL, 0);
 }
 
 void sc__listener_pump_socks(struct sc_listener *l, const int *fds, int n)
@@ -308,13 +308,14 @@ static void ctl_accept(uint64_t id)
 		}
 		if (s < 0)
 			return;
-		/* only our own user's processes share memory with us (another
-		 * user who can reach the socket, by an abstract name or a
-		 * directory left writable, is hung up on) */
+		/* only our own user's processes share memory with us, or with
+		 * SHORTCUT_GROUP the group's (another user who can reach the
+		 * socket, by an abstract name or a directory left writable, is
+		 * hung up on) */
 		struct ucred cr;
 		socklen_t crl = sizeof(cr);
 		if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cr, &crl) < 0 ||
-		    cr.uid != geteuid()) {
+		    !sc__peer_trusted(s, &cr)) {
 			SC_STAT_ADD(conns_refused, 1);
 			close(s);
 			continue;
@@ -335,6 +336,7 @@ static void ctl_accept(uint64_t id)
 }
 
 void (*sc__ctl_after_hook)(void);
+uint64_t (*sc__ident_hook)(void);
 
 static void ctl_event(struct sc_group *g, uint32_t events)
 {

@@ -266,7 +266,7 @@ static int group_create(const char *path, uint32_t nslots, struct sc_group **out
 	/* the listener must be our own user's: our segment goes to it */
 	struct ucred cr;
 	socklen_t crl = sizeof(cr);
-	if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cr, &crl) < 0 || cr.uid != geteuid()) {
+	if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cr, &crl) < 0 || !sc__peer_trusted(sock, &cr)) {
 		rc = -ECONNREFUSED;
 		goto err_sock;
 	}
@@ -319,7 +319,8 @@ static int group_create(const char *path, uint32_t nslots, struct sc_group **out
 	struct sc_msg m = { .magic = SC_MSG_MAGIC, .type = SC_MSG_HELLO,
 			    .version = SC_LAYOUT_VERSION, .pid = getpid(),
 			    .nslots = g->nslots, .ring_size = { ring[0], ring[1] },
-			    .seg_size = g->size, .group_id = id };
+			    .seg_size = g->size, .group_id = id,
+			    .ident = sc__ident_hook ? sc__ident_hook() : 0 };
 	rc = sc__group_send(g, &m, memfd);
 	if (rc)
 		goto err_memfd;
@@ -353,8 +354,8 @@ int sc__group_register(struct sc_group *g)
 	return 0;
 }
 
-int sc__group_for_connect(const char *path, uint64_t max_seg, struct sc_group **out,
-			  uint32_t *slot)
+int sc__group_for_connect(const char *path, uint64_t max_seg, uint64_t peer_ident,
+			  struct sc_group **out, uint32_t *slot)
 {
 	struct sc_group *g;
 	int rc, s;
@@ -408,6 +409,7 @@ int sc__group_for_connect(const char *path, uint64_t max_seg, struct sc_group **
 		return rc;
 	}
 	pthread_mutex_lock(&g->lock);
+	g->peer_ident = peer_ident;     /* (the path names it too) */
 	s = 0;
 found:
 	pthread_mutex_unlock(&ctl.lock);
@@ -550,6 +552,7 @@ static int group_hello(struct sc_group *g, const struct sc_msg *m, int fd)
 	group_set_geometry(g, m->nslots, m->ring_size);
 	group_map_cells(g);
 	g->id = m->group_id;
+	g->peer_ident = m->ident & ((1ull << 56) - 1);
 	g->hello_done = true;
 	SC_STAT_ADD(groups_joined, 1);
 	return 0;

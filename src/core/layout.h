@@ -30,7 +30,7 @@
 
 #define SC_CACHELINE        64
 #define SC_SEG_MAGIC        0x314745534354524fULL   /* "ORTCSEG1" */
-#define SC_LAYOUT_VERSION   4
+#define SC_LAYOUT_VERSION   5   /* 5: HELLO carries the identity */
 #define SC_MAX_SLOTS        255                     /* SMC's per-link-group cap */
 #define SC_MAX_CELLS        256
 #define SC_CELL_NONE        0xffffffffu

@@ -45,7 +45,12 @@ struct sc_group {
 	bool hello_done;                /* side 1: HELLO received */
 	bool zombie;                    /* waiting for the control thread to free it */
 	bool no_new;                    /* side 0: the listener closed; open no more */
-	pid_t peer_pid;
+	pid_t peer_pid;                 /* SO_PEERCRED's: 0 if not seen from our PID
+					 * namespace (for people only) */
+	/* the peer process's identity in the run directory (0: not known;
+	 * the C API has none): side 0 from the offer it answered, side 1
+	 * from the HELLO.  Never a pid: pids repeat across namespaces */
+	uint64_t peer_ident;
 	/* devmem: the peer's regions we send into (read without the lock,
 	 * appended under it, freed with the group), and our bindings we
 	 * have shared with the peer */
@@ -94,17 +99,18 @@ struct sc_msg {
 					 * SWITCH: the tag of the connection meant */
 	};
 	uint64_t group_id;
+	uint64_t ident;                 /* HELLO: the sender's identity (0: none) */
 };
 #define SC_MSG_MAGIC 0x5343544cu
-_Static_assert(sizeof(struct sc_msg) == 48, "control message is a wire format");
+_Static_assert(sizeof(struct sc_msg) == 56, "control message is a wire format");
 _Static_assert(offsetof(struct sc_msg, seg_size) == 32, "seg_size offset");
 
 /* Look up or create a link group towards path with a free slot; returns it
  * locked with the slot reserved in *slot.  A new group's segment is made
  * no larger than max_seg (0: no limit; the peer must map it): fewer slots,
  * or -ENOMEM if even one does not fit. */
-int sc__group_for_connect(const char *path, uint64_t max_seg, struct sc_group **out,
-			  uint32_t *slot);
+int sc__group_for_connect(const char *path, uint64_t max_seg, uint64_t peer_ident,
+			  struct sc_group **out, uint32_t *slot);
 /* Send a message (with an optional fd) on the group socket; caller holds lock. */
 int sc__group_send(struct sc_group *g, const struct sc_msg *m, int fd);
 /* Share binding id with g's peer (once): SC_MSG_DEVMEM. */
@@ -148,6 +154,10 @@ bool sc__ctl_watching(void);
  * messages (the interposer settles clients whose OPEN just arrived). */
 extern void (*sc__ctl_after_hook)(void);
 
+/* Our identity in the run directory, for the HELLOs we send (the
+ * interposer's; NULL: none, the C API alone). */
+extern uint64_t (*sc__ident_hook)(void);
+
 /* Called by the control thread, group lock held, when the peer asks to
  * switch connection c back to TCP (SWITCH): c->sw is SC_SW_ASKED; or when
  * the peer died having forked (SC_LF_DEATH_SWITCH): a switch to come.  Must
@@ -158,10 +168,11 @@ extern void (*sc__switch_hook)(struct sc_conn *c);
 /* Drain, from the calling thread, the sockets of every group whose OPENs
  * go to l: a caller waiting for one need not wait for the control thread. */
 void sc__listener_pump(struct sc_listener *l);
-/* The same for the groups with process pid only (a caller that knows
- * where its OPEN comes from: one read instead of one per group), or for
- * those whose socket is one of fds (poll said they have news). */
-void sc__listener_pump_peer(struct sc_listener *l, int32_t pid);
+/* The same for the groups with the process of identity ident only (a
+ * caller that knows where its OPEN comes from: one read instead of one
+ * per group), or for those whose socket is one of fds (poll said they
+ * have news). */
+void sc__listener_pump_peer(struct sc_listener *l, uint64_t ident);
 void sc__listener_pump_socks(struct sc_listener *l, const int *fds, int n);
 /* The sockets of the live groups whose OPENs go to l (at most max), for a
  * caller that waits for an OPEN itself; returns how many. */

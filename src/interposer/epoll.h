@@ -21,18 +21,21 @@
  * set's registration in the program's set, and a nested program set's in
  * its outer set, are made under a value of ours instead of the program's
  * epoll_data, so that they are told from every fd of the program's: 20
- * bits of magic (a non-canonical address, no pointer has it), the pid (a
- * set inherited across fork is shared with the other process, whose
- * cookies we must never report) and an id naming the set.  No cookie ever
- * reaches the program: every wait, ours or the kernel's, drops or
- * translates them. */
+ * bits of magic (a non-canonical address, no pointer has it), the
+ * process's key (a set inherited across fork, or passed to another
+ * process, is shared with it, whose cookies we must never report) and an
+ * id naming the set.  The key is random, and a fork child's is never its
+ * parent's: not the pid, which another PID namespace's process may have
+ * too.  No cookie ever reaches the program: every wait, ours or the
+ * kernel's, drops or translates them. */
 #define EP_MAGIC_SET	0x5c0deull
 #define EP_MAGIC_NEST	0x5c0dfull
 #define EP_PID_MASK	0x3fffffu
+extern _Atomic uint32_t ep_key;         /* 22 bits, never 0 (epoll_set.c) */
+uint32_t ep_key_get(void);
 static inline uint64_t ep_mkcookie(uint64_t magic, uint32_t id)
 {
-	return magic << 44 | (uint64_t)((uint32_t)sc__pid() & EP_PID_MASK) << 22 |
-	       (id & EP_PID_MASK);
+	return magic << 44 | (uint64_t)(ep_key_get() & EP_PID_MASK) << 22 | (id & EP_PID_MASK);
 }
 
 static inline uint64_t nest_cookie(uint32_t id)
@@ -53,7 +56,7 @@ static inline bool is_cookie(uint64_t v)
 /* a cookie of this process's (not of a process that shares the set) */
 static inline bool cookie_mine(uint64_t v)
 {
-	return (uint32_t)(v >> 22 & EP_PID_MASK) == ((uint32_t)sc__pid() & EP_PID_MASK);
+	return (uint32_t)(v >> 22 & EP_PID_MASK) == ep_key_get();
 }
 
 struct sc_epreg {

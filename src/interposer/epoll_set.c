@@ -362,8 +362,37 @@ void ep_inherited_use(struct sc_ep *e)
 	}
 }
 
+_Atomic uint32_t ep_key;
+
+static uint32_t key_new(uint32_t not)
+{
+	for (;;) {
+		uint32_t k = 0;
+		if (getentropy(&k, sizeof(k)) < 0)
+			k = (uint32_t)sc__now_ns() ^ (uint32_t)sc__pid() * 2654435761u;
+		k &= EP_PID_MASK;
+		if (k && k != not)
+			return k;
+	}
+}
+
+uint32_t ep_key_get(void)
+{
+	uint32_t k = atomic_load_explicit(&ep_key, memory_order_relaxed);
+	if (k)
+		return k;
+	uint32_t zero = 0;
+	k = key_new(0);
+	/* (two threads making it at once: one wins, both use it) */
+	if (!atomic_compare_exchange_strong(&ep_key, &zero, k))
+		k = zero;
+	return k;
+}
+
 void ep_atfork_child(void)
 {
+	/* our cookies are not our parent's, in the sets we share with it */
+	atomic_store(&ep_key, key_new(atomic_load(&ep_key)));
 	pthread_mutex_init(&eps_lock, NULL);
 	pthread_mutex_init(&ep_inh_lock, NULL);
 	pthread_rwlock_init(&ep_life, NULL);

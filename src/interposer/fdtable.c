@@ -128,6 +128,7 @@ struct sc_sock *sock_new(int fd, int mode, bool nonblock)
 	s->efd = -1;
 	s->offer = -1;
 	s->tos = s->tclass = -1;
+	s->ttl = s->hops = -1;
 	s->cslot = -1;
 	s->declined = -1;
 	pthread_mutex_lock(&table_lock);
@@ -159,7 +160,7 @@ static bool peer_left_child(struct sc_conn *c)
 		return true;
 	uint32_t pf = atomic_load_explicit(&c->peer->flags, memory_order_acquire);
 	return (pf & (SC_SF_FORKED | SC_SF_CLOSED | SC_SF_ABORT)) == SC_SF_FORKED &&
-	       !sc__pid_alive(c->g->peer_pid);
+	       !sc__proc_alive(c->g->peer_ident);
 }
 
 /* The last fd naming s is gone (s no longer in the table). */
@@ -196,7 +197,7 @@ void sock_release(struct sc_sock *s, int fd_of_release)
 				short_learn(s->bport,
 					    atomic_load_explicit(&s->shm_calls, memory_order_relaxed),
 					    s->c->tx.prod + s->c->rx.cons,
-					    s->c->g ? s->c->g->peer_pid : 0);
+					    s->c->g ? s->c->g->peer_ident : 0);
 			if (s->linger0)
 				sc_set_linger0(s->c, 1);
 			sc_close(s->c);
@@ -213,7 +214,7 @@ void sock_release(struct sc_sock *s, int fd_of_release)
 		sc__board_unlisten(s->board, s->ino);
 	}
 	if (s->declined >= 0 && s->board)
-		sc__offer_undecline(s->board, s->declined, &s->local);
+		sc__offer_undecline(s->board, s->declined, &s->local, &s->remote);
 	if (s->efd >= 0)
 		R(close)(s->efd);
 	sock_board(s, NULL, 0);

@@ -111,10 +111,14 @@ bool child_may_hold(uint32_t gen)
  * it): have the owner switch it to TCP, then use the kernel socket. */
 /* Is the owner of an inherited connection gone?  (A parent that exited may
  * linger as a zombie: then we were re-parented.) */
-static bool owner_gone(pid_t owner, pid_t parent_at_fork)
+static bool owner_gone(const struct sc_sock *s)
 {
-	return (kill(owner, 0) < 0 && errno == ESRCH) ||
-	       (owner == parent_at_fork && getppid() != owner);
+	/* by its identity (a zombie's is dead: its files were closed);
+	 * else by its pid, an ancestor's of our namespace */
+	if (s->owner_id)
+		return !sc__proc_alive(s->owner_id);
+	return (kill(s->owner, 0) < 0 && errno == ESRCH) ||
+	       (s->owner == s->parent && getppid() != s->owner);
 }
 
 /* The owner died (having forked: the peer takes that as a switch): its
@@ -183,9 +187,9 @@ int sw_request_owner_for(int fd, struct sc_sock *s, uint32_t why, uint64_t wait_
 	if (!(f & SC_SF_ONTCP)) {
 		atomic_fetch_or(&c->me->sw_req, why);
 		char path[128];
-		rc = sc__kick_owner(s->owner, sc__rendezvous_path(s->owner, path, sizeof(path)) == 0
+		rc = sc__kick_owner(s->owner, sc__rendezvous_path(s->owner_id, path, sizeof(path)) == 0
 					      ? path : NULL);
-		if (rc < 0 && owner_gone(s->owner, s->parent))
+		if (rc < 0 && owner_gone(s))
 			rc = 0;         /* gone: taken over below */
 		uint64_t dl = sc__now_ns() + wait_ns;
 		unsigned us = 20;
@@ -193,7 +197,7 @@ int sw_request_owner_for(int fd, struct sc_sock *s, uint32_t why, uint64_t wait_
 			f = atomic_load_explicit(&c->me->flags, memory_order_acquire);
 			if (f & SC_SF_ONTCP)
 				break;
-			if (owner_gone(s->owner, s->parent)) {
+			if (owner_gone(s)) {
 				rc = (f & SC_SF_FORKED) && !(f & (SC_SF_RELEASED | SC_SF_CLOSED)) ?
 				     owner_takeover(fd, c) : -ENOTCONN;
 				break;
@@ -295,17 +299,40 @@ static void mark_forked(struct sc_sock *s, pid_t parent, pid_t child)
  * After those (a server forking per connection, whose children only close
  * it) the child gets one when it accepts (listener_adopt). */
 #define PREREG_FORKS 8
+/* The identities of the forking process and of its child (made by the
+ * parent before the fork, for these entries: sc__proc_prepare; 0 if none
+ * could be), for the fork in progress in this thread. */
+static __thread uint64_t fork_parent_id;
+static __thread struct sc_proc_pre *fork_pre;
+
+static bool will_prereg(struct sc_sock *s, pid_t me)
+{
+	return atomic_load(&s->mode) == M_LISTEN && s->board && s->owner == me &&
+	       s->inherits < PREREG_FORKS;
+}
+
 static void listener_inherit(struct sc_sock *s, pid_t parent, pid_t child)
 {
-	if (atomic_load(&s->mode) != M_LISTEN || !s->board || s->owner != parent ||
-	    s->inherits >= PREREG_FORKS)
+	if (!will_prereg(s, parent))
 		return;
-	if (child != sc__pid())
+	bool in_child = child == sc__pid();
+	if (!in_child)
 		s->inherits++;  /* (the parent's count; the child's copy starts anew) */
 	else
 		s->inherits = 0;
-	if (sc__board_listen_inherit(s->board, s->ino, parent, child) == 0 && child == sc__pid())
+	/* the child's identity: the one the parent made for it, or (the
+	 * child, none made) its own */
+	uint64_t child_id = in_child ? sc__self() : fork_pre ? fork_pre->id : 0;
+	if (child_id &&
+	    sc__board_listen_inherit(s->board, s->ino, fork_parent_id, child_id) == 0 && in_child)
 		s->owner = child;
+}
+
+static bool any_prereg;
+static void find_prereg(struct sc_sock *s, pid_t me, pid_t unused)
+{
+	(void)unused;
+	any_prereg |= will_prereg(s, me);
 }
 
 /* Have we a connection on shared memory?  (A child that inherits it may
@@ -329,15 +356,33 @@ SC_API pid_t fork(void)
 	/* (sc__kick_owner: we are reachable whatever fds the child closes) */
 	if (owns_shm())
 		rdv_ensure();
+	/* listeners whose child gets a board entry at once: the entry names
+	 * the child's identity, made now (the child holds its lock) */
+	struct sc_proc_pre pre = { 0, -1 };
+	fork_parent_id = sc__self_peek();
+	pthread_mutex_lock(&table_lock);
+	any_prereg = false;
+	socks_each(find_prereg, sc__pid(), 0);
+	bool prereg = any_prereg;
+	pthread_mutex_unlock(&table_lock);
+	if (prereg && fork_parent_id)
+		sc__proc_prepare(&pre);
+	fork_pre = &pre;
 	pid_t child = R(fork)();
-	if (child <= 0)
+	if (child <= 0) {
+		fork_pre = NULL;
+		if (child < 0)
+			sc__proc_prepared_parent(&pre); /* (nobody's: the slot is free) */
 		return child;
+	}
 	int saved = errno;
 	child_add(child);
 	pthread_mutex_lock(&table_lock);        /* other threads run here */
 	socks_each(mark_forked, sc__pid(), child);
 	pthread_mutex_unlock(&table_lock);
 	socks_each(listener_inherit, sc__pid(), child);
+	fork_pre = NULL;
+	sc__proc_prepared_parent(&pre);         /* the child's alone now */
 	ep_mark_shared();
 	errno = saved;
 	return child;
@@ -351,6 +396,7 @@ static pid_t fork_parent;
 void atfork_prepare(void)
 {
 	fork_parent = sc__pid();
+	fork_parent_id = sc__self_peek();      /* (a fork not through ours too) */
 }
 
 void atfork_child(void)
@@ -359,6 +405,10 @@ void atfork_child(void)
 
 	sc__pid_reset();        /* before anything records our pid */
 	(void)sc__pid();
+	/* our identity: the one the parent made for us, else one of our own
+	 * when we need one; the parent's description goes */
+	sc__proc_atfork_child(fork_pre);
+	fork_pre = NULL;
 	sc__board_atfork_child();       /* the parent's listener locks stay its own */
 	socks_each(sock_inherit, parent, sc__pid());
 	socks_each(listener_inherit, parent, sc__pid());

@@ -148,6 +148,20 @@ static bool as_room(uint64_t *room)
 	return ok;
 }
 
+/* Tag our SYN (the offer names the tag, and the acceptor claims it only
+ * for a connection whose SYN carries it): a random TTL, or IPv6 hop
+ * limit, from SC_SYN_TTL_MIN; s->syn_ttl 0 if it could not be set. */
+static void syn_tag(int fd, struct sc_sock *s, int family, const struct sc_addr16 *dst)
+{
+	static const uint8_t v4[12] = { [10] = 0xff, [11] = 0xff };
+	int ttl = SC_SYN_TTL_MIN + (int)(next_tag() % (256 - SC_SYN_TTL_MIN));
+	bool over_v4 = !memcmp(dst->b, v4, 12);
+	int rc = family == AF_INET6 && !over_v4 ?
+		 R(setsockopt)(fd, IPPROTO_IPV6, IPV6_UNICAST_HOPS, &ttl, sizeof(ttl)) :
+		 R(setsockopt)(fd, IPPROTO_IP, IP_TTL, &ttl, sizeof(ttl));
+	s->syn_ttl = rc == 0 ? (uint8_t)ttl : 0;
+}
+
 /* Before the real connect: is there an accelerated listener for addr, and
  * can we take part?  Marks the SYN and prepares the pending state. */
 static int offer_prepare(int fd, struct sc_sock *s, const struct sockaddr *addr,
@@ -225,6 +239,7 @@ static int offer_prepare(int fd, struct sc_sock *s, const struct sockaddr *addr,
 	}
 	if (addr->sa_family == AF_INET6)
 		R(setsockopt)(fd, IPPROTO_IPV6, IPV6_TCLASS, &tos, sizeof(tos));
+	syn_tag(fd, s, addr->sa_family, dst);
 	s->dst = *dst;
 	*port = dport;
 	/* until the offer is posted, the acceptor may wait for it */
@@ -240,6 +255,14 @@ static void offer_unmark(int fd, struct sc_sock *s, int family)
 	R(setsockopt)(fd, IPPROTO_IP, IP_TOS, &tos, sizeof(tos));
 	if (family == AF_INET6)
 		R(setsockopt)(fd, IPPROTO_IPV6, IPV6_TCLASS, &tclass, sizeof(tclass));
+	if (s->syn_ttl) {
+		/* (the one syn_tag set: -1 is the default, the program's or not) */
+		static const uint8_t v4[12] = { [10] = 0xff, [11] = 0xff };
+		if (family == AF_INET6 && memcmp(s->dst.b, v4, 12))
+			R(setsockopt)(fd, IPPROTO_IPV6, IPV6_UNICAST_HOPS, &s->hops, sizeof(s->hops));
+		else
+			R(setsockopt)(fd, IPPROTO_IP, IP_TTL, &s->ttl, sizeof(s->ttl));
+	}
 	if (s->cslot >= 0 && s->board)
 		sc__board_connected(s->board, s->cslot);
 	s->cslot = -1;
@@ -274,15 +297,17 @@ static int offer_post(int fd, struct sc_sock *s, int family, const struct sc_add
 	G.pending = s;
 	atomic_fetch_add(&G.npending, 1);
 	pthread_mutex_unlock(&G.rdv_lock);
-	s->offer = sc__offer_post(s->board, cport, dst, s->tag, room);
+	s->offer = sc__offer_post(s->board, cport, &mine, dst, s->syn_ttl, s->tag, room);
 	offer_unmark(fd, s, family);
 	if (s->offer < 0) {
 		pending_unlink(s);
 		/* declined: the accepting side saw no mark (a retransmitted
 		 * SYN) or gave up waiting; busy: another namespace's offer;
-		 * no space: the run directory is full */
+		 * no space: the run directory is full; no identity: nobody
+		 * could reach us */
 		*why = s->offer == -ECONNREFUSED ? SC_FB_PEER_PLAIN :
-		       s->offer == -ENOSPC ? SC_FB_NOMEM : SC_FB_LIMITS;
+		       s->offer == -ENOSPC ? SC_FB_NOMEM :
+		       s->offer == -ESRCH ? SC_FB_RENDEZVOUS : SC_FB_LIMITS;
 		s->offer = -1;
 		return -1;
 	}
@@ -440,8 +465,8 @@ static void server_claim(int nfd, struct sc_sock *s)
 	socklen_t ml = sizeof(me), pl = sizeof(peer);
 	struct sc_addr16 local, remote;
 	uint16_t lport, cport;
-	int32_t pid;
-	uint64_t tag;
+	uint64_t client, tag;
+	uint8_t ttl = 0;
 
 	s->owner = sc__pid();
 	/* the SYN tells whether the client is accelerated (TCP_SAVE_SYN),
@@ -454,6 +479,12 @@ static void server_claim(int nfd, struct sc_sock *s)
 		int tos = (syn[0] >> 4) == 4 ? syn[1] : (syn[0] >> 4) == 6 ?
 			  ((syn[0] & 0x0f) << 4 | syn[1] >> 4) : 0;
 		marked = (tos & 0xfc) == SC_SYN_TOS;
+		/* its tag: the TTL / hop limit it came with (compared only on
+		 * a marked SYN: an unmarked one was sent again after connect()
+		 * put the program's own back) */
+		if (marked)
+			ttl = (syn[0] >> 4) == 4 && sl >= 20 ? syn[8] :
+			      (syn[0] >> 4) == 6 && sl >= 40 ? syn[7] : 0;
 	}
 	if (!(have_syn && syn_addrs(syn, sl, &local, &lport, &remote, &cport)) &&
 	    (getsockname(nfd, (struct sockaddr *)&me, &ml) < 0 ||
@@ -488,7 +519,7 @@ static void server_claim(int nfd, struct sc_sock *s)
 	 * then (it posts before it unmarks): claimed, or nothing will come
 	 * and there is nothing to decline (a short connection's set-up
 	 * costs one look) */
-	int idx = sc__offer_claim(b, cport, &local, &pid, &tag);
+	int idx = sc__offer_claim(b, cport, &local, &remote, ttl, &client, &tag);
 	if (idx < 0 && !marked) {
 		fallback_stat(s, nfd, SC_FB_PEER_PLAIN);
 		return;
@@ -500,10 +531,10 @@ static void server_claim(int nfd, struct sc_sock *s)
 	 * connecting is not waited for: anyone can mark a SYN. */
 	uint64_t until = sc__now_ns() + (room ? 200000000u : 0);
 	for (unsigned spin = 0; idx < 0; spin++) {
-		idx = sc__offer_claim(b, cport, &local, &pid, &tag);
+		idx = sc__offer_claim(b, cport, &local, &remote, ttl, &client, &tag);
 		if (idx >= 0)
 			break;
-		if (sc__offer_withdrawn(b, cport, &local)) {
+		if (sc__offer_withdrawn(b, cport, &local, &remote)) {
 			/* it connected and closed before we looked (a port
 			 * probe, wrk's test connection): nothing to set up,
 			 * and no reason to wait */
@@ -513,10 +544,11 @@ static void server_claim(int nfd, struct sc_sock *s)
 		bool waited_out = sc__now_ns() >= until;
 		if (waited_out || !sc__board_anyone_connecting(b)) {
 			int didx;
-			if (sc__offer_decline_tuple(b, cport, &local, &didx) == -EAGAIN)
+			if (sc__offer_decline_tuple(b, cport, &local, &remote, &didx) == -EAGAIN)
 				continue;       /* it came: claim it */
 			s->declined = didx;
 			s->local = local;
+			s->remote = remote;
 			fallback_stat(s, nfd, !room ? SC_FB_LIMITS :
 					      waited_out ? SC_FB_CLAIM_TIMEOUT : SC_FB_PEER_PLAIN);
 			return;
@@ -541,9 +573,10 @@ static void server_claim(int nfd, struct sc_sock *s)
 	uint32_t elen;
 	const uint8_t *early = sc__offer_early_take(b, idx, &elen);
 	LOG(3, "offer %d claimed, %u early bytes", idx, elen);
-	int rc = sc__rendezvous_path(pid, path, sizeof(path));
+	int rc = sc__rendezvous_path(client, path, sizeof(path));
 	if (!rc)        /* blocking: per call; the client's first bytes go in */
-		rc = sc__connect_tagged(path, tag, early, elen, sc__offer_max_seg(b, idx), 0, &c);
+		rc = sc__connect_tagged(path, tag, client, early, elen, sc__offer_max_seg(b, idx),
+					0, &c);
 	if (rc) {
 		/* the client learns it from the board and stays on TCP */
 		sc__offer_decline(b, idx, tag);
@@ -557,10 +590,13 @@ static void server_claim(int nfd, struct sc_sock *s)
 	sc_set_cork(c, s->cork);
 	atomic_store_explicit(&s->mode, M_SHM, memory_order_release);
 	SC_STAT_ADD(conns_accelerated, 1);
-	rec_fill(s, nfd, SC_REC_SHM, -1, pid);
+	s->owner_id = sc__self();
+	rec_fill(s, nfd, SC_REC_SHM, -1, c->g->peer_pid);
+	if (s->rec)
+		s->rec->peer_ident = client;
 	s->fork_gen = atomic_load(&nforks);
 	sw_start();
-	LOG(1, "connection on shared memory (server, peer pid %d)", (int)pid);
+	LOG(1, "connection on shared memory (server, peer pid %d)", (int)c->g->peer_pid);
 }
 
 void server_settle(int fd, struct sc_sock *s)

@@ -125,6 +125,9 @@ struct sc_sock {
 	int sndbuf, rcvbuf;     /* SO_SNDBUF / SO_RCVBUF as set (half the kernel's); 0: not */
 	bool cork;              /* TCP_CORK */
 	int tos, tclass;        /* the program's own IP_TOS, IPV6_TCLASS (-1: none) */
+	int ttl, hops;          /* the program's own IP_TTL, IPV6_UNICAST_HOPS (-1: the
+				 * default, as the kernel takes -1) */
+	uint8_t syn_ttl;        /* connecting: the tag our SYN carries (0: none) */
 	int cslot;              /* our connecting slot on the board (-1: none) */
 	int declined;           /* board entry we declined for this connection, or -1 */
 	/* data calls that moved bytes on shared memory (with the rings'
@@ -135,7 +138,11 @@ struct sc_sock {
 	uint32_t inherits;      /* listening: forks whose child got a board entry at once */
 	pid_t parent;           /* in a fork child: the parent (owner_gone) */
 	struct sc_addr16 local; /* its local address (as the entry names it) */
+	struct sc_addr16 remote;        /* ... and its peer's (a declined connection) */
 	pid_t owner;            /* the process whose shared-memory state it is */
+	uint64_t owner_id;      /* ... its identity (a child asks it to switch
+				 * through its rendezvous socket), once on
+				 * shared memory */
 	struct sc_conn *c;      /* M_SHM */
 	/* M_LISTEN, and the sockets that used the board: held (sock_board) */
 	struct sc_board *board;
@@ -198,7 +205,7 @@ void fallback_stat(struct sc_sock *s, int fd, enum sc_fallback why);
 /* shortconn.c: true when this connection to port stays on TCP (short
  * connections learnt there); what a client's connection carried, at its close */
 bool short_skip(uint16_t port);
-void short_learn(uint16_t port, uint64_t calls, uint64_t bytes, int32_t peer);
+void short_learn(uint16_t port, uint64_t calls, uint64_t bytes, uint64_t peer);
 struct sc_sock *sock_new(int fd, int mode, bool nonblock);
 void sock_release(struct sc_sock *s, int fd_of_release);
 void sock_board(struct sc_sock *s, struct sc_board *b, uint16_t port);

@@ -80,11 +80,11 @@ static __thread struct sc_sock *pumping_for;
  * or all when the claimer is not known. */
 static void pump_for_socks(struct sc_sock *s, const int *socks, int n)
 {
-	int32_t who = n || s->offer < 0 ? 0 : sc__offer_claimer_hint(s->board, s->offer);
+	uint64_t who = n || s->offer < 0 ? 0 : sc__offer_claimer_hint(s->board, s->offer);
 	pumping_for = s;
 	if (n)
 		sc__listener_pump_socks(G.rdv, socks, n);
-	else if (who > 0)
+	else if (who)
 		sc__listener_pump_peer(G.rdv, who);
 	else
 		sc__listener_pump(G.rdv);
@@ -154,7 +154,7 @@ int rdv_ensure(void)
 	pthread_mutex_lock(&G.create_lock);
 	if (!G.rdv) {
 		struct sc_listener *l;
-		rc = sc__rendezvous_path(sc__pid(), path, sizeof(path));
+		rc = sc__rendezvous_path(sc__self(), path, sizeof(path));
 		if (!rc)
 			rc = sc_listen(path, 4096, &l);
 		if (!rc) {
@@ -210,6 +210,7 @@ static int pending_to_shm(struct sc_sock *s)
 	pending_unlink(s);
 	s->offer = -1;          /* the claimer frees the entry */
 	s->c = c;
+	s->owner_id = sc__self();
 	sc_set_nonblock(c, 0);          /* O_NONBLOCK is applied per call */
 	/* the acceptor put our early bytes in the ring: the rest follow.  It
 	 * took all we published (it sealed them as it claimed), or it is
@@ -253,6 +254,7 @@ static int pending_to_shm(struct sc_sock *s)
 		struct sc_conn_info ci;
 		sc_conn_info(c, &ci);
 		s->rec->peer_pid = ci.peer_pid;
+		s->rec->peer_ident = c->g ? c->g->peer_ident : 0;
 		atomic_store_explicit(&s->rec->mode, SC_REC_SHM, memory_order_release);
 	}
 	s->fork_gen = atomic_load(&nforks);
@@ -394,10 +396,12 @@ int pending_settle(int fd, struct sc_sock *s, bool block, int max_ms)
 			/* claimed: the OPEN is on its way, or declined */
 			block = true;
 		}
-		int32_t who;
+		uint64_t who;
+		/* (by identity: the claimer may be in another PID namespace,
+		 * where its pid means another process here; issue 22's hang) */
 		if (tcp_active && n <= 0 && st == SC_OFFER_CLAIMED &&
 		    ((who = sc__offer_claimer(s->board, s->offer, s->tag)) == 0 ||
-		     !sc__pid_alive(who)))
+		     !sc__proc_alive(who)))
 			return pending_claimer_died(fd, s);
 		if (!block)
 			return -EAGAIN;

@@ -86,5 +86,6 @@ __attribute__((constructor)) static void sc_preload_init(void)
 		G.disabled = true;      /* said at the first TCP socket (stats_open) */
 	pthread_atfork(atfork_prepare, NULL, atfork_child);
 	sc__switch_hook = sw_hook;
+	sc__ident_hook = sc__self;     /* our HELLOs name us */
 	LOG(2, "libshortcut %s loaded (%s)", SC_VERSION, G.disabled ? "disabled" : "enabled");
 }

@@ -63,7 +63,7 @@ static _Atomic uint64_t tab[SHORT_SLOTS];
  * connections (a server's workers take turns), and how many short ones in
  * a row had a peer none of them had: 2 or more, a server that forks a
  * process per connection */
-static _Atomic int32_t recent[SHORT_SLOTS][4];
+static _Atomic uint64_t recent[SHORT_SLOTS][4];     /* identities */
 static _Atomic uint32_t fresh[SHORT_SLOTS];
 
 static void forget_peers(size_t i)
@@ -133,7 +133,7 @@ bool short_skip(uint16_t port)
 	return true;
 }
 
-void short_learn(uint16_t port, uint64_t calls, uint64_t bytes, int32_t peer)
+void short_learn(uint16_t port, uint64_t calls, uint64_t bytes, uint64_t peer)
 {
 	if (!sc__cfg.short_tcp || !port)
 		return;
@@ -141,14 +141,14 @@ void short_learn(uint16_t port, uint64_t calls, uint64_t bytes, int32_t peer)
 	_Atomic uint64_t *e = entry(port, is_short);  /* a long one: nothing to learn */
 	if (!e)
 		return;
-	if (is_short && peer > 0) {
+	if (is_short && peer) {
 		/* a short connection's peer: one of the last 4 (a worker
 		 * of the server's), or a process never seen (a child forked
 		 * for it, when that happens twice in a row) */
 		size_t i = (size_t)(e - tab);
 		bool seen = false, any = false;
 		for (int k = 0; k < 4; k++) {
-			int32_t p = atomic_load_explicit(&recent[i][k], memory_order_relaxed);
+			uint64_t p = atomic_load_explicit(&recent[i][k], memory_order_relaxed);
 			seen |= p == peer;
 			any |= p != 0;
 		}

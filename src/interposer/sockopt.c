@@ -239,6 +239,11 @@ SC_API int setsockopt(int fd, int level, int opt, const void *val, socklen_t len
 		if (R(getsockopt)(fd, level, opt, &v, &vl) == 0)
 			*(level == IPPROTO_IP ? &s->tos : &s->tclass) = v;
 	}
+	if (rc == 0 && s && ((level == IPPROTO_IP && opt == IP_TTL) ||
+			     (level == IPPROTO_IPV6 && opt == IPV6_UNICAST_HOPS)) && val &&
+	    len >= sizeof(int))
+		/* put back after our SYN's tag (-1: the default, as given) */
+		*(level == IPPROTO_IP ? &s->ttl : &s->hops) = *(const int *)val;
 	if (rc == 0 && s && level == SOL_SOCKET && opt == SO_LINGER && val &&
 	    len >= sizeof(struct linger)) {
 		const struct linger *l = val;

@@ -762,10 +762,10 @@ static void sw_atexit(void)
 		usleep(1000);
 	/* our rendezvous socket's name goes with us (every process with an
 	 * accelerated connection has one: prefork servers would fill the
-	 * run directory); a killed process leaves it, as a stale name that
-	 * the next process with the pid replaces */
+	 * run directory); a killed process leaves it, a stale name that the
+	 * run directory's collection removes (its identity is dead) */
 	char path[128];
-	if (G.rdv && getpid() == sc__pid() && sc__rendezvous_path(sc__pid(), path, sizeof(path)) == 0)
+	if (G.rdv && getpid() == sc__pid() && sc__rendezvous_path(sc__self(), path, sizeof(path)) == 0)
 		unlink(path);
 }
 

@@ -89,7 +89,7 @@ static int board_open(uint16_t port, int flags)
 
 	if (!board_path(port, path))
 		return -1;
-	return open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | flags, 0600);
+	return open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | flags, sc__rundir_file_mode());
 }
 
 static void slot_touch(struct board_slot *sl)
@@ -180,12 +180,14 @@ struct sc_board *sc__board(uint16_t port, bool create)
 	fd = board_open(port, create ? O_CREAT : 0);
 	if (fd < 0)
 		goto out;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || !sc__rundir_file_ok(&st) ||
 	    (st.st_size != sizeof(*b) && (!create || st.st_size != 0 ||
 					  ftruncate(fd, sizeof(*b)) < 0))) {
 		close(fd);
 		goto out;
 	}
+	if (st.st_size == 0)
+		sc__rundir_file_made(fd);
 	boards_trim();
 	b = mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (b == MAP_FAILED) {
@@ -300,7 +302,7 @@ bool sc__board_collect(int dfd, const char *name, uint16_t port)
 		errno = saved;
 		return false;
 	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || !sc__rundir_file_ok(&st) ||
 	    st.st_size != sizeof(struct sc_board) || flock(fd, LOCK_EX | LOCK_NB) < 0)
 		goto out;
 	struct sc_board *b = mmap(NULL, offsetof(struct sc_board, connecting), PROT_READ,
@@ -310,7 +312,7 @@ bool sc__board_collect(int dfd, const char *name, uint16_t port)
 	bool live = __atomic_load_n(&b->magic, __ATOMIC_ACQUIRE) != SC_BOARD_MAGIC ||
 		    b->port != port;    /* not a board of ours as we know it: left */
 	for (int i = 0; i < SC_BOARD_LISTENERS && !live; i++)
-		live = atomic_load(&b->listeners[i].pid) && entry_live(b, i, false);
+		live = atomic_load(&b->listeners[i].owner) && entry_live(b, i, false);
 	munmap(b, offsetof(struct sc_board, connecting));
 	/* under the flock: a listener writes its entry under it, then checks
 	 * that the file it wrote in is still the port's (sc__board_listen) */
@@ -397,8 +399,8 @@ static int entry_lock(struct sc_board *b, int i, short type)
 static bool entry_live(struct sc_board *b, int i, bool ours)
 {
 	struct sc_board_listener *l = &b->listeners[i];
-	int32_t pid = atomic_load(&l->pid);
-	if (!pid)
+	uint64_t owner = atomic_load(&l->owner);
+	if (!owner)
 		return false;
 	int fd = board_open((uint16_t)b->port, 0);
 	if (ours && (fd >= 0 || errno == ENOENT) && board_stale((uint16_t)b->port, b, fd)) {
@@ -407,16 +409,18 @@ static bool entry_live(struct sc_board *b, int i, bool ours)
 		return false;
 	}
 	if (atomic_load(&l->prereg)) {
+		/* its child has not locked it yet: the child's identity,
+		 * made by the parent before the fork, tells */
 		if (fd >= 0)
 			close(fd);
-		return sc__pid_exists(pid);
+		return sc__proc_alive(owner);
 	}
 	struct flock fl = entry_range(i, F_WRLCK);
 	int rc = fd < 0 ? -1 : fcntl(fd, F_OFD_GETLK, &fl);
 	if (fd >= 0)
 		close(fd);
 	if (rc < 0)
-		return sc__pid_exists(pid);          /* no OFD locks here: the pid must do */
+		return sc__proc_alive(owner);        /* no description: the process must do */
 	return fl.l_type != F_UNLCK;
 }
 
@@ -438,17 +442,19 @@ void sc__board_atfork_child(void)
 	n_lk_ports = 0;
 }
 
-/* Write listener entry t for process pid (board flock held): into the
- * entry pid already has for that socket, or a free or dead one.  Our own
- * entry is locked; a child's (written by its parent at fork) is marked
- * prereg until the child locks it. */
-static int board_put(struct sc_board *b, int32_t pid, const struct sc_board_listener *t)
+/* Write listener entry t for the process of identity owner (board flock
+ * held): into the entry it already has for that socket, or a free or dead
+ * one.  Our own entry is locked; a child's (written by its parent at fork)
+ * is marked prereg until the child locks it. */
+static int board_put(struct sc_board *b, uint64_t owner, const struct sc_board_listener *t)
 {
-	bool mine = pid == sc__pid();
+	bool mine = owner == sc__self();
+	if (!owner)
+		return -ENOSPC;
 	for (int i = 0; i < SC_BOARD_LISTENERS; i++) {
 		struct sc_board_listener *l = &b->listeners[i];
-		int32_t p = atomic_load(&l->pid);
-		bool same = p == pid && l->sock_ino == t->sock_ino;
+		uint64_t p = atomic_load(&l->owner);
+		bool same = p == owner && l->sock_ino == t->sock_ino;
 		if (p && !same && entry_live(b, i, true))
 			continue;
 		if (mine && entry_lock(b, i, F_WRLCK) < 0) {
@@ -457,7 +463,7 @@ static int board_put(struct sc_board *b, int32_t pid, const struct sc_board_list
 			return -errno;
 		}
 		l->naddr = 0;
-		atomic_store(&l->pid, pid);
+		atomic_store(&l->owner, owner);
 		atomic_store(&l->prereg, mine ? 0u : 1u);
 		l->netns = t->netns;
 		l->sock_ino = t->sock_ino;
@@ -490,14 +496,14 @@ int sc__board_listen(struct sc_board *b, const struct sc_addr16 *addr, uint64_t 
 	flock(fd, LOCK_EX);
 	/* the file we lock is the one we write in: not one removed by a
 	 * collection since we mapped it (it holds no live entry then) */
-	rc = board_stale((uint16_t)b->port, b, fd) ? -ESTALE : board_put(b, sc__pid(), &t);
+	rc = board_stale((uint16_t)b->port, b, fd) ? -ESTALE : board_put(b, sc__self(), &t);
 	close(fd);      /* (the flock with it) */
 	errno = saved;
 	return rc;
 }
 
-int sc__board_listen_inherit(struct sc_board *b, uint64_t sock_ino, int32_t parent,
-			     int32_t child)
+int sc__board_listen_inherit(struct sc_board *b, uint64_t sock_ino, uint64_t parent,
+			     uint64_t child)
 {
 	int fd = board_open((uint16_t)b->port, 0), rc = -ENOENT, saved = errno;
 
@@ -509,7 +515,7 @@ int sc__board_listen_inherit(struct sc_board *b, uint64_t sock_ino, int32_t pare
 	flock(fd, LOCK_EX);
 	for (int i = 0; i < SC_BOARD_LISTENERS; i++) {
 		struct sc_board_listener *l = &b->listeners[i];
-		if (atomic_load(&l->pid) == parent && l->sock_ino == sock_ino) {
+		if (parent && atomic_load(&l->owner) == parent && l->sock_ino == sock_ino) {
 			struct sc_board_listener t;
 			memcpy(&t, l, sizeof(t));
 			rc = board_put(b, child, &t);
@@ -524,15 +530,15 @@ int sc__board_listen_inherit(struct sc_board *b, uint64_t sock_ino, int32_t pare
 void sc__board_unlisten(struct sc_board *b, uint64_t sock_ino)
 {
 	int fd = board_open((uint16_t)b->port, 0), saved = errno;
-	int32_t me = sc__pid();
+	uint64_t me = sc__self();
 
 	/* (no file: the lock of our entry still goes) */
 	if (fd >= 0)
 		flock(fd, LOCK_EX);
-	for (int i = 0; i < SC_BOARD_LISTENERS; i++) {
+	for (int i = 0; i < SC_BOARD_LISTENERS && me; i++) {
 		struct sc_board_listener *l = &b->listeners[i];
-		if (atomic_load(&l->pid) == me && l->sock_ino == sock_ino) {
-			atomic_store(&l->pid, 0);
+		if (atomic_load(&l->owner) == me && l->sock_ino == sock_ino) {
+			atomic_store(&l->owner, 0);
 			entry_lock(b, i, F_UNLCK);
 		}
 	}
@@ -572,9 +578,9 @@ bool sc__board_serves(struct sc_board *b, const struct sc_addr16 *dst)
 
 	for (int i = 0; i < SC_BOARD_LISTENERS && !yes; i++) {
 		struct sc_board_listener *l = &b->listeners[i];
-		int32_t pid = atomic_load(&l->pid);
+		uint64_t owner = atomic_load(&l->owner);
 		uint32_t n = __atomic_load_n(&l->naddr, __ATOMIC_ACQUIRE);
-		if (!pid || !n)
+		if (!owner || !n)
 			continue;
 		if (n > SC_BOARD_ADDRS)
 			n = 0;  /* wildcard with no address besides loopback */
@@ -612,16 +618,25 @@ static uint64_t mono_ms(void)
 #define SLOT_WAIT_MS  200u
 #define SLOT_STALE_MS 1000u
 
+/* Our token in connecting slots: of our identity, never 0 (a slot names
+ * no process for anything but freeing it: a slot older than
+ * SLOT_STALE_MS is anyone's). */
+static uint32_t connecting_token(void)
+{
+	uint64_t id = sc__self();
+	return (uint32_t)(id ^ id >> 32) | 1u;
+}
+
 int sc__board_connecting(struct sc_board *b)
 {
-	int32_t me = sc__pid();
+	uint32_t me = connecting_token();
 	uint32_t now = (uint32_t)mono_ms();
 	for (int i = 0; i < SC_BOARD_CONNECTING; i++) {
 		struct sc_board_connecting *c = &b->connecting[i];
-		int32_t p = atomic_load_explicit(&c->pid, memory_order_relaxed);
+		uint32_t p = atomic_load_explicit(&c->who, memory_order_relaxed);
 		if (p && now - atomic_load_explicit(&c->t_ms, memory_order_relaxed) < SLOT_STALE_MS)
 			continue;
-		if (!atomic_compare_exchange_strong(&c->pid, &p, me))
+		if (!atomic_compare_exchange_strong(&c->who, &p, me))
 			continue;
 		/* (a reader that sees the pid before the time takes the old
 		 * time: at worst it does not wait for this client) */
@@ -634,9 +649,9 @@ int sc__board_connecting(struct sc_board *b)
 void sc__board_connected(struct sc_board *b, int slot)
 {
 	if (slot >= 0 && slot < SC_BOARD_CONNECTING) {
-		int32_t me = sc__pid();
+		uint32_t me = connecting_token();
 		/* ours still (a stale slot may have been taken over) */
-		atomic_compare_exchange_strong(&b->connecting[slot].pid, &me, 0);
+		atomic_compare_exchange_strong(&b->connecting[slot].who, &me, 0);
 	}
 }
 
@@ -645,7 +660,7 @@ bool sc__board_anyone_connecting(struct sc_board *b)
 	uint32_t now = (uint32_t)mono_ms();
 	for (int i = 0; i < SC_BOARD_CONNECTING; i++) {
 		struct sc_board_connecting *c = &b->connecting[i];
-		if (atomic_load_explicit(&c->pid, memory_order_acquire) &&
+		if (atomic_load_explicit(&c->who, memory_order_acquire) &&
 		    now - atomic_load_explicit(&c->t_ms, memory_order_acquire) < SLOT_WAIT_MS)
 			return true;
 	}
@@ -654,56 +669,68 @@ bool sc__board_anyone_connecting(struct sc_board *b)
 
 /* ---- offers ------------------------------------------------------------- */
 
-/* The entry names this 4-tuple (as its writer saw it). */
-static bool offer_matches(const struct sc_offer *o, uint16_t cport, const struct sc_addr16 *a)
+/* The entry names this connection: cport and both addresses as the
+ * accepting side sees them (local: its own, remote: the client's), which
+ * are the client's own view unless something between them rewrites
+ * addresses (NAT: such a connection stays on TCP); a loopback connection
+ * only within one network namespace (127.0.0.1 in another is another
+ * host). */
+static bool offer_matches(const struct sc_offer *o, uint16_t cport, const struct sc_addr16 *local,
+			  const struct sc_addr16 *remote)
 {
-	return o->cport == cport && !memcmp(&o->daddr, a, 16) &&
-	       (!sc__addr_is_loopback(a) || o->netns == sc__netns());
+	return o->cport == cport && !memcmp(&o->daddr, local, 16) &&
+	       !memcmp(&o->saddr, remote, 16) &&
+	       (!sc__addr_is_loopback(local) || o->netns == sc__netns());
 }
 
 /* A decline younger than this answers a late offer; older, it is left
  * over (its connection long gone, the port in use again). */
 #define DECLINE_FRESH_MS 1000u
 
-/* The process that wrote entry o's word w, or is writing it (BUSY). */
-static int32_t offer_writer(struct sc_offer *o, uint64_t w)
+/* The identity of the process that wrote entry o's word w, or is writing
+ * it (BUSY: its identity is the word's tag). */
+static uint64_t offer_writer(struct sc_offer *o, uint64_t w)
 {
 	if ((w & 0xff) == SC_OFFER_BUSY)
-		return (int32_t)(w >> 8);
-	return atomic_load_explicit(&o->pid, memory_order_relaxed);
+		return w >> 8;
+	return atomic_load_explicit(&o->writer, memory_order_relaxed);
 }
 
-/* Take entry o (its word was w) to write it: BUSY under our pid. */
-static bool offer_take(struct sc_offer *o, uint64_t *w)
+/* Take entry o (its word was w) to write it: BUSY under our identity. */
+static bool offer_take(struct sc_offer *o, uint64_t *w, uint64_t me)
 {
-	return atomic_compare_exchange_strong(&o->word, w,
-					      SC_OFFER_WORD((uint32_t)sc__pid(), SC_OFFER_BUSY));
+	return atomic_compare_exchange_strong(&o->word, w, SC_OFFER_WORD(me, SC_OFFER_BUSY));
 }
 
-/* Fill entry o we took and publish it as word `final`. */
-static void offer_fill(struct sc_offer *o, uint16_t cport, const struct sc_addr16 *a,
-		       uint64_t final)
+/* Fill entry o we took (as me) and publish it as word `final`. */
+static void offer_fill(struct sc_offer *o, uint16_t cport, const struct sc_addr16 *src,
+		       const struct sc_addr16 *dst, uint8_t syn_ttl, uint64_t me, uint64_t final)
 {
 	o->cport = cport;
-	o->daddr = *a;
+	o->syn_ttl = syn_ttl;
+	o->daddr = *dst;
+	o->saddr = *src;
 	o->netns = sc__netns();
-	atomic_store_explicit(&o->pid, sc__pid(), memory_order_relaxed);
+	atomic_store_explicit(&o->writer, me, memory_order_relaxed);
 	o->time_ms = mono_ms();
 	atomic_store_explicit(&o->word, final, memory_order_release);
 }
 
-int sc__offer_post(struct sc_board *b, uint16_t cport, const struct sc_addr16 *dst,
-		   uint64_t tag, uint64_t max_seg)
+int sc__offer_post(struct sc_board *b, uint16_t cport, const struct sc_addr16 *src,
+		   const struct sc_addr16 *dst, uint8_t syn_ttl, uint64_t tag, uint64_t max_seg)
 {
 	struct sc_offer *o = &b->offers[cport];
+	uint64_t me = sc__self();
 	int saved = errno;
 
+	if (!me)
+		return -ESRCH;
 	if (sc__offer_backed(b, cport) < 0 || sc__early_backed(b, cport) < 0)
 		return -ENOSPC;
 	for (;;) {
 		uint64_t w = atomic_load_explicit(&o->word, memory_order_acquire);
 		uint32_t st = w & 0xff;
-		if (st == SC_OFFER_DECLINED && (w >> 8) == 0 && offer_matches(o, cport, dst) &&
+		if (st == SC_OFFER_DECLINED && (w >> 8) == 0 && offer_matches(o, cport, dst, src) &&
 		    mono_ms() - o->time_ms < DECLINE_FRESH_MS) {
 			/* the accepting side was first: it saw no mark */
 			atomic_compare_exchange_strong(&o->word, &w, 0);
@@ -711,16 +738,16 @@ int sc__offer_post(struct sc_board *b, uint16_t cport, const struct sc_addr16 *d
 			return -ECONNREFUSED;
 		}
 		if (st != SC_OFFER_FREE && st != SC_OFFER_DECLINED && st != SC_OFFER_WITHDRAWN &&
-		    sc__pid_exists(offer_writer(o, w))) {
+		    sc__proc_alive(offer_writer(o, w))) {
 			errno = saved;
 			return -EBUSY;          /* a live offer of another netns */
 		}
-		if (!offer_take(o, &w))
+		if (!offer_take(o, &w, me))
 			continue;
 		/* no early bytes yet (published with the word, release) */
 		atomic_store_explicit(&b->early[cport].len, 0, memory_order_relaxed);
 		o->max_seg = max_seg;
-		offer_fill(o, cport, dst, SC_OFFER_WORD(tag, SC_OFFER_OFFERED));
+		offer_fill(o, cport, src, dst, syn_ttl, me, SC_OFFER_WORD(tag, SC_OFFER_OFFERED));
 		errno = saved;
 		return cport;
 	}
@@ -827,10 +854,10 @@ uint32_t sc__offer_state(struct sc_board *b, int idx, uint64_t tag)
 	return w & 0xff;
 }
 
-int32_t sc__offer_claimer(struct sc_board *b, int idx, uint64_t tag)
+uint64_t sc__offer_claimer(struct sc_board *b, int idx, uint64_t tag)
 {
 	struct sc_offer *o = &b->offers[idx];
-	int32_t who = atomic_load_explicit(&o->claimer, memory_order_relaxed);
+	uint64_t who = atomic_load_explicit(&o->claimer, memory_order_relaxed);
 	uint64_t w = atomic_load_explicit(&o->word, memory_order_acquire);
 	return w == SC_OFFER_WORD(tag, SC_OFFER_CLAIMED) ? who : 0;
 }
@@ -840,7 +867,7 @@ uint64_t sc__offer_max_seg(struct sc_board *b, int idx)
 	return b->offers[idx].max_seg;
 }
 
-int32_t sc__offer_claimer_hint(struct sc_board *b, int idx)
+uint64_t sc__offer_claimer_hint(struct sc_board *b, int idx)
 {
 	return atomic_load_explicit(&b->offers[idx].claimer, memory_order_relaxed);
 }
@@ -857,33 +884,38 @@ bool sc__offer_withdraw(struct sc_board *b, int idx, uint64_t tag)
 	return atomic_compare_exchange_strong(w, &v, 0);
 }
 
-bool sc__offer_withdrawn(struct sc_board *b, uint16_t cport, const struct sc_addr16 *local)
+bool sc__offer_withdrawn(struct sc_board *b, uint16_t cport, const struct sc_addr16 *local,
+			 const struct sc_addr16 *remote)
 {
 	struct sc_offer *o = &b->offers[cport];
 	uint64_t w = atomic_load_explicit(&o->word, memory_order_acquire);
 
 	/* fresh only: an older connection of the same 4-tuple (TIME_WAIT
 	 * reuse on loopback takes a second at least) left its entry too */
-	return (w & 0xff) == SC_OFFER_WITHDRAWN && offer_matches(o, cport, local) &&
+	return (w & 0xff) == SC_OFFER_WITHDRAWN && offer_matches(o, cport, local, remote) &&
 	       mono_ms() - o->time_ms < 1000;
 }
 
 int sc__offer_claim(struct sc_board *b, uint16_t cport, const struct sc_addr16 *local,
-		    int32_t *pid, uint64_t *tag)
+		    const struct sc_addr16 *remote, uint8_t syn_ttl, uint64_t *client,
+		    uint64_t *tag)
 {
 	struct sc_offer *o = &b->offers[cport];
 	uint64_t w = atomic_load_explicit(&o->word, memory_order_acquire);
+	uint64_t me = sc__self();
 
-	if ((w & 0xff) != SC_OFFER_OFFERED || !offer_matches(o, cport, local))
+	/* (acquire: the fields written before the word went OFFERED) */
+	if ((w & 0xff) != SC_OFFER_OFFERED || !me || !offer_matches(o, cport, local, remote) ||
+	    (syn_ttl && o->syn_ttl != syn_ttl))
 		return -1;
-	int32_t p = atomic_load_explicit(&o->pid, memory_order_relaxed);
+	uint64_t p = atomic_load_explicit(&o->writer, memory_order_relaxed);
 	/* one process accepts a connection: no other claimer races us */
-	atomic_store_explicit(&o->claimer, sc__pid(), memory_order_relaxed);
-	/* the fields were written before the word went OFFERED with this
-	 * tag; if the CAS succeeds, they are that offer's */
+	atomic_store_explicit(&o->claimer, me, memory_order_relaxed);
+	/* if the CAS succeeds, the fields we checked were that offer's (a
+	 * new offer in the entry would have a new tag) */
 	if (!atomic_compare_exchange_strong(&o->word, &w, SC_OFFER_WORD(w >> 8, SC_OFFER_CLAIMED)))
 		return -1;
-	*pid = p;
+	*client = p;
 	*tag = w >> 8;
 	return cport;
 }
@@ -895,19 +927,23 @@ int sc__offer_claim(struct sc_board *b, uint16_t cport, const struct sc_addr16 *
 #define BUSY_WAIT_MS 20u
 
 int sc__offer_decline_tuple(struct sc_board *b, uint16_t cport, const struct sc_addr16 *local,
-			    int *idx)
+			    const struct sc_addr16 *remote, int *idx)
 {
 	struct sc_offer *o = &b->offers[cport];
-	uint64_t busy_since = 0;
+	uint64_t busy_since = 0, me = sc__self();
 	int saved = errno;
 
 	*idx = -1;
+	if (!me) {
+		errno = saved;
+		return 0;               /* (no identity: nothing can be written) */
+	}
 	for (;;) {
 		uint64_t w = atomic_load_explicit(&o->word, memory_order_acquire);
 		uint32_t st = w & 0xff;
-		if (st == SC_OFFER_OFFERED && offer_matches(o, cport, local))
+		if (st == SC_OFFER_OFFERED && offer_matches(o, cport, local, remote))
 			return -EAGAIN;         /* it came after all */
-		if (st == SC_OFFER_BUSY && sc__pid_exists(offer_writer(o, w))) {
+		if (st == SC_OFFER_BUSY && sc__proc_alive(offer_writer(o, w))) {
 			/* an offer being written: ours, or another netns's;
 			 * past the bound, another's (below) */
 			uint64_t now = mono_ms();
@@ -919,26 +955,27 @@ int sc__offer_decline_tuple(struct sc_board *b, uint16_t cport, const struct sc_
 			}
 		}
 		if (st != SC_OFFER_FREE && st != SC_OFFER_DECLINED && st != SC_OFFER_WITHDRAWN &&
-		    sc__pid_exists(offer_writer(o, w))) {
+		    sc__proc_alive(offer_writer(o, w))) {
 			errno = saved;
 			return 0;               /* another's: our client cannot post */
 		}
-		if (!offer_take(o, &w))
+		if (!offer_take(o, &w, me))
 			continue;
 		o->max_seg = 0;
-		offer_fill(o, cport, local, SC_OFFER_WORD(0, SC_OFFER_DECLINED));
+		offer_fill(o, cport, remote, local, 0, me, SC_OFFER_WORD(0, SC_OFFER_DECLINED));
 		*idx = cport;
 		errno = saved;
 		return 0;
 	}
 }
 
-void sc__offer_undecline(struct sc_board *b, int idx, const struct sc_addr16 *local)
+void sc__offer_undecline(struct sc_board *b, int idx, const struct sc_addr16 *local,
+			 const struct sc_addr16 *remote)
 {
 	struct sc_offer *o = &b->offers[idx];
 	uint64_t w = SC_OFFER_WORD(0, SC_OFFER_DECLINED);
-	if (offer_matches(o, (uint16_t)idx, local) &&
-	    atomic_load_explicit(&o->pid, memory_order_relaxed) == sc__pid())
+	if (offer_matches(o, (uint16_t)idx, local, remote) &&
+	    atomic_load_explicit(&o->writer, memory_order_relaxed) == sc__self())
 		atomic_compare_exchange_strong(&o->word, &w, 0);
 }
 

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "rundir.h"
 #include "stats.h"
 #include "sys.h"
@@ -41,23 +42,65 @@ static const char *dir_setting(void)
 
 	if (e && *e)
 		return "SHORTCUT_RUNDIR";
+	if (sc__cfg.group_set)
+		return "the default for SHORTCUT_GROUP, /dev/shm/shortcut-gGID: SHORTCUT_RUNDIR is not set";
 	if (x && *x)
 		return "the default, $XDG_RUNTIME_DIR/shortcut: SHORTCUT_RUNDIR is not set";
 	return "the default: SHORTCUT_RUNDIR and XDG_RUNTIME_DIR are not set";
 }
 
+/* Is the run directory (st) one whose files we may trust: ours, that no
+ * other user may write; or, with SHORTCUT_GROUP, the group's, that no
+ * user outside it may write.  NULL, or why not (into what). */
+static const char *dir_untrusted(const struct stat *st, char *what, size_t len)
+{
+	bool grp = sc__cfg.group_set && st->st_gid == sc__cfg.group_gid;
+	if (S_ISLNK(st->st_mode))
+		return "a symbolic link, not a directory";
+	if (!S_ISDIR(st->st_mode))
+		return "not a directory";
+	if (st->st_uid != geteuid() && !grp) {
+		if (sc__cfg.group_set)
+			snprintf(what, len, "owned by uid %u and group %u, neither this user (uid %u) "
+				 "nor SHORTCUT_GROUP (gid %u)", (unsigned)st->st_uid,
+				 (unsigned)st->st_gid, (unsigned)geteuid(), (unsigned)sc__cfg.group_gid);
+		else
+			snprintf(what, len, "owned by uid %u, not by this user (uid %u)",
+				 (unsigned)st->st_uid, (unsigned)geteuid());
+		return what;
+	}
+	if ((st->st_mode & S_IWOTH) || ((st->st_mode & S_IWGRP) && !grp)) {
+		snprintf(what, len, "mode %03o: other users may write in it%s",
+			 (unsigned)(st->st_mode & 07777),
+			 grp ? "" : " (a directory shared by a group needs SHORTCUT_GROUP)");
+		return what;
+	}
+	return NULL;
+}
+
 /* Create the run directory, or check the one there: a directory (not a
- * symlink) of this user's, that no other user may write.  Another user's
- * directory, or one others may write, would let them impersonate
- * listeners, read our offers, or switch us off. */
+ * symlink) of this user's, that no other user may write (or, with
+ * SHORTCUT_GROUP, the group's, mode 2770).  Another user's directory, or
+ * one others may write, would let them impersonate listeners, read our
+ * offers, or switch us off. */
 static int mkdir_private(const char *p)
 {
 	struct stat st;
 	int saved = errno;
-	const char *why = NULL;
-	char what[128];
+	char what[160];
+	mode_t mode = sc__cfg.group_set ? 02770 : 0700;
 
-	if (mkdir(p, 0700) < 0 && errno != EEXIST) {
+	int made = mkdir(p, mode);
+	if (made == 0 && sc__cfg.group_set) {
+		/* ours: the group's, its mode whatever the umask took */
+		if (chown(p, (uid_t)-1, (gid_t)sc__cfg.group_gid) < 0 || chmod(p, mode) < 0) {
+			snprintf(dir_err, sizeof(dir_err), "%s (%s): cannot give it to group %u "
+				 "(SHORTCUT_GROUP): %s", p, dir_setting(),
+				 (unsigned)sc__cfg.group_gid, strerror(errno));
+			errno = saved;
+			return -1;
+		}
+	} else if (made < 0 && errno != EEXIST) {
 		snprintf(dir_err, sizeof(dir_err), "%s (%s): cannot create it (%s); set "
 			 "SHORTCUT_RUNDIR to a directory this user may create", p, dir_setting(),
 			 strerror(errno));
@@ -69,26 +112,36 @@ static int mkdir_private(const char *p)
 		errno = saved;
 		return -1;
 	}
-	if (S_ISLNK(st.st_mode)) {
-		why = "a symbolic link, not a directory";
-	} else if (!S_ISDIR(st.st_mode)) {
-		why = "not a directory";
-	} else if (st.st_uid != geteuid()) {
-		snprintf(what, sizeof(what), "owned by uid %u, not by this user (uid %u)",
-			 (unsigned)st.st_uid, (unsigned)geteuid());
-		why = what;
-	} else if (st.st_mode & (S_IWGRP | S_IWOTH)) {
-		snprintf(what, sizeof(what), "mode %03o: other users may write in it",
-			 (unsigned)(st.st_mode & 07777));
-		why = what;
-	}
+	const char *why = dir_untrusted(&st, what, sizeof(what));
 	errno = saved;
 	if (!why)
 		return 0;
 	snprintf(dir_err, sizeof(dir_err), "%s (%s): %s; remove it, or set SHORTCUT_RUNDIR to "
-		 "a directory of this user's that only it may write (the same on both sides)",
-		 p, dir_setting(), why);
+		 "a directory of this user's that only it may write (the same on both sides)%s",
+		 p, dir_setting(), why,
+		 sc__cfg.group_set ? ", or one of SHORTCUT_GROUP's, mode 2770" : "");
 	return -1;
+}
+
+bool sc__rundir_file_ok(const struct stat *st)
+{
+	if (st->st_uid == geteuid())
+		return true;
+	/* another member's file, in the group's directory, that nobody
+	 * outside the group may write */
+	return sc__cfg.group_set && st->st_gid == sc__cfg.group_gid && !(st->st_mode & S_IWOTH);
+}
+
+mode_t sc__rundir_file_mode(void)
+{
+	return sc__cfg.group_set ? 0660 : 0600;
+}
+
+void sc__rundir_file_made(int fd)
+{
+	/* the group may write it whatever our umask took away */
+	if (sc__cfg.group_set)
+		(void)fchmod(fd, 0660);
 }
 
 static bool on_tmpfs(const char *path)
@@ -99,12 +152,18 @@ static bool on_tmpfs(const char *path)
 
 int sc__rundir_choose(char *buf, size_t len)
 {
+	(void)sc__config_load();        /* SHORTCUT_GROUP chooses too */
 	const char *e = getenv("SHORTCUT_RUNDIR");
 	const char *x = getenv("XDG_RUNTIME_DIR");
 	int n;
 
 	if (e && *e)
 		n = snprintf(buf, len, "%s", e);
+	else if (sc__cfg.group_set)
+		/* one directory for the group's users (each has its own
+		 * $XDG_RUNTIME_DIR) */
+		n = snprintf(buf, len, "%s/shortcut-g%u",
+			     on_tmpfs("/dev/shm") ? "/dev/shm" : "/tmp", (unsigned)sc__cfg.group_gid);
 	else if (x && *x)
 		n = snprintf(buf, len, "%s/shortcut", x);
 	else
@@ -114,7 +173,7 @@ int sc__rundir_choose(char *buf, size_t len)
 		 * millisecond of journal work per connection */
 		n = snprintf(buf, len, "%s/shortcut-%u",
 			     on_tmpfs("/dev/shm") ? "/dev/shm" : "/tmp", (unsigned)geteuid());
-	/* room for "/p-PID.sock" inside sun_path (108 bytes) */
+	/* room for "/p-IDENT.sock" (22 bytes) inside sun_path (108 bytes) */
 	return n <= 0 || n >= SC_RUNDIR_MAX ? -ENAMETOOLONG : 0;
 }
 
@@ -218,44 +277,6 @@ bool sc__pid_alive(int32_t pid)
 	return !(p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'));
 }
 
-uint64_t sc__pid_start(int32_t pid)
-{
-	char path[64], st[512];
-	int saved = errno;
-
-	if (pid <= 0)
-		return 0;
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		errno = saved;
-		return 0;
-	}
-	ssize_t n = read(fd, st, sizeof(st) - 1);
-	close(fd);
-	errno = saved;
-	if (n <= 0)
-		return 0;
-	st[n] = 0;
-	/* after the name (which may hold anything, ')' included): state is
-	 * field 3, starttime field 22 */
-	const char *p = strrchr(st, ')');
-	if (!p)
-		return 0;
-	p++;
-	for (int field = 2; field < 21; field++) {
-		p = strchr(p + 1, ' ');
-		if (!p)
-			return 0;
-	}
-	return strtoull(p + 1, NULL, 10);
-}
-
-bool sc__pid_alive_since(int32_t pid, uint64_t start)
-{
-	return sc__pid_alive(pid) && (!start || sc__pid_start(pid) == start);
-}
-
 int sc__backed(void *p, size_t len)
 {
 	uintptr_t pg = (uintptr_t)getpagesize(), a = (uintptr_t)p & ~(pg - 1);
@@ -270,11 +291,13 @@ int sc__backed(void *p, size_t len)
 	return rc;
 }
 
-int sc__rendezvous_path(int32_t pid, char *buf, size_t len)
+int sc__rendezvous_path(uint64_t id, char *buf, size_t len)
 {
 	const char *d = sc__rundir();
 	if (!d)
 		return -ENOENT;
-	int n = snprintf(buf, len, "%s/p-%d.sock", d, (int)pid);
+	if (!id)
+		return -ENOSPC;         /* no identity: nobody could find us */
+	int n = snprintf(buf, len, "%s/p-%014llx.sock", d, (unsigned long long)id);
 	return n > 0 && (size_t)n < len ? 0 : -ENAMETOOLONG;
 }

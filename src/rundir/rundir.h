@@ -26,6 +26,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "compat.h"
@@ -33,7 +34,7 @@
 #include "stats.h"
 
 #define SC_BOARD_MAGIC      0x5343424fu
-#define SC_BOARD_VERSION    4u
+#define SC_BOARD_VERSION    5u  /* 5: identities, not pids; the client's address and SYN tag */
 #define SC_BOARD_LISTENERS  32
 #define SC_BOARD_CONNECTING 32
 #define SC_BOARD_ADDRS      8
@@ -59,21 +60,24 @@ struct sc_addr16 {
  * own once it accepts on it.
  */
 struct sc_board_listener {
-	_Atomic int32_t pid;            /* 0: free */
-	uint32_t naddr;                 /* addresses below; 0 = not yet written */
+	_Atomic uint64_t owner;         /* its process's identity (procs.c); 0: free */
 	uint64_t netns;                 /* network namespace inode */
 	uint64_t sock_ino;              /* the listening socket's inode */
+	uint32_t naddr;                 /* addresses below; 0 = not yet written */
+	uint32_t wildcard;
+	_Atomic uint32_t prereg;        /* written by the parent at fork, not yet
+					 * locked: live while its owner (the child,
+					 * whose identity the parent made) is */
+	uint32_t pad;
 	struct sc_addr16 addr[SC_BOARD_ADDRS];  /* bound address, or all local
 						  * addresses of a wildcard bind */
-	uint32_t wildcard;
-	_Atomic uint32_t prereg;        /* written by the parent at fork, not yet locked */
 };
 
 /* A client between its connect() and its offer: the accepting side waits
  * for a marked SYN's offer only while one is (an unmarked wait would let
  * anyone who can send a marked SYN stall the server). */
 struct sc_board_connecting {
-	_Atomic int32_t pid;            /* 0: free */
+	_Atomic uint32_t who;           /* a token of its process's identity; 0: free */
 	_Atomic uint32_t t_ms;          /* CLOCK_MONOTONIC ms (low 32 bits) when taken */
 };
 
@@ -86,28 +90,47 @@ enum { SC_OFFER_FREE, SC_OFFER_BUSY, SC_OFFER_OFFERED, SC_OFFER_CLAIMED,
 /* An offer's word: tag << 8 | state.  The tag (56 random bits, never 0)
  * makes every transition a compare-and-swap on this offer, not on whatever
  * offer reuses the entry later.  While an entry is being written (BUSY)
- * the tag is the writer's pid: whoever meets it judges the writer by the
- * word it took, never by the entry's pid, still its previous writer's. */
+ * the tag is the writer's identity: whoever meets it judges the writer by
+ * the word it took, never by the entry's writer, still its previous one's. */
 #define SC_OFFER_WORD(tag, st)  ((uint64_t)(tag) << 8 | (st))
 #define SC_TAG_MASK             ((1ull << 56) - 1)
 
+/*
+ * An offer names the whole connection as its client sees it: both
+ * addresses, the client's port (the entry's index), its network namespace
+ * and the tag its SYN carried (the TTL, or IPv6 hop limit, it left with).
+ * The acceptor claims it only for a connection whose SYN shows the same
+ * (issue 22: two clients in two network namespaces with the same port,
+ * matched by port and destination alone, had their bytes swapped).
+ */
 struct sc_offer {
 	_Atomic uint64_t word;
 	uint16_t cport;                 /* client port, host order */
-	uint16_t pad[3];
+	uint8_t syn_ttl;                /* its SYN's TTL / hop limit (0: not tagged) */
+	uint8_t pad0[5];
 	struct sc_addr16 daddr;         /* destination address as the client sees it */
+	struct sc_addr16 saddr;         /* the client's own address, as it sees it */
 	uint64_t netns;                 /* writer's network namespace */
-	_Atomic int32_t pid;            /* writer (client; the server for a decline) */
-	_Atomic int32_t claimer;        /* the process that claimed it */
+	_Atomic uint64_t writer;        /* writer's identity (the client; the server
+					 * for a decline) */
+	_Atomic uint64_t claimer;       /* identity of the process that claimed it */
 	uint64_t time_ms;               /* CLOCK_MONOTONIC when written */
 	uint64_t max_seg;               /* the client's room for a new link
 					 * group's segment, bytes (0: no limit) */
+	uint64_t pad[5];
 };
 
 /* The SYN mark of an accelerated client: DSCP 7 (TOS byte 0x1c), a code
  * point no standard assigns; restored to the program's value after connect. */
 #define SC_SYN_TOS 0x1c
-_Static_assert(sizeof(struct sc_offer) == 64, "offer is one cache line");
+/* ... and its tag: the TTL (IPv6: hop limit) its SYN leaves with, a random
+ * value from SC_SYN_TTL_MIN to 255, the program's own put back after
+ * connect() as the DSCP is.  Loopback and a bridge or veth pair between
+ * namespaces carry it unchanged; a route between them lowers it, and the
+ * connection then stays on TCP (its addresses are not what the client
+ * sees either). */
+#define SC_SYN_TTL_MIN 128
+_Static_assert(sizeof(struct sc_offer) == 128, "offer: two cache lines");
 
 /* A client's first bytes, riding with its offer (as TCP Fast Open's ride
  * with the SYN): what it sends before the OPEN comes is put here too, so
@@ -149,6 +172,61 @@ const char *sc__rundir_error(void);
 /* Our network namespace's inode (0 if unknown). */
 uint64_t sc__netns(void);
 
+/* A file of the run directory may be used if it is ours (or, with a
+ * shared group, SHORTCUT_GROUP, the group's); files are made with this mode. */
+bool sc__rundir_file_ok(const struct stat *st);
+mode_t sc__rundir_file_mode(void);
+/* A file we just made (its size 0 when we opened it): its mode made the
+ * group's too, with SHORTCUT_GROUP (the umask may have taken it away). */
+void sc__rundir_file_made(int fd);
+
+/* ---- processes: identity and liveness (procs.c) ----------------------
+ *
+ * A process is known across the run directory by its identity, never by
+ * its pid (pids repeat across PID namespaces: every container's first
+ * process is pid 1): 56 bits, the index of its slot in <rundir>/procs-v1
+ * (low 16 bits) and a random generation.  It is alive while it holds an
+ * OFD lock on its slot's first byte through a close-on-exec description of
+ * its own: the kernel drops the lock when the process ends, however it
+ * ends, and with an exec, and answers the same in every namespace.
+ */
+#define SC_PROCS        65536
+#define SC_PROCS_FILE   "procs-v1"
+#define SC_PROC_ID_MASK ((1ull << 56) - 1)
+struct sc_proc {
+	_Atomic uint64_t id;            /* 0: unused (or being rewritten) */
+	int32_t pid;                    /* in its own PID namespace: for people */
+	uint32_t uid;
+	uint64_t pidns, netns;          /* its namespaces' inodes */
+	char comm[16];
+	uint64_t pad[2];
+};
+_Static_assert(sizeof(struct sc_proc) == 64, "a process's slot: one cache line");
+/* Our identity, made on first use (0: none can be had: no run directory,
+ * or it is full; the caller stays on TCP). */
+uint64_t sc__self(void);
+/* Our identity if we have one already (0: none; none is made). */
+uint64_t sc__self_peek(void);
+/* Is the process of identity id alive? */
+bool sc__proc_alive(uint64_t id);
+/* A copy of process id's slot: 0, or -ESRCH (gone, or never was). */
+int sc__proc_info(uint64_t id, struct sc_proc *out);
+/* The live processes of the run directory (at most max; the tools). */
+int sc__procs_live(struct sc_proc *out, int max);
+/* fork: the child's identity made by the parent before the fork (the
+ * parent writes board entries for the child), on a description of its own
+ * that the parent closes after the fork (sc__proc_prepared_parent) and
+ * the child keeps (sc__proc_atfork_child(pre)). */
+struct sc_proc_pre {
+	uint64_t id;
+	int fd;
+};
+int sc__proc_prepare(struct sc_proc_pre *pre);
+void sc__proc_prepared_parent(struct sc_proc_pre *pre);
+/* In a fork child, first thing: the parent's description closed; our
+ * identity is pre's (NULL or none prepared: made when first needed). */
+void sc__proc_atfork_child(const struct sc_proc_pre *pre);
+
 /* Address helpers (AF_INET / AF_INET6 only; false for anything else). */
 bool sc__addr16(const struct sockaddr *sa, struct sc_addr16 *out, uint16_t *port);
 bool sc__addr_is_loopback(const struct sc_addr16 *a);
@@ -189,8 +267,8 @@ bool sc__board_collect(int dfd, const char *name, uint16_t port);
 void sc__board_unlisten(struct sc_board *b, uint64_t sock_ino);
 /* After fork: process child holds the listening socket parent registered
  * too (idempotent; either side may call it, the child's call locks it). */
-int sc__board_listen_inherit(struct sc_board *b, uint64_t sock_ino, int32_t parent,
-			     int32_t child);
+int sc__board_listen_inherit(struct sc_board *b, uint64_t sock_ino, uint64_t parent,
+			     uint64_t child);
 /* Does a live accelerated listener serve dst?  (client side) */
 bool sc__board_serves(struct sc_board *b, const struct sc_addr16 *dst);
 /* In a fork child, first thing: the parent's lock descriptions are not
@@ -205,11 +283,13 @@ void sc__board_connected(struct sc_board *b, int slot);
 bool sc__board_anyone_connecting(struct sc_board *b);
 
 /* Client, after connect: write our offer (tag: 56 bits, not 0) in our
- * port's entry; returns its index, -ECONNREFUSED if the accepting side
- * already declined this 4-tuple, -EBUSY if another live offer holds it,
- * -ENOSPC if its page cannot be allocated (the run directory is full). */
-int sc__offer_post(struct sc_board *b, uint16_t cport, const struct sc_addr16 *dst,
-		   uint64_t tag, uint64_t max_seg);
+ * port's entry: the connection as we see it (src: our address, dst: the
+ * destination; syn_ttl: our SYN's tag).  Returns its index, -ECONNREFUSED
+ * if the accepting side already declined this connection, -EBUSY if
+ * another live offer holds it, -ENOSPC if its page cannot be allocated
+ * (the run directory is full), -ESRCH if we have no identity. */
+int sc__offer_post(struct sc_board *b, uint16_t cport, const struct sc_addr16 *src,
+		   const struct sc_addr16 *dst, uint8_t syn_ttl, uint64_t tag, uint64_t max_seg);
 /* Server, after a claim: the largest segment of a new link group the
  * client said it can map (0: no limit). */
 uint64_t sc__offer_max_seg(struct sc_board *b, int idx);
@@ -221,23 +301,20 @@ size_t sc__offer_early(struct sc_board *b, int idx, uint64_t tag, uint32_t at,
 /* Client: our offer's state: OFFERED, DECLINED, or CLAIMED (claimed, or
  * claimed and already done with: the OPEN is on its way). */
 uint32_t sc__offer_state(struct sc_board *b, int idx, uint64_t tag);
-/* Client: the process that claimed our offer, while it is claimed and
- * not done with (its OPEN may not be sent yet); 0 otherwise. */
-int32_t sc__offer_claimer(struct sc_board *b, int idx, uint64_t tag);
+/* Client: the identity of the process that claimed our offer, while it
+ * is claimed and not done with (its OPEN may not be sent yet); 0
+ * otherwise. */
+uint64_t sc__offer_claimer(struct sc_board *b, int idx, uint64_t tag);
 /* The same as a hint, also once the claimer is done with it (the OPEN
  * sent): the last process that claimed entry idx (0: none).  Another
  * namespace's later offer on the port may have changed it. */
-int32_t sc__offer_claimer_hint(struct sc_board *b, int idx);
-/* Does process pid exist (kill(pid, 0); a zombie does)? */
+uint64_t sc__offer_claimer_hint(struct sc_board *b, int idx);
+/* Does process pid of our own PID namespace exist (kill(pid, 0); a zombie
+ * does)?  Is it alive (a zombie is not)?  Only for a process we know is
+ * of our namespace (our parent, our child, an older version's files);
+ * anything another process wrote is judged by identity (sc__proc_alive). */
 bool sc__pid_exists(int32_t pid);
-/* Is process pid alive (a zombie is not)? */
 bool sc__pid_alive(int32_t pid);
-/* Process pid's start time (/proc/PID/stat's starttime, clock ticks since
- * boot), 0 if unknown (no such process). */
-uint64_t sc__pid_start(int32_t pid);
-/* Is the process that started at start as pid still alive (not a later
- * process given the same pid)?  start 0: judged by the pid alone. */
-bool sc__pid_alive_since(int32_t pid, uint64_t start);
 /* Client: withdraw our offer if nobody claimed it (OFFERED or DECLINED →
  * FREE).  true: withdrawn, nobody will claim it; false: claimed. */
 bool sc__offer_withdraw(struct sc_board *b, int idx, uint64_t tag);
@@ -250,10 +327,18 @@ int sc__offer_backed(struct sc_board *b, uint16_t cport);
 int sc__early_backed(struct sc_board *b, uint16_t cport);
 /* Server: claim the offer for a connection we accepted; returns its index
  * (state CLAIMED, pid and tag copied out) or -1 (none yet). */
-/* Did the client of this 4-tuple close before its offer was claimed? */
-bool sc__offer_withdrawn(struct sc_board *b, uint16_t cport, const struct sc_addr16 *local);
+/* Did the client of this connection (cport, our local address, the
+ * client's as we see it) close before its offer was claimed? */
+bool sc__offer_withdrawn(struct sc_board *b, uint16_t cport, const struct sc_addr16 *local,
+			 const struct sc_addr16 *remote);
+/* ... claim the offer for it, if one names it: the client's addresses as
+ * we see them, its network namespace if loopback, and syn_ttl, its SYN's
+ * tag (0: an unmarked SYN, sent again after the client posted: not
+ * compared).  Returns the entry's index (CLAIMED; the client's identity
+ * and the tag copied out), or -1. */
 int sc__offer_claim(struct sc_board *b, uint16_t cport, const struct sc_addr16 *local,
-		    int32_t *pid, uint64_t *tag);
+		    const struct sc_addr16 *remote, uint8_t syn_ttl, uint64_t *client,
+		    uint64_t *tag);
 /* Server, right after a claim: seal the client's early bytes (it publishes
  * no more) and return them (*len ≤ SC_EARLY_MAX; stable in the board until
  * the client's next offer on that port, after this connection). */
@@ -263,28 +348,33 @@ const uint8_t *sc__offer_early_take(struct sc_board *b, int idx, uint32_t *len);
  * offer holds the entry, or a live writer has held it BUSY for 20 ms),
  * -EAGAIN = an offer for it just arrived: claim. */
 int sc__offer_decline_tuple(struct sc_board *b, uint16_t cport, const struct sc_addr16 *local,
-			    int *idx);
+			    const struct sc_addr16 *remote, int *idx);
 /* Server, closing a connection it declined: free the entry if still ours. */
-void sc__offer_undecline(struct sc_board *b, int idx, const struct sc_addr16 *local);
+void sc__offer_undecline(struct sc_board *b, int idx, const struct sc_addr16 *local,
+			 const struct sc_addr16 *remote);
 /* Server, after a claim: the OPEN was sent (entry freed), or it could not
  * be (the client learns it and stays on TCP). */
 void sc__offer_done(struct sc_board *b, int idx);
 void sc__offer_decline(struct sc_board *b, int idx, uint64_t tag);
 
-/* Path of process pid's rendezvous socket. */
-int sc__rendezvous_path(int32_t pid, char *buf, size_t len);
+/* Path of the rendezvous socket of the process of identity id:
+ * <rundir>/p-IDENT.sock (14 hex digits). */
+int sc__rendezvous_path(uint64_t id, char *buf, size_t len);
 
-/* A process's stats file: <rundir>/stats-PID-RANDOM. */
+/* A process's stats file: <rundir>/stats-IDENT (its identity, 14 hex digits). */
 /* One live TCP connection of the process, for `shortcut stat`. */
 enum { SC_REC_FREE, SC_REC_TCP, SC_REC_PENDING, SC_REC_SHM };
 struct sc_conn_rec {
 	_Atomic uint32_t mode;          /* SC_REC_*; FREE: unused */
 	int32_t fd;
-	int32_t peer_pid;               /* shared memory: the peer process */
+	int32_t peer_pid;               /* shared memory: the peer process's pid, as
+					 * SO_PEERCRED gives it here (0: not seen
+					 * from our PID namespace) */
 	uint16_t lport, pport;
 	struct sc_addr16 laddr, paddr;
 	uint32_t reason;                /* TCP: enum sc_fallback + 1, 0 = none */
 	uint32_t pad;
+	uint64_t peer_ident;            /* shared memory: the peer's identity (procs.c) */
 	_Atomic uint64_t bytes_sent, bytes_received;    /* the program's, either path */
 };
 #define SC_STAT_RECS 4096
@@ -295,9 +385,9 @@ struct sc_stats_file {
 	_Atomic uint32_t nrecs;         /* records [0, nrecs) were ever used */
 	struct sc_counters c;
 	char comm[16];
-	/* the process's start time (/proc/PID/stat's starttime): pid and
-	 * start name a process, pid alone may be a later one's (PID reuse) */
-	uint64_t start;
+	/* the process's identity (procs.c): alive while it is, whatever PID
+	 * namespace looks (pid is its pid in its own namespace, for people) */
+	uint64_t ident;
 	struct sc_conn_rec recs[SC_STAT_RECS];  /* lowest first: pages touched as used */
 };
 
@@ -311,12 +401,14 @@ static inline uint32_t sc__stats_nrecs(const struct sc_stats_file *f)
 #define SC_STATS_MAGIC 0x53435354u
 /* 4: nrecs; 5: start; 6: spins_crowded (added without a bump: a run
  * directory of 5's then kept a stats-retired of the old size, so nothing
- * was ever collected again), the retired file named by the version */
-#define SC_STATS_VERSION_N 6
+ * was ever collected again), the retired file named by the version;
+ * 7: the process's identity instead of its start time, the peer's in each
+ * record, files named stats-IDENT */
+#define SC_STATS_VERSION_N 7
 #define SC_STATS_VERSION ((uint32_t)SC_STATS_VERSION_N)
 /* a change of either size is a new format: bump the version with it */
 _Static_assert(sizeof(struct sc_counters) == 272, "struct sc_counters changed: bump SC_STATS_VERSION");
-_Static_assert(sizeof(struct sc_stats_file) == 295224, "struct sc_stats_file changed: bump SC_STATS_VERSION");
+_Static_assert(sizeof(struct sc_stats_file) == 295224 + 8 * SC_STAT_RECS, "struct sc_stats_file changed: bump SC_STATS_VERSION");
 
 /* A record for a connection of ours (NULL: table full or no stats file). */
 struct sc_conn_rec *sc__rec_get(void);

@@ -102,6 +102,7 @@ struct sc_conn_rec *sc__rec_get(void)
 			atomic_store_explicit(&r->bytes_received, 0, memory_order_relaxed);
 			r->reason = 0;
 			r->peer_pid = 0;
+			r->peer_ident = 0;
 			r->fd = -1;
 			r->lport = r->pport = 0;        /* a recycled record: filled anew */
 			memset(&r->laddr, 0, sizeof(r->laddr));
@@ -134,15 +135,17 @@ static int stats_open(bool child)
 {
 	const char *d = sc__rundir();
 	char path[320];
-	uint32_t r = 0;
 	int fd, saved = errno;
 
 	if (!d)
 		return -ENOENT;
-	if (getentropy(&r, sizeof(r)) < 0)
-		r = (uint32_t)(uintptr_t)&r;
-	snprintf(path, sizeof(path), "%s/stats-%d-%08x", d, (int)sc__pid(), r);
-	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	uint64_t id = sc__self();
+	if (!id)
+		return -ENOSPC;
+	snprintf(path, sizeof(path), "%s/stats-%014llx", d, (unsigned long long)id);
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, sc__rundir_file_mode());
+	if (fd >= 0)
+		sc__rundir_file_made(fd);
 	if (fd < 0 || ftruncate(fd, sizeof(struct sc_stats_file)) < 0) {
 		int rc = -errno;
 		if (fd >= 0) {
@@ -167,7 +170,7 @@ static int stats_open(bool child)
 		return -ENOSPC;
 	}
 	f->pid = sc__pid();
-	f->start = sc__pid_start(f->pid);
+	f->ident = id;
 	f->version = SC_STATS_VERSION;
 	int cf = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
 	if (cf >= 0) {
@@ -213,9 +216,12 @@ struct sc_stats_retired *sc__stats_retired(int *fdp)
 		char path[320];
 		struct stat st;
 		snprintf(path, sizeof(path), "%s/" SC_RETIRED_FILE, d);
-		int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+		int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+			      sc__rundir_file_mode());
+		if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size == 0)
+			sc__rundir_file_made(fd);
 		if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-		    st.st_uid == geteuid() &&
+		    sc__rundir_file_ok(&st) &&
 		    (st.st_size == sizeof(*r) || (st.st_size == 0 && ftruncate(fd, sizeof(*r)) == 0))) {
 			void *m = mmap(NULL, sizeof(*r), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 			if (m != MAP_FAILED && sc__backed(m, sizeof(*r)) < 0) {
@@ -280,6 +286,54 @@ static bool older_format(int fd)
 	       h[1] < SC_STATS_VERSION;
 }
 
+/* name is PREFIX, 14 hex digits (an identity), SUFFIX: its identity. */
+static bool name_ident(const char *name, const char *prefix, const char *suffix, uint64_t *id)
+{
+	size_t pl = strlen(prefix);
+	if (strncmp(name, prefix, pl))
+		return false;
+	const char *h = name + pl;
+	for (int i = 0; i < 14; i++)
+		if (!((h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'f')))
+			return false;
+	if (strcmp(h + 14, suffix))
+		return false;
+	*id = strtoull(h, NULL, 16);
+	return *id != 0;
+}
+
+/* retired's flock held: the stats file name of process id, dead: folded
+ * into r and removed (one that never got its size or its header, or an
+ * older format's, only removed; a newer format's stays for its own tools). */
+static void collect_file(struct sc_stats_retired *r, int dfd, const char *name, uint64_t id)
+{
+	int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	struct stat st;
+	if (fd < 0)
+		return;
+	if (fstat(fd, &st) < 0 || st.st_size != sizeof(struct sc_stats_file)) {
+		/* empty: its process died between creating it and giving it
+		 * its size (a fork child killed at once) */
+		if (st.st_size == 0 || older_format(fd))
+			unlinkat(dfd, name, 0);
+		close(fd);
+		return;
+	}
+	struct sc_stats_file *f = mmap(NULL, sizeof(*f), PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (f == MAP_FAILED)
+		return;
+	uint32_t magic = __atomic_load_n(&f->magic, __ATOMIC_ACQUIRE);
+	bool ours = magic == SC_STATS_MAGIC && f->version == SC_STATS_VERSION && f->ident == id;
+	bool blank = !magic;
+	bool older = magic == SC_STATS_MAGIC && f->version < SC_STATS_VERSION;
+	/* removed first: of two collectors, the one whose unlink succeeded
+	 * folds it */
+	if ((ours || blank || older) && unlinkat(dfd, name, 0) == 0 && ours)
+		sc__stats_fold(r, f);
+	munmap(f, sizeof(*f));
+}
+
 void sc__stats_collect(bool force)
 {
 	int rfd;
@@ -316,6 +370,7 @@ void sc__stats_collect(bool force)
 	while (budget > 0 && (e = readdir(dp))) {
 		int pid = 0, end = 0;
 		unsigned ver, port;
+		uint64_t id;
 		if (e->d_name[0] == '.')
 			continue;
 		rnd ^= rnd << 13;
@@ -334,56 +389,36 @@ void sc__stats_collect(bool force)
 			}
 			continue;
 		}
-		if (sscanf(e->d_name, "p-%d.sock", &pid) == 1) {
+		if (name_ident(e->d_name, "p-", ".sock", &id)) {
 			/* a dead process's rendezvous name (a live one's stays) */
+			if (!sc__proc_alive(id))
+				unlinkat(dfd, e->d_name, 0);
+			continue;
+		}
+		if (name_ident(e->d_name, "stats-", "", &id)) {
+			budget--;
+			if (!sc__proc_alive(id))
+				collect_file(r, dfd, e->d_name, id);
+			continue;
+		}
+		/* an older version's names (pids): its own liveness rule */
+		if (sscanf(e->d_name, "p-%d.sock", &pid) == 1) {
 			if (pid > 0 && pid != sc__pid() && !sc__pid_exists(pid))
 				unlinkat(dfd, e->d_name, 0);
 			continue;
 		}
-		if (strncmp(e->d_name, "stats-", 6) || sscanf(e->d_name, "stats-%d-", &pid) != 1)
-			continue;
-		if (pid == sc__pid())
-			continue;
-		budget--;
-		int fd = openat(dfd, e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-		struct stat st;
-		bool known = fd >= 0 && fstat(fd, &st) == 0;
-		if (!known || st.st_size != sizeof(struct sc_stats_file)) {
-			/* empty: its process died between creating it and
-			 * giving it its size (a fork child killed at once:
-			 * test_soak's fork/exec soak left 6 in 300 rounds);
-			 * or an older format's, whose process is dead: its
-			 * counts cannot be folded, and nobody else would
-			 * ever remove it (a newer format's stays for its
-			 * own tools) */
-			if (known && (st.st_size == 0 || older_format(fd)) &&
-			    !sc__pid_alive_since(pid, 0))
+		if (!strncmp(e->d_name, "stats-", 6) && sscanf(e->d_name, "stats-%d-", &pid) == 1 &&
+		    pid != sc__pid() && !sc__pid_alive(pid)) {
+			/* empty, or an older format's: its counts cannot be
+			 * folded, and nobody else would ever remove it */
+			budget--;
+			int fd = openat(dfd, e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+			struct stat st;
+			if (fd >= 0 && fstat(fd, &st) == 0 && (st.st_size == 0 || older_format(fd)))
 				unlinkat(dfd, e->d_name, 0);
 			if (fd >= 0)
 				close(fd);
-			continue;
 		}
-		struct sc_stats_file *f = mmap(NULL, sizeof(*f), PROT_READ, MAP_SHARED, fd, 0);
-		close(fd);
-		if (f == MAP_FAILED)
-			continue;
-		/* a file whose process died before it was written is dropped
-		 * too, and an older format's (above); a newer one's stays */
-		uint32_t magic = __atomic_load_n(&f->magic, __ATOMIC_ACQUIRE);
-		bool ours = magic == SC_STATS_MAGIC && f->version == SC_STATS_VERSION && f->pid == pid;
-		bool blank = !magic;
-		bool older = magic == SC_STATS_MAGIC && f->version < SC_STATS_VERSION;
-		/* its process still runs (a blank file: being written); a
-		 * later process with the same pid does not keep it */
-		if (sc__pid_alive_since(pid, ours ? f->start : 0)) {
-			munmap(f, sizeof(*f));
-			continue;
-		}
-		/* removed first: of two collectors, the one whose unlink
-		 * succeeded folds it */
-		if ((ours || blank || older) && unlinkat(dfd, e->d_name, 0) == 0 && ours)
-			sc__stats_fold(r, f);
-		munmap(f, sizeof(*f));
 	}
 	close(lfd);             /* (the lock goes with it) */
 	closedir(dp);

@@ -24,6 +24,8 @@
  *     stale decline (older than 1 s) refuses nothing; an entry BUSY for
  *     good under a live pid is not waited for without end.
  *  6. tags: a transition applies to the offer with that tag only.
+ *  6b. pairing: an offer is claimed only for its own connection (the
+ *     client's address, its SYN's tag, its network namespace on loopback).
  *  7. the connecting slots: take, free, anyone_connecting, stale slots.
  *  8. listener entries: listen, serves, unlisten, wildcard, and an entry
  *     dies with its process (the OFD lock).
@@ -92,14 +94,15 @@ static void client_side(struct race *r)
 {
 	switch (r->kind) {
 	case R_POST_DECLINE:
-		r->post_rc = sc__offer_post(r->b, r->cport, &r->local, r->tag, 0);
+		r->post_rc = sc__offer_post(r->b, r->cport, &r->local, &r->local, 0, r->tag, 0);
 		break;
 	case R_WITHDRAW_CLAIM:
 		r->withdrew = sc__offer_withdraw(r->b, r->cport, r->tag);
 		break;
 	case R_CLAIM_CLAIM: {
-		int32_t pid;
-		r->claim_rc[0] = sc__offer_claim(r->b, r->cport, &r->local, &pid, &r->claimed_tag[0]);
+		uint64_t who;
+		r->claim_rc[0] = sc__offer_claim(r->b, r->cport, &r->local, &r->local, 0, &who,
+						 &r->claimed_tag[0]);
 		break;
 	}
 	}
@@ -108,13 +111,15 @@ static void client_side(struct race *r)
 /* the acceptor's: claim, else decline, else (the offer came) claim */
 static void acceptor_side(struct race *r)
 {
-	int32_t pid;
-	r->claim_rc[1] = sc__offer_claim(r->b, r->cport, &r->local, &pid, &r->claimed_tag[1]);
+	uint64_t who;
+	r->claim_rc[1] = sc__offer_claim(r->b, r->cport, &r->local, &r->local, 0, &who,
+					 &r->claimed_tag[1]);
 	if (r->kind != R_POST_DECLINE || r->claim_rc[1] >= 0)
 		return;
-	r->decline_rc = sc__offer_decline_tuple(r->b, r->cport, &r->local, &r->decline_idx);
+	r->decline_rc = sc__offer_decline_tuple(r->b, r->cport, &r->local, &r->local,
+						&r->decline_idx);
 	if (r->decline_rc == -EAGAIN) {
-		r->claim_rc[1] = sc__offer_claim(r->b, r->cport, &r->local, &pid,
+		r->claim_rc[1] = sc__offer_claim(r->b, r->cport, &r->local, &r->local, 0, &who,
 						 &r->claimed_tag[1]);
 		T_EQ(r->claim_rc[1], r->cport);
 	}
@@ -165,7 +170,7 @@ static void race(struct sc_board *b, int kind, const char *what)
 	T_ASSERT(pthread_create(&tc, NULL, client_thread, &r) == 0);
 	T_ASSERT(pthread_create(&ta, NULL, acceptor_thread, &r) == 0);
 	for (long i = 0; i < r.rounds; i++) {
-		int32_t pid;
+		uint64_t who;
 		r.cport = (uint16_t)(1024 + i % 4096);
 		r.tag = (t_rng_next(&rng) & SC_TAG_MASK) | 1;
 		r.post_rc = r.decline_rc = -1234;
@@ -173,9 +178,9 @@ static void race(struct sc_board *b, int kind, const char *what)
 		r.decline_idx = -1234;
 		r.withdrew = false;
 		T_EQ(word_state(b, r.cport), SC_OFFER_FREE);
-		b->offers[r.cport].pid = 0;     /* its last writer gone */
+		b->offers[r.cport].writer = 0;  /* its last writer gone */
 		if (kind != R_POST_DECLINE)
-			T_EQ(sc__offer_post(b, r.cport, &r.local, r.tag, 0), r.cport);
+			T_EQ(sc__offer_post(b, r.cport, &r.local, &r.local, 0, r.tag, 0), r.cport);
 		pthread_barrier_wait(&r.start);
 		pthread_barrier_wait(&r.end);
 		switch (kind) {
@@ -185,7 +190,7 @@ static void race(struct sc_board *b, int kind, const char *what)
 				T_EQ(r.claim_rc[1], r.cport);
 				T_EQ(r.claimed_tag[1], r.tag);
 				T_EQ(sc__offer_state(b, r.cport, r.tag), SC_OFFER_CLAIMED);
-				T_EQ(sc__offer_claimer(b, r.cport, r.tag), getpid());
+				T_EQ(sc__offer_claimer(b, r.cport, r.tag), sc__self());
 				sc__offer_done(b, r.cport);
 				n_a++;
 			} else if (r.post_rc == -ECONNREFUSED) {
@@ -202,7 +207,7 @@ static void race(struct sc_board *b, int kind, const char *what)
 				T_EQ(r.decline_rc, 0);
 				T_EQ(r.decline_idx, r.cport);
 				T_EQ(word_state(b, r.cport), SC_OFFER_DECLINED);
-				sc__offer_undecline(b, r.cport, &r.local);
+				sc__offer_undecline(b, r.cport, &r.local, &r.local);
 				n_c++;
 			}
 			break;
@@ -210,7 +215,7 @@ static void race(struct sc_board *b, int kind, const char *what)
 			if (r.withdrew) {
 				T_EQ(r.claim_rc[1], -1);
 				T_EQ(sc__offer_state(b, r.cport, r.tag), SC_OFFER_WITHDRAWN);
-				T_ASSERT(sc__offer_withdrawn(b, r.cport, &r.local));
+				T_ASSERT(sc__offer_withdrawn(b, r.cport, &r.local, &r.local));
 				n_a++;
 			} else {
 				T_EQ(r.claim_rc[1], r.cport);
@@ -226,7 +231,8 @@ static void race(struct sc_board *b, int kind, const char *what)
 				  "claims %d and %d", r.claim_rc[0], r.claim_rc[1]);
 			T_EQ(r.claimed_tag[r.claim_rc[0] >= 0 ? 0 : 1], r.tag);
 			T_EQ(sc__offer_state(b, r.cport, r.tag), SC_OFFER_CLAIMED);
-			T_EQ(sc__offer_claim(b, r.cport, &r.local, &pid, &r.claimed_tag[0]), -1);
+			T_EQ(sc__offer_claim(b, r.cport, &r.local, &r.local, 0, &who,
+					     &r.claimed_tag[0]), -1);
 			sc__offer_done(b, r.cport);
 			if (r.claim_rc[0] >= 0)
 				n_a++;
@@ -261,28 +267,28 @@ static void withdrawn(struct sc_board *b)
 	struct sc_addr16 lo = addr4("127.0.0.1");
 	uint16_t cport = 40001;
 	uint64_t tag = 0x1234567, t;
-	int32_t pid;
+	uint64_t pid;
 
-	T_EQ(sc__offer_post(b, cport, &lo, tag, 0), cport);
+	T_EQ(sc__offer_post(b, cport, &lo, &lo, 0, tag, 0), cport);
 	T_EQ(sc__offer_state(b, cport, tag), SC_OFFER_OFFERED);
-	T_ASSERT(!sc__offer_withdrawn(b, cport, &lo));
+	T_ASSERT(!sc__offer_withdrawn(b, cport, &lo, &lo));
 	T_ASSERT(sc__offer_withdraw(b, cport, tag));
 	T_EQ(sc__offer_state(b, cport, tag), SC_OFFER_WITHDRAWN);
-	T_EQ(sc__offer_claim(b, cport, &lo, &pid, &t), -1);
-	T_ASSERT(sc__offer_withdrawn(b, cport, &lo));
+	T_EQ(sc__offer_claim(b, cport, &lo, &lo, 0, &pid, &t), -1);
+	T_ASSERT(sc__offer_withdrawn(b, cport, &lo, &lo));
 	/* a second withdrawal finds nothing to withdraw */
 	T_ASSERT(!sc__offer_withdraw(b, cport, tag));
 	/* the acceptor declines the tuple: the withdrawn entry is free to it */
 	int idx;
-	T_EQ(sc__offer_decline_tuple(b, cport, &lo, &idx), 0);
+	T_EQ(sc__offer_decline_tuple(b, cport, &lo, &lo, &idx), 0);
 	T_EQ(idx, cport);
-	sc__offer_undecline(b, idx, &lo);
+	sc__offer_undecline(b, idx, &lo, &lo);
 	T_EQ(word_state(b, cport), SC_OFFER_FREE);
 
 	/* an offer the acceptor declined after a claim (sc__offer_decline):
 	 * withdrawing it frees the entry */
-	T_EQ(sc__offer_post(b, cport, &lo, tag, 0), cport);
-	T_EQ(sc__offer_claim(b, cport, &lo, &pid, &t), cport);
+	T_EQ(sc__offer_post(b, cport, &lo, &lo, 0, tag, 0), cport);
+	T_EQ(sc__offer_claim(b, cport, &lo, &lo, 0, &pid, &t), cport);
 	sc__offer_decline(b, cport, tag);
 	T_EQ(sc__offer_state(b, cport, tag), SC_OFFER_DECLINED);
 	T_ASSERT(sc__offer_withdraw(b, cport, tag));
@@ -294,57 +300,57 @@ static void declines(struct sc_board *b)
 	struct sc_addr16 lo = addr4("127.0.0.1"), lo2 = addr4("127.0.0.2");
 	uint16_t cport = 40002;
 	int idx;
-	int32_t pid;
+	uint64_t pid;
 	uint64_t t;
 
 	/* late offer after a decline: refused, once */
-	T_EQ(sc__offer_decline_tuple(b, cport, &lo, &idx), 0);
+	T_EQ(sc__offer_decline_tuple(b, cport, &lo, &lo, &idx), 0);
 	T_EQ(idx, cport);
 	T_EQ(word_state(b, cport), SC_OFFER_DECLINED);
-	T_EQ(sc__offer_post(b, cport, &lo, 0x77, 0), -ECONNREFUSED);
+	T_EQ(sc__offer_post(b, cport, &lo, &lo, 0, 0x77, 0), -ECONNREFUSED);
 	T_EQ(word_state(b, cport), SC_OFFER_FREE);
-	T_EQ(sc__offer_post(b, cport, &lo, 0x78, 0), cport);
-	T_EQ(sc__offer_claim(b, cport, &lo, &pid, &t), cport);
+	T_EQ(sc__offer_post(b, cport, &lo, &lo, 0, 0x78, 0), cport);
+	T_EQ(sc__offer_claim(b, cport, &lo, &lo, 0, &pid, &t), cport);
 	T_EQ(t, 0x78);
 	sc__offer_done(b, cport);
 
 	/* a decline of the same client port to another address: not ours */
-	T_EQ(sc__offer_decline_tuple(b, cport, &lo2, &idx), 0);
+	T_EQ(sc__offer_decline_tuple(b, cport, &lo2, &lo, &idx), 0);
 	T_EQ(idx, cport);
-	T_EQ(sc__offer_post(b, cport, &lo, 0x79, 0), cport);
+	T_EQ(sc__offer_post(b, cport, &lo, &lo, 0, 0x79, 0), cport);
 	T_EQ(word_tag(b, cport), 0x79);
 	/* the acceptor of 127.0.0.2 closing: the offer is not its decline */
-	sc__offer_undecline(b, cport, &lo2);
+	sc__offer_undecline(b, cport, &lo2, &lo);
 	T_EQ(sc__offer_state(b, cport, 0x79), SC_OFFER_OFFERED);
 	T_ASSERT(sc__offer_withdraw(b, cport, 0x79));
 	sc__offer_done(b, cport);
 
 	/* a stale decline (written more than a second ago): left over from an
 	 * older connection of the port, it refuses nothing */
-	T_EQ(sc__offer_decline_tuple(b, cport, &lo, &idx), 0);
+	T_EQ(sc__offer_decline_tuple(b, cport, &lo, &lo, &idx), 0);
 	b->offers[cport].time_ms -= 1500;
-	T_EQ(sc__offer_post(b, cport, &lo, 0x7a, 0), cport);
+	T_EQ(sc__offer_post(b, cport, &lo, &lo, 0, 0x7a, 0), cport);
 	T_EQ(sc__offer_state(b, cport, 0x7a), SC_OFFER_OFFERED);
 	/* and the acceptor that declined, closing, does not free it */
-	sc__offer_undecline(b, idx, &lo);
+	sc__offer_undecline(b, idx, &lo, &lo);
 	T_EQ(sc__offer_state(b, cport, 0x7a), SC_OFFER_OFFERED);
-	T_EQ(sc__offer_claim(b, cport, &lo, &pid, &t), cport);
+	T_EQ(sc__offer_claim(b, cport, &lo, &lo, 0, &pid, &t), cport);
 	T_EQ(t, 0x7a);
 	sc__offer_done(b, cport);
 
 	/* a decline while a live offer for this tuple is there: -EAGAIN */
-	T_EQ(sc__offer_post(b, cport, &lo, 0x7b, 0), cport);
-	T_EQ(sc__offer_decline_tuple(b, cport, &lo, &idx), -EAGAIN);
+	T_EQ(sc__offer_post(b, cport, &lo, &lo, 0, 0x7b, 0), cport);
+	T_EQ(sc__offer_decline_tuple(b, cport, &lo, &lo, &idx), -EAGAIN);
 	T_EQ(idx, -1);
-	T_EQ(sc__offer_claim(b, cport, &lo, &pid, &t), cport);
+	T_EQ(sc__offer_claim(b, cport, &lo, &lo, 0, &pid, &t), cport);
 	/* a decline while the entry is claimed (a live process's): left alone */
-	T_EQ(sc__offer_decline_tuple(b, cport, &lo, &idx), 0);
+	T_EQ(sc__offer_decline_tuple(b, cport, &lo, &lo, &idx), 0);
 	T_EQ(idx, -1);
 	T_EQ(sc__offer_state(b, cport, 0x7b), SC_OFFER_CLAIMED);
 	sc__offer_done(b, cport);
 	/* a post while another live offer holds the entry: -EBUSY */
-	T_EQ(sc__offer_post(b, cport, &lo, 0x7c, 0), cport);
-	T_EQ(sc__offer_post(b, cport, &lo2, 0x7d, 0), -EBUSY);
+	T_EQ(sc__offer_post(b, cport, &lo, &lo, 0, 0x7c, 0), cport);
+	T_EQ(sc__offer_post(b, cport, &lo, &lo2, 0, 0x7d, 0), -EBUSY);
 	T_EQ(word_tag(b, cport), 0x7c);
 	T_ASSERT(sc__offer_withdraw(b, cport, 0x7c));
 	sc__offer_done(b, cport);
@@ -353,14 +359,14 @@ static void declines(struct sc_board *b)
 	 * its take and its fill, or a peer's scribble: fuzz_board's
 	 * corpus/board/busy_live_writer): the decline gives up on it within
 	 * its bound, as another's (before: accept() hung for ever) */
-	atomic_store(&b->offers[cport].word, SC_OFFER_WORD((uint32_t)getpid(), SC_OFFER_BUSY));
+	atomic_store(&b->offers[cport].word, SC_OFFER_WORD(sc__self(), SC_OFFER_BUSY));
 	uint64_t t0 = t_now_ms();
-	T_EQ(sc__offer_decline_tuple(b, cport, &lo, &idx), 0);
+	T_EQ(sc__offer_decline_tuple(b, cport, &lo, &lo, &idx), 0);
 	T_EQ(idx, -1);
 	T_ASSERTF(t_now_ms() - t0 < 1000, "%llu ms", (unsigned long long)(t_now_ms() - t0));
 	T_EQ(word_state(b, cport), SC_OFFER_BUSY);
 	/* the client side alike: no post into it */
-	T_EQ(sc__offer_post(b, cport, &lo, 0x7e, 0), -EBUSY);
+	T_EQ(sc__offer_post(b, cport, &lo, &lo, 0, 0x7e, 0), -EBUSY);
 	sc__offer_done(b, cport);
 }
 
@@ -369,9 +375,9 @@ static void tags(struct sc_board *b)
 	struct sc_addr16 lo = addr4("127.0.0.1");
 	uint16_t cport = 40003;
 	uint64_t a = 0xaaaa01, other = 0xbbbb02, c = 0xcccc03, t;
-	int32_t pid;
+	uint64_t pid;
 
-	T_EQ(sc__offer_post(b, cport, &lo, a, 0), cport);
+	T_EQ(sc__offer_post(b, cport, &lo, &lo, 0, a, 0), cport);
 	/* another offer's tag changes nothing */
 	T_ASSERT(!sc__offer_withdraw(b, cport, other));
 	T_EQ(sc__offer_state(b, cport, a), SC_OFFER_OFFERED);
@@ -380,10 +386,10 @@ static void tags(struct sc_board *b)
 	T_EQ(sc__offer_state(b, cport, other), SC_OFFER_CLAIMED);
 	T_EQ(sc__offer_claimer(b, cport, other), 0);
 	T_EQ(sc__offer_claimer(b, cport, a), 0);        /* not claimed yet */
-	T_EQ(sc__offer_claim(b, cport, &lo, &pid, &t), cport);
+	T_EQ(sc__offer_claim(b, cport, &lo, &lo, 0, &pid, &t), cport);
 	T_EQ(t, a);
-	T_EQ(pid, getpid());
-	T_EQ(sc__offer_claimer(b, cport, a), getpid());
+	T_EQ(pid, sc__self());
+	T_EQ(sc__offer_claimer(b, cport, a), sc__self());
 	T_EQ(sc__offer_claimer(b, cport, other), 0);
 	T_ASSERT(!sc__offer_withdraw(b, cport, a));     /* claimed: too late */
 	sc__offer_done(b, cport);
@@ -392,11 +398,63 @@ static void tags(struct sc_board *b)
 
 	/* the entry reused by the next connection of the port: the old tag's
 	 * transitions miss it */
-	T_EQ(sc__offer_post(b, cport, &lo, c, 0), cport);
+	T_EQ(sc__offer_post(b, cport, &lo, &lo, 0, c, 0), cport);
 	T_ASSERT(!sc__offer_withdraw(b, cport, a));
 	T_EQ(sc__offer_state(b, cport, c), SC_OFFER_OFFERED);
 	T_ASSERT(sc__offer_withdraw(b, cport, c));
 	T_EQ(word_tag(b, cport), c);
+	sc__offer_done(b, cport);
+}
+
+/* An offer names its whole connection: an acceptor whose connection comes
+ * from another client address, or whose SYN carried another tag, or (on
+ * loopback) from another network namespace, claims nothing (issue 22: two
+ * clients with one source port in two namespaces had their bytes
+ * swapped), and the client's own connection still claims it. */
+static void pairing(struct sc_board *b)
+{
+	struct sc_addr16 srv = addr4("10.0.0.1"), a = addr4("10.0.0.2"), c = addr4("10.0.0.3"),
+			 lo = addr4("127.0.0.1");
+	uint16_t cport = 40004;
+	uint64_t who, t;
+	int idx;
+
+	T_EQ(sc__offer_post(b, cport, &a, &srv, 200, 0x99, 0), cport);
+	/* the other client's connection, same port: not its offer */
+	T_EQ(sc__offer_claim(b, cport, &srv, &c, 200, &who, &t), -1);
+	T_EQ(sc__offer_claim(b, cport, &srv, &c, 0, &who, &t), -1);
+	T_ASSERT(!sc__offer_withdrawn(b, cport, &srv, &c));
+	/* its decline of its own connection leaves the offer alone */
+	T_EQ(sc__offer_decline_tuple(b, cport, &srv, &c, &idx), 0);
+	T_EQ(idx, -1);
+	/* the client's address through another server address: not either */
+	T_EQ(sc__offer_claim(b, cport, &lo, &a, 200, &who, &t), -1);
+	/* its address but another SYN tag: another connection */
+	T_EQ(sc__offer_claim(b, cport, &srv, &a, 150, &who, &t), -1);
+	T_EQ(sc__offer_state(b, cport, 0x99), SC_OFFER_OFFERED);
+	/* its own connection: claimed */
+	T_EQ(sc__offer_claim(b, cport, &srv, &a, 200, &who, &t), cport);
+	T_EQ(t, 0x99);
+	T_EQ(who, sc__self());
+	sc__offer_done(b, cport);
+	/* an unmarked SYN (sent again after connect() put the program's TTL
+	 * back) is claimed by the addresses alone */
+	T_EQ(sc__offer_post(b, cport, &a, &srv, 200, 0x9a, 0), cport);
+	T_EQ(sc__offer_claim(b, cport, &srv, &a, 0, &who, &t), cport);
+	sc__offer_done(b, cport);
+	/* a decline of the other client's connection refuses nothing to
+	 * this one's late offer */
+	T_EQ(sc__offer_decline_tuple(b, cport, &srv, &c, &idx), 0);
+	T_EQ(idx, cport);
+	T_EQ(sc__offer_post(b, cport, &a, &srv, 200, 0x9b, 0), cport);
+	T_ASSERT(sc__offer_withdraw(b, cport, 0x9b));
+	sc__offer_done(b, cport);
+	/* loopback from another network namespace is another host */
+	T_EQ(sc__offer_post(b, cport, &lo, &lo, 0, 0x9c, 0), cport);
+	b->offers[cport].netns ^= 1;
+	T_EQ(sc__offer_claim(b, cport, &lo, &lo, 0, &who, &t), -1);
+	b->offers[cport].netns ^= 1;
+	T_EQ(sc__offer_claim(b, cport, &lo, &lo, 0, &who, &t), cport);
 	sc__offer_done(b, cport);
 }
 
@@ -424,10 +482,11 @@ static void connecting(struct sc_board *b)
 	T_EQ(sc__board_connecting(b), slots[3]);
 	T_EQ(sc__board_connecting(b), -1);
 	/* freeing a slot another process has taken over does nothing */
-	atomic_store(&b->connecting[slots[5]].pid, 1);
+	uint32_t mine = atomic_load(&b->connecting[slots[5]].who);
+	atomic_store(&b->connecting[slots[5]].who, 2);  /* (ours are odd) */
 	sc__board_connected(b, slots[5]);
-	T_EQ(atomic_load(&b->connecting[slots[5]].pid), 1);
-	atomic_store(&b->connecting[slots[5]].pid, getpid());
+	T_EQ(atomic_load(&b->connecting[slots[5]].who), 2);
+	atomic_store(&b->connecting[slots[5]].who, mine);
 	/* out of range: ignored */
 	sc__board_connected(b, -1);
 	sc__board_connected(b, SC_BOARD_CONNECTING);
@@ -435,7 +494,7 @@ static void connecting(struct sc_board *b)
 		sc__board_connected(b, slots[i]);
 	T_ASSERT(!sc__board_anyone_connecting(b));
 	for (int i = 0; i < SC_BOARD_CONNECTING; i++)
-		T_EQ(atomic_load(&b->connecting[i].pid), 0);
+		T_EQ(atomic_load(&b->connecting[i].who), 0);
 	/* a client connecting for longer than 200 ms is not waited for */
 	int s = sc__board_connecting(b);
 	T_ASSERT(s >= 0);
@@ -479,7 +538,7 @@ static void listeners(void)
 	T_EQ(sc__board_listen(b, &lo, 1234), 0);
 	int n = 0;
 	for (int i = 0; i < SC_BOARD_LISTENERS; i++)
-		n += atomic_load(&b->listeners[i].pid) == getpid();
+		n += atomic_load(&b->listeners[i].owner) == sc__self();
 	T_EQ(n, 1);
 	sc__board_unlisten(b, 1234);
 	T_ASSERT(!sc__board_serves(b, &lo));
@@ -652,6 +711,7 @@ int main(void)
 	withdrawn(b);
 	declines(b);
 	tags(b);
+	pairing(b);
 	connecting(b);
 	listeners();
 	race(b, R_POST_DECLINE, "post vs claim/decline");

@@ -6,6 +6,8 @@
  * naming the variable; valid settings give 0 and print nothing.
  */
 #include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -128,5 +130,24 @@ int main(void)
 	run("SHORTCUT_WMEM", "1", -EINVAL);
 	run("SHORTCUT_SPIN_US", "abc", -EINVAL);
 	run("SHORTCUT_MAX_CONNS", "0", -EINVAL);
+	/* SHORTCUT_GROUP: a group we are in (our own, by number), not one that
+	 * does not exist, nor one we are not in */
+	char gid[16];
+	snprintf(gid, sizeof(gid), "%u", (unsigned)getegid());
+	run("SHORTCUT_GROUP", gid, 0);
+	run("SHORTCUT_GROUP", "no-such-group-sc", -EINVAL);
+	run("SHORTCUT_GROUP", "", -EINVAL);
+	gid_t g[256];
+	int n = getgroups(256, g);
+	for (unsigned cand = 60000; cand < 60100; cand++) {
+		bool mine = cand == (unsigned)getegid();
+		for (int i = 0; i < n; i++)
+			mine |= (unsigned)g[i] == cand;
+		if (!mine) {
+			snprintf(gid, sizeof(gid), "%u", cand);
+			run("SHORTCUT_GROUP", gid, -EINVAL);
+			break;
+		}
+	}
 	return 0;
 }

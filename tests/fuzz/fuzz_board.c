@@ -31,9 +31,10 @@
 
 static char dir[64] = "/tmp/sc-fuzz-board-XXXXXX";
 static struct sc_board *b;
-/* the pids a peer is likeliest to write: nobody, us, init, a dead one,
- * our parent (alive), nonsense */
-static int32_t pids[8] = { 0, 0, 1, 0, 0, -1, INT32_MIN, INT32_MAX };
+/* the identities a peer is likeliest to write: nobody, us, a small
+ * number, a dead process's, another slot's, nonsense (over 56 bits, all
+ * ones, the mask) */
+static uint64_t ids[8] = { 0, 0, 1, 0, 0, ~0ull, 1ull << 56, SC_PROC_ID_MASK };
 static const uint16_t cports[4] = { 0, 1, 40000, 65535 };
 static struct sc_addr16 addrs[4];
 
@@ -81,13 +82,22 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	b = sc__board(PORT, true);
 	if (!b)
 		abort();
+	int p[2];
+	if (pipe(p) < 0)
+		abort();
+	ids[1] = sc__self();
 	pid_t kid = fork();
-	if (kid == 0)
-		_exit(0);
+	if (kid == 0) {
+		sc__proc_atfork_child(NULL);
+		uint64_t id = sc__self();
+		_exit(write(p[1], &id, sizeof(id)) == sizeof(id) ? 0 : 1);
+	}
+	if (read(p[0], &ids[3], sizeof(ids[3])) != sizeof(ids[3]))
+		abort();
 	waitpid(kid, NULL, 0);
-	pids[1] = getpid();
-	pids[3] = kid;
-	pids[4] = getppid();
+	close(p[0]);
+	close(p[1]);
+	ids[4] = ids[1] ^ 1;
 	static const uint8_t lo4[16] = { [10] = 0xff, [11] = 0xff, 127, 0, 0, 1 };
 	static const uint8_t lo4b[16] = { [10] = 0xff, [11] = 0xff, 127, 0, 0, 2 };
 	static const uint8_t any4[16] = { [10] = 0xff, [11] = 0xff };
@@ -136,23 +146,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
 		uint8_t op = take8(&d, &n), a = take8(&d, &n);
 		uint16_t cport = cports[a & 3];
 		const struct sc_addr16 *addr = &addrs[(a >> 2) & 3];
+		const struct sc_addr16 *src = &addrs[(op >> 4) & 3];   /* the client's */
+		uint8_t ttl = op & 0x80 ? 200 : 0;
 		uint64_t ino = 1 + (a >> 4 & 3);
-		int32_t pid, idx2;
-		uint64_t tag2;
+		int32_t idx2;
+		uint64_t tag2, who;
 		int rc;
 
 		switch (op & 15) {
 		default: /* the peer writes a word: anything */
 			*peer_word((uint32_t)take64(&d, &n)) = take64(&d, &n);
 			break;
-		case 1: { /* ... a pid, a state and a tag, a small count */
+		case 1: { /* ... an identity, a state and a tag, a small count */
 			uint64_t *w = peer_word((uint32_t)take64(&d, &n));
 			uint64_t v = take8(&d, &n);
 			if (op & 0x80)
-				v = SC_OFFER_WORD(a & 0x40 ? (uint64_t)(uint32_t)pids[v >> 3 & 7] : tag,
-						  v & 7);
+				v = SC_OFFER_WORD(a & 0x40 ? ids[v >> 3 & 7] : tag, v & 7);
 			else if (op & 0x40)
-				v = (uint32_t)pids[v & 7] | (uint64_t)(uint32_t)pids[v >> 3 & 7] << 32;
+				v = ids[v & 7];
 			*w = v;
 			break;
 		}
@@ -163,7 +174,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
 			sc__board_unlisten(b, ino);
 			break;
 		case 4:
-			rc = sc__board_listen_inherit(b, ino, pids[a & 7], pids[a >> 3 & 7]);
+			rc = sc__board_listen_inherit(b, ino, ids[a & 7], ids[a >> 3 & 7]);
 			CHECK(rc <= 0);
 			break;
 		case 5:
@@ -186,7 +197,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
 				break;
 			tag = take64(&d, &n) & SC_TAG_MASK;
 			tag += !tag;
-			offer = sc__offer_post(b, cport, addr, tag, 0);
+			offer = sc__offer_post(b, cport, src, addr, ttl, tag, 0);
 			CHECK(offer == cport || offer == -EBUSY || offer == -ECONNREFUSED);
 			break;
 		case 9: /* the client looks at its offer, or withdraws it */
@@ -200,9 +211,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
 			}
 			break;
 		case 10: /* the accepting side */
-			if (sc__offer_withdrawn(b, cport, addr))
+			if (sc__offer_withdrawn(b, cport, addr, src))
 				break;
-			rc = sc__offer_claim(b, cport, addr, &pid, &tag2);
+			rc = sc__offer_claim(b, cport, addr, src, ttl, &who, &tag2);
 			CHECK(rc == -1 || rc == cport);
 			if (rc >= 0 && (a & 0x40))
 				sc__offer_done(b, rc);
@@ -210,14 +221,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
 				sc__offer_decline(b, rc, tag2);
 			break;
 		case 11:
-			rc = sc__offer_decline_tuple(b, cport, addr, &idx2);
+			rc = sc__offer_decline_tuple(b, cport, addr, src, &idx2);
 			CHECK(rc == -EAGAIN || rc == 0);
 			CHECK(idx2 == -1 || idx2 == cport);
 			if (idx2 >= 0 && (a & 0x40))
-				sc__offer_undecline(b, idx2, addr);
+				sc__offer_undecline(b, idx2, addr, src);
 			break;
 		case 12: /* closing a connection it declined */
-			sc__offer_undecline(b, cport, addr);
+			sc__offer_undecline(b, cport, addr, src);
 			break;
 		case 13:
 			sc__board_atfork_child();

@@ -321,7 +321,8 @@ def test_stats_option_errors(tree, args):
 # ---- doctor ---------------------------------------------------------------
 
 CHECKS = {"ld-preload", "config", "library", "memfd", "futex", "fd-passing", "tcp-save-syn",
-          "syn-mark", "close_range", "rundir", "rundir-fs", "switch", "fd-limit", "policies"}
+          "syn-mark", "close_range", "rundir", "rundir-fs", "switch", "fd-limit", "policies",
+          "pid-ns"}
 
 
 def doctor(tree, *args, env, **kw):

@@ -422,10 +422,20 @@ def assert_clean(env, victim):
     st = stats(env)             # (folds the dead processes' files away)
     assert st["live_processes"] == 1, st
     vp = victim.p.pid
-    left = [f for f in os.listdir(env["SHORTCUT_RUNDIR"])
-            if not (f.startswith("tcp-v") or f.startswith("stats-retired") or
-                    f == "p-%d.sock" % vp or f.startswith("stats-%d-" % vp))]
     rd = env["SHORTCUT_RUNDIR"]
+    # the victim's files are named by its identity, which its stats file
+    # holds beside its pid (magic, version, pid ... identity at 304)
+    mine = set()
+    for f in os.listdir(rd):
+        if f.startswith("stats-") and not f.startswith("stats-retired"):
+            with open(os.path.join(rd, f), "rb") as fh:
+                h = fh.read(312)
+            if len(h) == 312 and int.from_bytes(h[8:12], sys.byteorder, signed=True) == vp:
+                ident = "%014x" % int.from_bytes(h[304:312], sys.byteorder)
+                mine |= {f, "p-%s.sock" % ident}
+    left = [f for f in os.listdir(rd)
+            if not (f.startswith("tcp-v") or f.startswith("stats-retired") or
+                    f == "procs-v1" or f in mine)]
     assert not left, [(f, os.stat(os.path.join(rd, f)).st_size) for f in left]
     return now, st
 

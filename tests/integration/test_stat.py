@@ -82,10 +82,27 @@ def _stat_json(env):
     return json.loads(r.stdout)
 
 
-def test_stat_pid_reuse_not_live():
-    """A dead process's stats file whose pid a later process got (issue 15:
-    `shortcut stat` showed its connections as live): the start time
-    recorded in the file is not the new process's, so none is listed."""
+def _stats_files(rundir):
+    """{name: (pid, identity)} of this version's stats files (their header:
+    magic, version, pid, nrecs, the counters, comm, identity)."""
+    import struct
+    out = {}
+    for f in os.listdir(rundir):
+        if not f.startswith("stats-") or f.startswith("stats-retired"):
+            continue
+        with open(os.path.join(rundir, f), "rb") as fh:
+            h = fh.read(16 + 272 + 16 + 8)
+        if len(h) == 312:
+            out[f] = (struct.unpack_from("<i", h, 8)[0], struct.unpack_from("<Q", h, 304)[0])
+    return out
+
+
+def test_stat_dead_identity_not_live():
+    """A dead process's stats file whose pid a live process has (pid reuse,
+    or another PID namespace's process: every container's first one is pid
+    1): liveness is the recorded identity's, so none is listed (issue 15:
+    `shortcut stat` showed a dead process's connections as live; issue 22:
+    from the host it called live containers dead)."""
     rundir = tempfile.mkdtemp(prefix="sc-stat-")
     env = _env(rundir)
     srv = subprocess.Popen([SHORTCUT, "run", sys.executable, "-c", SERVER], stdin=subprocess.PIPE,
@@ -103,11 +120,9 @@ def test_stat_pid_reuse_not_live():
         for p in [srv] + clis:
             p.kill()
             p.wait()
-        # the server's file, as if `later` had been given the dead server's pid
-        name = [f for f in os.listdir(rundir) if f.startswith(f"stats-{srv.pid}-")][0]
-        reused = os.path.join(rundir, f"stats-{later.pid}-{name.split('-')[2]}")
-        os.rename(os.path.join(rundir, name), reused)
-        with open(reused, "r+b") as f:
+        # the server's file, as if `later` had the dead server's pid
+        name = [f for f, (pid, _) in _stats_files(rundir).items() if pid == srv.pid][0]
+        with open(os.path.join(rundir, name), "r+b") as f:
             f.seek(8)                   # magic, version, pid
             f.write(later.pid.to_bytes(4, sys.byteorder))
         rows = _stat_json(env)
@@ -271,9 +286,8 @@ def test_fork_child_file_made_at_its_first_connection():
                          stdout=subprocess.PIPE, text=True, env=env)
     try:
         kid = int(p.stdout.readline())
-        files = sorted(f for f in os.listdir(rundir)
-                       if f.startswith("stats-") and f.split("-")[1].isdigit())
-        pids = sorted(int(f.split("-")[1]) for f in files)
+        files = _stats_files(rundir)
+        pids = sorted(pid for pid, _ in files.values())
         assert pids == sorted([p.pid, kid]), files     # (the shortcut command execs python)
         rows = _stat_json(env)
         mine = [r for r in rows if r["pid"] == kid]
@@ -319,7 +333,7 @@ def _board_setup():
     probe.bind(("127.0.0.1", 0))
     port = probe.getsockname()[1]
     probe.close()
-    return env, port, os.path.join(rundir, "tcp-v4-%d" % port)
+    return env, port, os.path.join(rundir, "tcp-v5-%d" % port)
 
 
 def _stats(env):

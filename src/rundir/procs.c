@@ -1,0 +1,303 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Processes of the run directory: each one's identity, and whether it is
+ * alive, the same whatever PID namespace asks.
+ *
+ * A process that takes part in a connection (offers, claims, listens,
+ * keeps a rendezvous socket or a stats file) takes a slot of
+ * <rundir>/procs-v1 and holds an OFD lock on the slot's first byte,
+ * through a description of the file of its own, opened close-on-exec.  Its
+ * identity is the slot's index and a random generation (56 bits, never
+ * 0); it is alive while the lock is held: the lock goes with the process
+ * however it ends (killed, a zombie not reaped yet, an exec), and the
+ * kernel answers F_OFD_GETLK the same in every PID namespace.  A pid is
+ * only shown to people: every container's first process is pid 1, and
+ * pids repeat across namespaces (issue 22: a client in one container took
+ * pid 1, the server in another, for alive and waited for ever).
+ *
+ * A fork child gets an identity of its own when it first needs one (a
+ * child that only serves the connection its parent accepted needs none):
+ * the description it inherited is its parent's, and closed at once.  A
+ * child whose parent writes board entries for it at the fork (the first
+ * workers of a listener) gets one made by the parent before the fork, on a
+ * description the parent then closes (sc__proc_prepare).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "rundir.h"
+#include "sys.h"
+
+#define PROCS_SIZE ((size_t)SC_PROCS * sizeof(struct sc_proc))
+
+/* The table, mapped once (a fork child keeps the mapping: it is the same
+ * file). */
+static struct sc_proc *_Atomic procs;
+/* Our description of the table: the lock of our slot is on it (-1: none
+ * yet; a fork child closes its parent's).  Looks at others' slots go
+ * through it too: our own lock does not hide theirs. */
+static int procs_fd = -1;
+/* Our identity (0: none yet); written under self_lock, read without. */
+static _Atomic uint64_t self;
+static pthread_mutex_t self_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct flock slot_lock(uint32_t i, short type)
+{
+	struct flock fl = { .l_type = type, .l_whence = SEEK_SET,
+			    .l_start = (off_t)((size_t)i * sizeof(struct sc_proc)), .l_len = 1 };
+	return fl;
+}
+
+/* self_lock held: a new description of the table (mapped if not yet), or
+ * -1.  The file is checked as every run-directory file is (ours, or the
+ * shared group's: sc__rundir_file_ok). */
+static int procs_open(void)
+{
+	const char *d = sc__rundir();
+	char path[320];
+	struct stat st;
+
+	if (!d)
+		return -1;
+	snprintf(path, sizeof(path), "%s/" SC_PROCS_FILE, d);
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, sc__rundir_file_mode());
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || !sc__rundir_file_ok(&st) ||
+	    (st.st_size != (off_t)PROCS_SIZE &&
+	     (st.st_size != 0 || ftruncate(fd, (off_t)PROCS_SIZE) < 0))) {
+		close(fd);
+		return -1;
+	}
+	if (st.st_size == 0)
+		sc__rundir_file_made(fd);
+	if (!atomic_load_explicit(&procs, memory_order_acquire)) {
+		void *m = mmap(NULL, PROCS_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (m == MAP_FAILED) {
+			close(fd);
+			return -1;
+		}
+		atomic_store_explicit(&procs, (struct sc_proc *)m, memory_order_release);
+	}
+	return fd;
+}
+
+static uint64_t random_u64(void)
+{
+	uint64_t r = 0;
+	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r))
+		r = sc__now_ns() * 0x9e3779b97f4a7c15ull ^ (uint64_t)sc__pid() << 32;
+	return r;
+}
+
+static uint64_t ns_ino(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+/* Fill slot i (locked through fd) as process pid's and publish id.  The
+ * id goes to 0 first: a reader copying the slot (sc__proc_info) sees it
+ * change and retries. */
+static void slot_fill(uint32_t i, uint64_t id, int32_t pid)
+{
+	struct sc_proc *p = &atomic_load_explicit(&procs, memory_order_acquire)[i];
+	atomic_store_explicit(&p->id, 0, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);      /* the 0 before the fields */
+	p->pid = pid;
+	p->uid = (uint32_t)geteuid();
+	p->pidns = ns_ino("/proc/self/ns/pid");
+	p->netns = sc__netns();
+	memset(p->comm, 0, sizeof(p->comm));
+	prctl(PR_GET_NAME, p->comm, 0, 0, 0);
+	/* release: the fields before the id (pairs with sc__proc_info's
+	 * acquire) */
+	atomic_store_explicit(&p->id, id, memory_order_release);
+}
+
+/* A free slot locked through fd, its identity filled for pid: 0 if none. */
+static uint64_t slot_take(int fd, int32_t pid)
+{
+	struct sc_proc *t = atomic_load_explicit(&procs, memory_order_acquire);
+	uint64_t r = random_u64();
+	uint32_t start = (uint32_t)r % SC_PROCS;
+
+	for (uint32_t k = 0; k < SC_PROCS; k++) {
+		uint32_t i = (start + k) % SC_PROCS;
+		struct flock fl = slot_lock(i, F_WRLCK);
+		if (fcntl(fd, F_OFD_SETLK, &fl) < 0) {
+			if (errno == EAGAIN || errno == EACCES)
+				continue;       /* a live process's */
+			return 0;
+		}
+		/* its page allocated before the first store (a full tmpfs
+		 * raises SIGBUS on a store into a hole) */
+		if (sc__backed(&t[i], sizeof(t[i])) < 0) {
+			fl.l_type = F_UNLCK;
+			fcntl(fd, F_OFD_SETLK, &fl);
+			return 0;
+		}
+		uint64_t gen = (r >> 16) & ((1ull << 40) - 1);
+		if (!gen)
+			gen = 1;
+		uint64_t id = gen << 16 | i;
+		slot_fill(i, id, pid);
+		return id;
+	}
+	return 0;
+}
+
+uint64_t sc__self(void)
+{
+	uint64_t id = atomic_load_explicit(&self, memory_order_acquire);
+	if (id)
+		return id;
+	int saved = errno;
+	pthread_mutex_lock(&self_lock);
+	id = atomic_load_explicit(&self, memory_order_relaxed);
+	if (!id) {
+		if (procs_fd < 0)
+			procs_fd = procs_open();
+		if (procs_fd >= 0)
+			id = slot_take(procs_fd, sc__pid());
+		atomic_store_explicit(&self, id, memory_order_release);
+	}
+	pthread_mutex_unlock(&self_lock);
+	errno = saved;
+	return id;
+}
+
+uint64_t sc__self_peek(void)
+{
+	return atomic_load_explicit(&self, memory_order_acquire);
+}
+
+/* A description to look through: ours, or one opened for looking (a
+ * process with no identity: `shortcut stats`). */
+static int look_fd(void)
+{
+	if (procs_fd >= 0)
+		return procs_fd;
+	pthread_mutex_lock(&self_lock);
+	if (procs_fd < 0)
+		procs_fd = procs_open();
+	pthread_mutex_unlock(&self_lock);
+	return procs_fd;
+}
+
+bool sc__proc_alive(uint64_t id)
+{
+	if (!id || (id & ~SC_PROC_ID_MASK))
+		return false;
+	if (id == atomic_load_explicit(&self, memory_order_acquire))
+		return true;
+	int saved = errno;
+	int fd = look_fd();
+	struct sc_proc *t = atomic_load_explicit(&procs, memory_order_acquire);
+	bool alive = false;
+	if (fd >= 0 && t) {
+		uint32_t i = (uint32_t)(id & 0xffff);
+		struct flock fl = slot_lock(i, F_WRLCK);
+		/* the slot names it before and after the look: a process
+		 * that took the slot meanwhile holds the lock for itself
+		 * (it writes its id only after taking the lock, so a look
+		 * in between may still call the dead one alive, once) */
+		alive = atomic_load_explicit(&t[i].id, memory_order_acquire) == id &&
+			fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK &&
+			atomic_load_explicit(&t[i].id, memory_order_acquire) == id;
+	}
+	errno = saved;
+	return alive;
+}
+
+int sc__proc_info(uint64_t id, struct sc_proc *out)
+{
+	if (!id || (id & ~SC_PROC_ID_MASK) || look_fd() < 0)
+		return -ESRCH;
+	struct sc_proc *p = &atomic_load_explicit(&procs, memory_order_acquire)[id & 0xffff];
+	for (int tries = 0; tries < 100; tries++) {
+		if (atomic_load_explicit(&p->id, memory_order_acquire) != id)
+			return -ESRCH;
+		out->pid = p->pid;
+		out->uid = p->uid;
+		out->pidns = p->pidns;
+		out->netns = p->netns;
+		memcpy(out->comm, p->comm, sizeof(out->comm));
+		out->comm[sizeof(out->comm) - 1] = 0;
+		/* (a seqlock's read side: the copy before the second look) */
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&p->id, memory_order_relaxed) == id) {
+			atomic_store_explicit(&out->id, id, memory_order_relaxed);
+			return 0;
+		}
+	}
+	return -ESRCH;
+}
+
+int sc__proc_prepare(struct sc_proc_pre *pre)
+{
+	int saved = errno;
+	pre->fd = -1;
+	pre->id = 0;
+	pthread_mutex_lock(&self_lock);
+	int fd = procs_open();
+	pthread_mutex_unlock(&self_lock);
+	if (fd >= 0) {
+		/* (the child's pid is not known yet: it writes it itself) */
+		pre->id = slot_take(fd, 0);
+		if (pre->id)
+			pre->fd = fd;
+		else
+			close(fd);
+	}
+	errno = saved;
+	return pre->id ? 0 : -ENOSPC;
+}
+
+void sc__proc_prepared_parent(struct sc_proc_pre *pre)
+{
+	/* the description is the child's alone now (or, if the fork
+	 * failed, nobody's: the slot is free again) */
+	if (pre->fd >= 0)
+		close(pre->fd);
+	pre->fd = -1;
+}
+
+void sc__proc_atfork_child(const struct sc_proc_pre *pre)
+{
+	pthread_mutex_init(&self_lock, NULL);
+	/* the inherited description is the parent's: its lock must go when
+	 * the parent goes, not when we do */
+	if (procs_fd >= 0)
+		close(procs_fd);
+	procs_fd = -1;
+	atomic_store_explicit(&self, 0, memory_order_relaxed);
+	if (pre && pre->id && pre->fd >= 0) {
+		procs_fd = pre->fd;
+		slot_fill((uint32_t)(pre->id & 0xffff), pre->id, sc__pid());
+		atomic_store_explicit(&self, pre->id, memory_order_release);
+	}
+}
+
+int sc__procs_live(struct sc_proc *out, int max)
+{
+	struct sc_proc *t = atomic_load_explicit(&procs, memory_order_acquire);
+	int n = 0;
+	if (look_fd() < 0 || !(t = atomic_load_explicit(&procs, memory_order_acquire)))
+		return 0;
+	for (uint32_t i = 0; i < SC_PROCS && n < max; i++) {
+		uint64_t id = atomic_load_explicit(&t[i].id, memory_order_acquire);
+		if (id && sc__proc_alive(id) && sc__proc_info(id, &out[n]) == 0)
+			n++;
+	}
+	return n;
+}
