@@ -508,16 +508,20 @@ class Bench:
         return m
 
     def run(self, what, argv, env=None, preload=True, rundir=True, stopat=None, flags=(),
-            name=None):
+            name=None, cdi=None):
         """A container running argv (its pid 1): the library preloaded
         (LD_PRELOAD; preload="run": `shortcut run` as the entrypoint, which
         execs argv; False: neither), the run directory bind-mounted at
         /run/sc (rundir=False: none; a path: that host directory) and
         SHORTCUT_RUNDIR set to it; stopat: programs/stopat.c preloaded
         after the library, holding the process at the first stderr line
-        with that text."""
+        with that text; cdi: none of these, the CDI device of that name
+        (shortcut.dev/run=CDI) gives them (preload="run": its binary)."""
         name = name or self.name(what)
         e = {"PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+        via_run = preload == "run"
+        if cdi:
+            rundir = preload = stopat = None
         if rundir:
             e["SHORTCUT_RUNDIR"] = CTR_RUNDIR
         if preload is True:
@@ -528,13 +532,16 @@ class Bench:
             e["SC_STOPAT"] = stopat
         e.update(env or {})
         args = ["run", "-i", "--rm", "--name", name, "--label", self.label]
-        args += self.mounts(rundir, bool(stopat))
+        if cdi:
+            args += ["--device", "shortcut.dev/run=" + cdi, "-v", PEERS + ":" + CTR_PEERS + ":ro"]
+        else:
+            args += self.mounts(rundir, bool(stopat))
         for k, v in e.items():
             args += ["-e", "%s=%s" % (k, v)]
         # SC_CONTAINER_FLAGS: more for every container (--pid host: one PID
         # namespace for all, to tell PID namespaces' part in a failure)
         args += list(flags) + os.environ.get("SC_CONTAINER_FLAGS", "").split() + [IMAGE]
-        args += ([CTR_BIN, "run", "--"] if preload == "run" else []) + list(argv)
+        args += ([CTR_BIN, "run", "--"] if via_run else []) + list(argv)
         p = subprocess.Popen(self.eng.argv + args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, env=self.eng.env, start_new_session=True)
         c = Ctr(self.eng, name, p)
@@ -649,8 +656,10 @@ class Netns:
         if pidns:
             pre += ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child", "--"]
         # stderr to a file: a log never fills a pipe nobody reads
+        err = tempfile.TemporaryFile()
         p = subprocess.Popen(pre + list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=tempfile.TemporaryFile(), env=env, start_new_session=True)
+                             stderr=err, env=env, start_new_session=True)
+        p.errfile = err
         self.procs.append(p)
         return p
 
@@ -666,6 +675,15 @@ class Netns:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
 
+def stderr_tail(p, n=1500):
+    """The end of what a process of Netns.start wrote on stderr."""
+    f = getattr(p, "errfile", None)
+    if not f:
+        return ""
+    f.seek(0)
+    return f.read().decode(errors="replace")[-n:]
+
+
 def readline(p, timeout=WATCHDOG, what="a line"):
     """p's next stdout line (a process of Netns.start); fails after timeout."""
     end = time.monotonic() + timeout
@@ -673,11 +691,13 @@ def readline(p, timeout=WATCHDOG, what="a line"):
     while not buf.endswith(b"\n"):
         left = end - time.monotonic()
         if left <= 0:
-            raise AssertionError("no %s from %r in %g s" % (what, p.args[-3:], timeout))
+            raise AssertionError("no %s from %r in %g s; its stderr: %s" % (
+                what, p.args[-3:], timeout, stderr_tail(p)))
         r, _, _ = select.select([p.stdout], [], [], left)
         if r:
             b = os.read(p.stdout.fileno(), 1)
             if not b:
-                raise AssertionError("%r ended while waiting for %s" % (p.args[-3:], what))
+                raise AssertionError("%r ended while waiting for %s; its stderr: %s" % (
+                    p.args[-3:], what, stderr_tail(p)))
             buf += b
     return buf.decode().rstrip("\n")
