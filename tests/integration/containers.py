@@ -224,9 +224,10 @@ class Engine:
         return self("image", "inspect", IMAGE, check=False).returncode == 0
 
     def import_image(self):
+        tar = _image_tar()
         t = time.monotonic()
         # a PATH for `kube play` (podman run sets one; an imported image has none)
-        self("import", "--change", "ENV PATH=" + PATH_ENV, _image_tar(), IMAGE, timeout=600)
+        self("import", "--change", "ENV PATH=" + PATH_ENV, tar, IMAGE, timeout=600)
         COSTS["%s import" % self.kind] = time.monotonic() - t
 
     def works(self, extra=()):
