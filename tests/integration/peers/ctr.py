@@ -18,7 +18,6 @@ by lines on stdin, answering on stdout.  Each checks every byte itself.
     ctr.py mpclient HOST PORT MYIP           "go SPORT ROUND": from MYIP:SPORT
     ctr.py probe DIR                         what of DIR this user can open
 """
-import hashlib
 import json
 import os
 import random
