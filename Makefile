@@ -231,6 +231,27 @@ install: all
 	@# the loader's cache knows the new soname (not when staging)
 	@[ -n '$(DESTDIR)' ] || [ "$$(id -u)" != 0 ] || ldconfig
 
+# The Container Device Interface spec (shortcut cdi; docs/containers.md),
+# only when asked, after make install: the paths it names are the installed
+# ones, and a tmpfiles.d entry makes the run directory the containers
+# share at each boot (now too, when not staging).
+#   make install-cdi [PREFIX=...] [DESTDIR=...] [CDIDIR=/etc/cdi] [CDI_RUNDIR=/run/shortcut]
+CDIDIR      ?= /etc/cdi
+CDI_RUNDIR  ?= /run/shortcut
+TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
+.PHONY: install-cdi uninstall-cdi
+install-cdi: $(B)/shortcut
+	install -d '$(DESTDIR)$(CDIDIR)' '$(DESTDIR)$(TMPFILESDIR)'
+	$(B)/shortcut cdi --lib '$(LIBDIR)/$(SONAME)' --bin '$(BINDIR)/shortcut' \
+		--rundir '$(CDI_RUNDIR)' --output '$(DESTDIR)$(CDIDIR)/shortcut.json'
+	printf '# the run directory of shortcut cdi (shortcut(1)), shared by containers\nd %s 0700 root root -\n' \
+		'$(CDI_RUNDIR)' > '$(DESTDIR)$(TMPFILESDIR)/shortcut.conf'
+	chmod 644 '$(DESTDIR)$(TMPFILESDIR)/shortcut.conf'
+	@[ -n '$(DESTDIR)' ] || install -d -m 700 '$(CDI_RUNDIR)'
+
+uninstall-cdi:
+	rm -f '$(DESTDIR)$(CDIDIR)/shortcut.json' '$(DESTDIR)$(TMPFILESDIR)/shortcut.conf'
+
 uninstall:
 	rm -f '$(DESTDIR)$(BINDIR)/shortcut' '$(DESTDIR)$(LIBDIR)/libshortcut.so.$(VERSION)' \
 		'$(DESTDIR)$(LIBDIR)/$(SONAME)' '$(DESTDIR)$(LIBDIR)/libshortcut.so' \

@@ -27,6 +27,9 @@ int sc__stats_main(int argc, char **argv);
 int sc__off_main(int argc, char **argv, bool off);
 /* shortcut doctor [--json] [PROGRAM] (doctor.c): 0 all fine, 1 not, 2 usage. */
 int sc__doctor_main(int argc, char **argv);
+/* shortcut cdi [...] (cdi.c): a CDI spec for containers: 0, 1 (cannot
+ * write it), 2 (bad usage). */
+int sc__cdi_main(int argc, char **argv);
 
 /* The run directory's stats files read (statsread.c): any process of the
  * user may have written them, or died writing. */

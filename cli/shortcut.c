@@ -33,6 +33,10 @@ static void usage(FILE *f)
 		"          connections back to TCP and accelerate no new ones (waits up\n"
 		"          to S seconds, default 5, until none is left on shared memory)\n"
 		"  on      accelerate new connections again\n"
+		"  cdi [--lib P] [--bin P] [--rundir D] [--name N] [--output F] [--install]\n"
+		"          a Container Device Interface spec: podman run --device\n"
+		"          shortcut.dev/run=default gives a container the library and a shared\n"
+		"          run directory (--install: the directory and /etc/cdi/shortcut.json)\n"
 		"  config  validate the SHORTCUT_* environment (exit 2 with the reason if invalid)\n"
 		"  help    this text (--help)\n"
 		"  version the version (--version)\n"
@@ -70,6 +74,8 @@ int main(int argc, char **argv)
 		return cmd_config();
 	if (!strcmp(argv[1], "doctor"))
 		return sc__doctor_main(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "cdi"))
+		return sc__cdi_main(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
 		printf("shortcut %s\n", SC_VERSION);
 		return 0;

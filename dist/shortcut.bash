@@ -7,7 +7,7 @@
 _shortcut()
 {
 	local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-	local cmds="run stat stats off on doctor perf config help version"
+	local cmds="run stat stats off on doctor cdi perf config help version"
 	local i sub="" subi=0
 
 	for ((i = 1; i < COMP_CWORD; i++)); do
@@ -55,6 +55,14 @@ _shortcut()
 		else
 			COMPREPLY=($(compgen -c -- "$cur"))
 		fi
+		;;
+	cdi)
+		case $prev in
+		--lib | --bin | --output) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+		--rundir) COMPREPLY=($(compgen -d -- "$cur")); return ;;
+		--name) return ;;
+		esac
+		COMPREPLY=($(compgen -W "--lib --bin --rundir --name --output --install --help" -- "$cur"))
 		;;
 	perf)
 		local mode=${COMP_WORDS[subi+1]}

@@ -635,7 +635,8 @@ def test_deb_builds_and_passes_lintian(deb):
                  "./usr/include/shortcut.h", "./usr/share/man/man1/shortcut.1.gz",
                  "./usr/share/man/man7/shortcut.7.gz", "./usr/share/man/man3/libshortcut.3.gz",
                  "./usr/share/bash-completion/completions/shortcut",
-                 "./usr/share/doc/shortcut/changelog.gz", "./usr/share/doc/shortcut/copyright"):
+                 "./usr/share/doc/shortcut/changelog.gz", "./usr/share/doc/shortcut/copyright",
+                 "./etc/cdi/shortcut.json", "./usr/lib/tmpfiles.d/shortcut.conf"):
         assert want in files, want
     ctl = run(["dpkg-deb", "-I", deb, "shlibs"]).stdout
     assert ctl.strip() == f"libshortcut {MAJOR} shortcut (>= {VERSION})", ctl
