@@ -319,7 +319,7 @@ def _board_setup():
     probe.bind(("127.0.0.1", 0))
     port = probe.getsockname()[1]
     probe.close()
-    return env, port, os.path.join(rundir, "tcp-v4-%d" % port)
+    return env, port, os.path.join(rundir, "tcp-v5-%d" % port)
 
 
 def _stats(env):
