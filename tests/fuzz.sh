@@ -42,6 +42,14 @@ for src in tests/fuzz/fuzz_${FUZZ:-*}.c; do
 		-pthread -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 		-DSC_VERSION='"fuzz"' -Iinclude -Isrc/core -Isrc/rundir -Icli -o "$bin" "$src" \
 		src/core/*.c $more 2>"$B/fuzz/$name.build.log"; then
+		# a compiler without the fuzzer runtime skips; a harness that
+		# does not compile (an interface changed under it) fails
+		if printf 'int LLVMFuzzerTestOneInput(const char *d, long n) { return 0; }\n' |
+		   $CC -fsanitize=fuzzer -x c -o "$B/fuzz/probe" - 2>/dev/null; then
+			cat "$B/fuzz/$name.build.log"
+			echo "fuzz: FAIL $name: it does not build ($B/fuzz/$name.build.log)"
+			exit 1
+		fi
 		echo "fuzz: SKIP $name: $CC cannot build a libFuzzer harness" \
 		     "($B/fuzz/$name.build.log; Debian: apt-get install clang libclang-rt-14-dev)"
 		continue

@@ -74,6 +74,15 @@ SC_API int shutdown(int fd, int how)
 		server_settle(fd, s);
 	if (s && atomic_load(&s->mode) == M_PENDING) {
 		pthread_mutex_lock(&s->lock);
+		if (atomic_load(&s->mode) == M_PENDING && how != SHUT_RD) {
+			/* our FIN would push what we hold, and a listener
+			 * that defers its accepts takes the connection then:
+			 * a lead byte held back goes; with nothing sent, the
+			 * FIN itself must go (nothing else gets us claimed) */
+			pending_push(fd, s);
+			if (s->lead == LEAD_WANT)
+				s->deadline_ns = 0;     /* withdraw, unless claimed */
+		}
 		pending_settle(fd, s, true, -1);
 		pthread_mutex_unlock(&s->lock);
 	}

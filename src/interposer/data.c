@@ -83,12 +83,23 @@ static ssize_t pending_send(int fd, struct sc_sock *s, const struct iovec *iov, 
 	/* the first bytes ride with the offer too, while nobody claimed it:
 	 * the acceptor finds them in its ring at once (not held ones: a
 	 * cork or MSG_MORE waits for more) */
+	bool held = s->cork || (flags & MSG_MORE);
 	if (done)
 		rec_add(&s->shm_calls, 1);
-	if (done && s->early == from && s->offer >= 0 && s->board &&
-	    !s->cork && !(flags & MSG_MORE))
-		s->early += (uint32_t)sc__offer_early(s->board, s->offer, s->tag, s->early,
+	if (done && s->lead == LEAD_WANT) {
+		/* a listener that defers its accepts sees the connection once
+		 * the stream's first byte is on TCP */
+		pending_lead(fd, s, held);
+	} else if (done && s->early == from && s->offer >= 0 && s->board &&
+		   (!held || s->lead_held)) {
+		/* (held back too while our lead byte is: the acceptor uses
+		 * them only once it has that byte) */
+		uint32_t lead = s->lead == LEAD_ON;
+		s->early += (uint32_t)sc__offer_early(s->board, s->offer, s->tag, s->early - lead,
 						      s->pbuf + from, done);
+	}
+	if (done && !held)
+		pending_push(fd, s);    /* the end of a hold: the lead byte goes */
 	return (ssize_t)done;
 }
 

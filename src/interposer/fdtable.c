@@ -172,8 +172,12 @@ void sock_release(struct sc_sock *s, int fd_of_release)
 	dm_sock_release(s);     /* its fragments are freed, as at the kernel's close */
 	/* bytes the program sent are the peer's: settle first (as the
 	 * kernel delivers them after close), then close as settled */
-	if (atomic_load(&s->mode) == M_PENDING && s->plen)
+	if (atomic_load(&s->mode) == M_PENDING && s->plen) {
+		/* (the close pushes what was held: a lead byte held back,
+		 * to a listener that defers its accepts) */
+		pending_push(fd_of_release, s);
 		pending_settle(fd_of_release, s, true, (int)G.claim_ms);
+	}
 	int mode = atomic_load(&s->mode);
 	if (mode == M_TCP && s->c) {
 		/* switched back to TCP: the kernel socket's close is the close */

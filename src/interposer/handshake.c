@@ -312,6 +312,9 @@ static int offer_post(int fd, struct sc_sock *s, int family, const struct sc_add
 		return -1;
 	}
 	s->deadline_ns = sc__now_ns() + (uint64_t)G.claim_ms * 1000000u;
+	/* a listener there that defers its accepts gets our first byte on
+	 * TCP (pending_lead) */
+	s->lead = sc__board_defers(s->board, dst) ? LEAD_WANT : LEAD_NO;
 	atomic_store(&s->mode, M_PENDING);
 	rec_fill(s, fd, SC_REC_PENDING, -1, 0);
 	LOG(3, "offer %d posted", s->offer);
@@ -369,16 +372,21 @@ SC_API int connect(int fd, const struct sockaddr *addr, socklen_t alen)
 	return rc;
 }
 
-/* s (lock held) registered as a listener on port's board, taken afresh
- * if the board it holds was removed by a collection since (its listeners
- * all dead: sc__board_collect); 0 or -errno. */
-static int board_register(struct sc_sock *s, uint16_t port, const struct sc_addr16 *a)
+/* s (fd, lock held) registered as a listener on port's board, taken
+ * afresh if the board it holds was removed by a collection since (its
+ * listeners all dead: sc__board_collect); 0 or -errno. */
+static int board_register(int fd, struct sc_sock *s, uint16_t port, const struct sc_addr16 *a)
 {
-	int rc = -ENOENT;
+	int rc = -ENOENT, defer = 0;
+	socklen_t dl = sizeof(defer);
+	/* set before listen(), or in the process that forked us: the
+	 * kernel's word (after listen(), setsockopt tells the board) */
+	if (R(getsockopt)(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer, &dl) < 0)
+		defer = 0;
 	if (!s->board)
 		sock_board(s, sc__board(port, true), port);
 	for (int tries = 0; s->board && tries < 3; tries++) {
-		rc = sc__board_listen(s->board, a, s->ino);
+		rc = sc__board_listen(s->board, a, s->ino, defer > 0);
 		if (rc != -ESTALE)
 			break;
 		struct sc_board *old = s->board;
@@ -409,7 +417,7 @@ SC_API int listen(int fd, int backlog)
 	    sc__addr16((struct sockaddr *)&me, &a, &port)) {
 		pthread_mutex_lock(&s->lock);
 		s->ino = fd_ino(fd);
-		if (board_register(s, port, &a) == 0) {
+		if (board_register(fd, s, port, &a) == 0) {
 			atomic_store(&s->mode, M_LISTEN);
 			LOG(2, "listening on port %u, accelerated", port);
 		} else {
@@ -452,6 +460,33 @@ static bool syn_addrs(const uint8_t *syn, socklen_t len, struct sc_addr16 *local
 	*rport = (uint16_t)(syn[th] << 8 | syn[th + 1]);
 	*lport = (uint16_t)(syn[th + 2] << 8 | syn[th + 3]);
 	return *rport && *lport;
+}
+
+/* The client of the offer we claimed put its first byte on TCP: it is on
+ * nfd, or on its way (the client sends it right after it committed it,
+ * before it waits for anything).  Wait for it, 200 ms at most (a client
+ * stopped in between, or scheduled out on a crowded machine), and peek it
+ * into *b: 0, or -1 if it did not come (the connection ended first, or
+ * the wait ran out). */
+#define LEAD_WAIT_MS 200
+static int lead_peek(int nfd, uint8_t *b)
+{
+	uint64_t end = sc__now_ns() + LEAD_WAIT_MS * 1000000ull;
+	for (;;) {
+		ssize_t n = R(recv)(nfd, b, 1, MSG_PEEK | MSG_DONTWAIT);
+		if (n == 1)
+			return 0;
+		if (n == 0 || (errno != EAGAIN && errno != EINTR))
+			return -1;
+		uint64_t now = sc__now_ns();
+		if (now >= end)
+			return -1;
+		/* (in slices: POLLIN waits for SO_RCVLOWAT's bytes, and the
+		 * program may have set it on the listener) */
+		struct pollfd p = { .fd = nfd, .events = POLLIN };
+		uint64_t left = (end - now) / 1000000u + 1;
+		R(poll)(&p, 1, left < 10 ? (int)left : 10);
+	}
 }
 
 /* A connection we accepted on an accelerated listener: claim its offer. */
@@ -571,17 +606,41 @@ static void server_claim(int nfd, struct sc_sock *s)
 	char path[128];
 	struct sc_conn *c = NULL;
 	uint32_t elen;
-	const uint8_t *early = sc__offer_early_take(b, idx, &elen);
-	LOG(3, "offer %d claimed, %u early bytes", idx, elen);
+	bool lead;
+	const uint8_t *early = sc__offer_early_take(b, idx, &elen, &lead);
+	uint8_t first[SC_EARLY_MAX];
+	LOG(3, "offer %d claimed, %u early bytes%s", idx, elen, lead ? " after a lead byte" : "");
+	if (lead) {
+		/* the client's first byte is on TCP (for a listener that
+		 * defers its accepts), the early bytes follow it */
+		if (lead_peek(nfd, first) < 0) {
+			/* not there: the client is stopped, or gone.  TCP,
+			 * where the byte (if it comes) is the stream's first */
+			sc__offer_decline(b, idx, tag);
+			fallback_stat(s, nfd, SC_FB_CLAIM_TIMEOUT);
+			return;
+		}
+		memcpy(first + 1, early, elen);
+		early = first;
+		elen++;
+	}
 	int rc = sc__rendezvous_path(client, path, sizeof(path));
 	if (!rc)        /* blocking: per call; the client's first bytes go in */
 		rc = sc__connect_tagged(path, tag, client, early, elen, sc__offer_max_seg(b, idx),
 					0, &c);
 	if (rc) {
-		/* the client learns it from the board and stays on TCP */
+		/* the client learns it from the board and stays on TCP (a
+		 * lead byte, only peeked, stays the stream's first) */
 		sc__offer_decline(b, idx, tag);
 		fallback_stat(s, nfd, rc == -ENOMEM ? SC_FB_NOMEM : SC_FB_RENDEZVOUS);
 		return;
+	}
+	if (lead) {
+		/* in our ring now: off the kernel socket (peeked: there,
+		 * and nobody else reads it while we hold s->lock) */
+		char b1;
+		if (R(recv)(nfd, &b1, 1, MSG_DONTWAIT) != 1)
+			LOG(1, "the lead byte of offer %d left the kernel socket", idx);
 	}
 	sc__offer_done(b, idx);
 	s->c = c;
@@ -627,7 +686,7 @@ static void listener_adopt(int fd, struct sc_sock *ls)
 		struct sc_addr16 a;
 		if (getsockname(fd, (struct sockaddr *)&me, &ml) == 0 &&
 		    sc__addr16((struct sockaddr *)&me, &a, NULL) &&
-		    board_register(ls, ls->bport, &a) == 0)
+		    board_register(fd, ls, ls->bport, &a) == 0)
 			ls->owner = sc__pid();
 	}
 	pthread_mutex_unlock(&ls->lock);

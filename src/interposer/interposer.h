@@ -155,7 +155,13 @@ struct sc_sock {
 	struct sc_addr16 dst;   /* where it connected (its listener's liveness) */
 	char *pbuf;
 	size_t plen;
-	uint32_t early;         /* of pbuf, published with the offer (board) */
+	uint32_t early;         /* of pbuf, published with the offer (board;
+				 * a lead byte counted) */
+	/* the port's listener defers its accepts (TCP_DEFER_ACCEPT): the
+	 * first byte of our stream goes on TCP (pending_lead) */
+	uint8_t lead;           /* LEAD_NO, LEAD_WANT (not decided), LEAD_ON */
+	bool lead_tcp;          /* ... pbuf[0] was sent on TCP */
+	bool lead_held;         /* ... held back there (MSG_MORE, cork) */
 	int efd;                /* readable once the OPEN arrived */
 	bool tcp_up;            /* the kernel's connect has completed (pending_tcp_up) */
 	bool efd_exposed;       /* ... handed to a poller or an epoll set (kept
@@ -220,6 +226,19 @@ bool in_vfork_child(void);
 
 void pending_unlink(struct sc_sock *s);
 int pending_settle(int fd, struct sc_sock *s, bool block, int max_ms);
+/* s->lead: no lead byte (the port's listeners do not defer their accepts,
+ * or it was decided), one to send with the first bytes, one committed
+ * (the acceptor takes it from TCP, ahead of the early bytes) */
+enum { LEAD_NO, LEAD_WANT, LEAD_ON };
+/* A pending client's first bytes were buffered (s->lock held; nothing
+ * unless s->lead is LEAD_WANT): the first goes on TCP, where a listener
+ * that defers its accepts sees it, held back there if the send was (held:
+ * MSG_MORE or cork), and the rest with the offer. */
+void pending_lead(int fd, struct sc_sock *s, bool held);
+/* The hold of a pending client's stream ends (a send not held back,
+ * shutdown, close): a lead byte the kernel holds goes now, as the
+ * kernel's push would send the program's bytes (s->lock held). */
+void pending_push(int fd, struct sc_sock *s);
 bool pending_tcp_up(int fd, struct sc_sock *s);
 int rdv_ensure(void);
 void server_settle(int fd, struct sc_sock *s);

@@ -188,13 +188,17 @@ static int tcp_write_all(int fd, const char *buf, size_t len)
 	return 0;
 }
 
-/* s->lock held: the offer lost; continue on TCP. */
+/* s->lock held: the offer lost; continue on TCP (after the lead byte,
+ * if it went there). */
 static int pending_to_tcp(int fd, struct sc_sock *s, enum sc_fallback why)
 {
 	int rc = 0;
+	size_t from = s->lead_tcp ? 1 : 0;
 	pending_unlink(s);
-	if (s->plen)
-		rc = tcp_write_all(fd, s->pbuf, s->plen);
+	if (from)
+		SC_STAT_ADD(bytes_tcp_sent, 1);
+	if (s->plen > from)
+		rc = tcp_write_all(fd, s->pbuf + from, s->plen - from);
 	free(s->pbuf);
 	s->pbuf = NULL;
 	s->plen = 0;
@@ -261,6 +265,71 @@ static int pending_to_shm(struct sc_sock *s)
 	sw_start();
 	LOG(1, "connection on shared memory (client)");
 	return 0;
+}
+
+void pending_lead(int fd, struct sc_sock *s, bool held)
+{
+	if (s->lead != LEAD_WANT || !s->plen || s->offer < 0 || !s->board)
+		return;
+	/* decided here: the acceptor sealed our bytes already (it claimed
+	 * once the listener's deferral ran out, or on a listener of the port
+	 * that does not defer), or the byte is committed */
+	s->lead = LEAD_NO;
+	if (!sc__offer_lead(s->board, s->offer, s->tag))
+		return;
+	s->lead = LEAD_ON;
+	/* the rest goes with the offer first, held back or not: the
+	 * acceptor, woken by the byte, finds it all, and it uses none of it
+	 * before it has that byte, which the kernel sends when it would have
+	 * sent the bytes held back */
+	s->early = 1;
+	if (s->plen > 1)
+		s->early += (uint32_t)sc__offer_early(s->board, s->offer, s->tag, 0,
+						      s->pbuf + 1, s->plen - 1);
+	/* a real byte of the program's, the stream's first: whoever reads
+	 * the kernel socket (the claimer, or the program if this goes on
+	 * TCP) takes it in order.  Held back as the program's send was (its
+	 * MSG_MORE; its cork is the kernel socket's): the kernel sends it
+	 * when the hold ends (pending_push) or after its 200 ms, as it would
+	 * have sent the program's bytes.  The connect has completed (a send
+	 * that does not wait came only then; one that does waits here, as
+	 * the kernel's would for the connection) */
+	int saved = errno;
+	for (;;) {
+		ssize_t n = R(send)(fd, s->pbuf, 1, MSG_NOSIGNAL | MSG_DONTWAIT |
+				    (held && !s->cork ? MSG_MORE : 0));
+		if (n == 1) {
+			s->lead_tcp = true;
+			s->lead_held = held;
+			break;
+		}
+		if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+			struct pollfd p = { .fd = fd, .events = POLLOUT };
+			R(poll)(&p, 1, 1000);
+			continue;
+		}
+		/* the connection failed: the byte stays ours (the claimer
+		 * waits for it in vain and declines; the program's next call
+		 * finds the error on TCP) */
+		break;
+	}
+	errno = saved;
+	LOG(3, "offer %d: first byte on TCP%s, %u bytes with the offer", s->offer,
+	    held ? " (held back)" : "", s->early - 1);
+}
+
+void pending_push(int fd, struct sc_sock *s)
+{
+	if (!s->lead_held)
+		return;
+	s->lead_held = false;
+	/* the kernel's push of what it holds (tcp_push_pending_frames), the
+	 * cork as it was: the program's own, if it set one */
+	int zero = 0, one = 1, saved = errno;
+	R(setsockopt)(fd, IPPROTO_TCP, TCP_CORK, &zero, sizeof(zero));
+	if (s->cork)
+		R(setsockopt)(fd, IPPROTO_TCP, TCP_CORK, &one, sizeof(one));
+	errno = saved;
 }
 
 /* s->lock held, s pending: has the kernel's connect completed?  Until it

@@ -181,6 +181,18 @@ SC_API int setsockopt(int fd, int level, int opt, const void *val, socklen_t len
 			return n;
 	}
 	int rc = R(setsockopt)(fd, level, opt, val, len);
+	if (rc == 0 && s && level == IPPROTO_TCP && opt == TCP_DEFER_ACCEPT &&
+	    atomic_load(&s->mode) == M_LISTEN) {
+		/* clients of a listener that defers its accepts put their
+		 * first byte on TCP (the kernel's word: it rounds) */
+		int v = 0;
+		socklen_t vl = sizeof(v);
+		pthread_mutex_lock(&s->lock);
+		if (atomic_load(&s->mode) == M_LISTEN && s->board &&
+		    R(getsockopt)(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &v, &vl) == 0)
+			sc__board_defer(s->board, s->ino, v > 0);
+		pthread_mutex_unlock(&s->lock);
+	}
 	if (rc == 0 && s && level == SOL_SOCKET && opt == SO_ZEROCOPY && val && len >= sizeof(int))
 		s->zerocopy = *(const int *)val != 0;
 	if (rc == 0 && s && level == SOL_SOCKET && val && len >= sizeof(struct timeval) &&
@@ -221,6 +233,13 @@ SC_API int setsockopt(int fd, int level, int opt, const void *val, socklen_t len
 		bool on = *(const int *)val != 0;
 		if (opt == TCP_CORK)
 			s->cork = on;
+		bool push = opt == TCP_CORK ? !on : on;
+		if (push && atomic_load(&s->mode) == M_PENDING) {
+			/* the kernel pushed our lead byte (pending_lead) */
+			pthread_mutex_lock(&s->lock);
+			s->lead_held = false;
+			pthread_mutex_unlock(&s->lock);
+		}
 		if (atomic_load(&s->mode) == M_SHM && s->owner == sc__pid() && s->c) {
 			if (opt == TCP_CORK)
 				sc_set_cork(s->c, on);

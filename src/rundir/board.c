@@ -468,6 +468,7 @@ static int board_put(struct sc_board *b, uint64_t owner, const struct sc_board_l
 		l->netns = t->netns;
 		l->sock_ino = t->sock_ino;
 		l->wildcard = t->wildcard;
+		atomic_store(&l->deferred, atomic_load(&t->deferred));
 		memcpy(l->addr, t->addr, sizeof(l->addr));
 		/* naddr last: a reader sees the addresses complete */
 		__atomic_store_n(&l->naddr, t->naddr, __ATOMIC_RELEASE);
@@ -476,11 +477,13 @@ static int board_put(struct sc_board *b, uint64_t owner, const struct sc_board_l
 	return -ENOSPC;
 }
 
-int sc__board_listen(struct sc_board *b, const struct sc_addr16 *addr, uint64_t sock_ino)
+int sc__board_listen(struct sc_board *b, const struct sc_addr16 *addr, uint64_t sock_ino,
+		     bool deferred)
 {
 	int fd = board_open((uint16_t)b->port, 0), rc, saved = errno;
 	struct sc_board_listener t = { .netns = sc__netns(), .sock_ino = sock_ino,
-				       .wildcard = sc__addr_is_any(addr), .naddr = 1 };
+				       .wildcard = sc__addr_is_any(addr), .naddr = 1,
+				       .deferred = deferred };
 
 	if (t.wildcard)
 		t.naddr = (uint32_t)local_addrs(t.addr, SC_BOARD_ADDRS);
@@ -527,6 +530,24 @@ int sc__board_listen_inherit(struct sc_board *b, uint64_t sock_ino, uint64_t par
 	return rc;
 }
 
+void sc__board_defer(struct sc_board *b, uint64_t sock_ino, bool deferred)
+{
+	int fd = board_open((uint16_t)b->port, 0), saved = errno;
+
+	/* (under the flock: an entry being copied for a fork child, or
+	 * written afresh, gets the new value) */
+	if (fd >= 0)
+		flock(fd, LOCK_EX);
+	for (int i = 0; i < SC_BOARD_LISTENERS; i++) {
+		struct sc_board_listener *l = &b->listeners[i];
+		if (atomic_load(&l->owner) && l->sock_ino == sock_ino)
+			atomic_store(&l->deferred, deferred);
+	}
+	if (fd >= 0)
+		close(fd);      /* (the flock with it) */
+	errno = saved;
+}
+
 void sc__board_unlisten(struct sc_board *b, uint64_t sock_ino)
 {
 	int fd = board_open((uint16_t)b->port, 0), saved = errno;
@@ -570,6 +591,26 @@ static bool entry_live_cached(struct sc_board *b, int i)
 	return true;
 }
 
+/* Does listener entry l (written: naddr n) take connections to dst? */
+static bool entry_serves(struct sc_board_listener *l, uint32_t n, const struct sc_addr16 *dst,
+			 bool loop)
+{
+	bool yes = false;
+	if (n > SC_BOARD_ADDRS)
+		n = 0;  /* wildcard with no address besides loopback */
+	if (loop) {
+		/* 127.0.0.1 in another namespace is another host */
+		if (l->netns != sc__netns())
+			return false;
+		if (l->wildcard || sc__addr_is_loopback(&l->addr[0]))
+			yes = !memcmp(&l->addr[0], dst, 16) || l->wildcard;
+	} else {
+		for (uint32_t k = 0; k < n && !yes; k++)
+			yes = !memcmp(&l->addr[k], dst, 16);
+	}
+	return yes;
+}
+
 bool sc__board_serves(struct sc_board *b, const struct sc_addr16 *dst)
 {
 	bool loop = sc__addr_is_loopback(dst);
@@ -582,23 +623,28 @@ bool sc__board_serves(struct sc_board *b, const struct sc_addr16 *dst)
 		uint32_t n = __atomic_load_n(&l->naddr, __ATOMIC_ACQUIRE);
 		if (!owner || !n)
 			continue;
-		if (n > SC_BOARD_ADDRS)
-			n = 0;  /* wildcard with no address besides loopback */
-		if (loop) {
-			/* 127.0.0.1 in another namespace is another host */
-			if (l->netns != sc__netns())
-				continue;
-			if (l->wildcard || sc__addr_is_loopback(&l->addr[0]))
-				yes = !memcmp(&l->addr[0], dst, 16) || l->wildcard;
-		} else {
-			for (uint32_t k = 0; k < n && !yes; k++)
-				yes = !memcmp(&l->addr[k], dst, 16);
-		}
+		yes = entry_serves(l, n, dst, loop);
 		if (yes && !entry_live_cached(b, i))
 			yes = false;    /* gone: killed, exec'd, or a zombie */
 	}
 	errno = saved;
 	return yes;
+}
+
+bool sc__board_defers(struct sc_board *b, const struct sc_addr16 *dst)
+{
+	bool loop = sc__addr_is_loopback(dst);
+
+	for (int i = 0; i < SC_BOARD_LISTENERS; i++) {
+		struct sc_board_listener *l = &b->listeners[i];
+		if (!atomic_load_explicit(&l->deferred, memory_order_relaxed) ||
+		    !atomic_load(&l->owner))
+			continue;
+		uint32_t n = __atomic_load_n(&l->naddr, __ATOMIC_ACQUIRE);
+		if (n && entry_serves(l, n, dst, loop))
+			return true;
+	}
+	return false;
 }
 
 static uint64_t mono_ms(void)
@@ -819,30 +865,49 @@ size_t sc__offer_early(struct sc_board *b, int idx, uint64_t tag, uint32_t at,
 		       const void *buf, size_t len)
 {
 	struct sc_early *e = &b->early[idx];
-	uint32_t l = at;
+	/* (our own word: only the claimer's seal changes it meanwhile) */
+	uint32_t l = atomic_load_explicit(&e->len, memory_order_relaxed);
+	uint32_t lead = l & SC_EARLY_LEAD ? 1 : 0, room = SC_EARLY_MAX - lead;
 
-	if (at >= SC_EARLY_MAX || !len ||
+	if (at >= room || !len || (l & ~SC_EARLY_LEAD) != at ||
 	    atomic_load_explicit(&b->offers[idx].word, memory_order_relaxed) !=
-	    SC_OFFER_WORD(tag, SC_OFFER_OFFERED) ||
-	    atomic_load_explicit(&e->len, memory_order_relaxed) != at)
+	    SC_OFFER_WORD(tag, SC_OFFER_OFFERED))
 		return 0;
-	if (len > SC_EARLY_MAX - at)
-		len = SC_EARLY_MAX - at;
+	if (len > room - at)
+		len = room - at;
 	memcpy(e->data + at, buf, len);
 	/* release: the bytes before the length; fails once sealed */
-	if (!atomic_compare_exchange_strong_explicit(&e->len, &l, at + (uint32_t)len,
+	if (!atomic_compare_exchange_strong_explicit(&e->len, &l, l + (uint32_t)len,
 						     memory_order_release, memory_order_relaxed))
 		return 0;
 	return len;
 }
 
-const uint8_t *sc__offer_early_take(struct sc_board *b, int idx, uint32_t *len)
+bool sc__offer_lead(struct sc_board *b, int idx, uint64_t tag)
 {
 	struct sc_early *e = &b->early[idx];
+	uint32_t l = 0;
+
+	if (atomic_load_explicit(&b->offers[idx].word, memory_order_relaxed) !=
+	    SC_OFFER_WORD(tag, SC_OFFER_OFFERED))
+		return false;
+	/* pairs with the claimer's seal (sc__offer_early_take): one of the
+	 * two read-modify-writes of len comes first, and the other sees it
+	 * (a claim between our look at the word and this fails it: the
+	 * claimer seals before it uses the bytes) */
+	return atomic_compare_exchange_strong_explicit(&e->len, &l, SC_EARLY_LEAD,
+						       memory_order_relaxed, memory_order_relaxed);
+}
+
+const uint8_t *sc__offer_early_take(struct sc_board *b, int idx, uint32_t *len, bool *lead)
+{
+	struct sc_early *e = &b->early[idx];
+	/* acquire: the bytes the client published before its length */
 	uint32_t l = atomic_fetch_or_explicit(&e->len, SC_EARLY_SEALED, memory_order_acquire);
 
-	l &= ~SC_EARLY_SEALED;
-	*len = l <= SC_EARLY_MAX ? l : 0;       /* a scribbled length: none */
+	*lead = l & SC_EARLY_LEAD;
+	l &= ~(SC_EARLY_SEALED | SC_EARLY_LEAD);
+	*len = l <= SC_EARLY_MAX - *lead ? l : 0;      /* a scribbled length: none */
 	return e->data;
 }
 

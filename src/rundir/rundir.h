@@ -34,7 +34,8 @@
 #include "stats.h"
 
 #define SC_BOARD_MAGIC      0x5343424fu
-#define SC_BOARD_VERSION    5u  /* 5: identities, not pids; the client's address and SYN tag */
+/* 5: identities, not pids; the client's address and SYN tag; deferral */
+#define SC_BOARD_VERSION    5u
 #define SC_BOARD_LISTENERS  32
 #define SC_BOARD_CONNECTING 32
 #define SC_BOARD_ADDRS      8
@@ -68,7 +69,10 @@ struct sc_board_listener {
 	_Atomic uint32_t prereg;        /* written by the parent at fork, not yet
 					 * locked: live while its owner (the child,
 					 * whose identity the parent made) is */
-	uint32_t pad;
+	/* its socket defers its accepts (TCP_DEFER_ACCEPT > 0): the kernel
+	 * queues a connection only once data came on it, so a client sends
+	 * its first byte on TCP (a lead byte, struct sc_early); a hint */
+	_Atomic uint32_t deferred;
 	struct sc_addr16 addr[SC_BOARD_ADDRS];  /* bound address, or all local
 						  * addresses of a wildcard bind */
 };
@@ -137,8 +141,18 @@ _Static_assert(sizeof(struct sc_offer) == 128, "offer: two cache lines");
  * that the acceptor finds the request in its ring as soon as it claims,
  * instead of waiting for the client to be woken by the OPEN and flush.
  * len: bytes published (the client appends, then moves len by a CAS); the
- * claimer seals it (SC_EARLY_SEALED) and takes data[0, len). */
+ * claimer seals it (SC_EARLY_SEALED) and takes data[0, len).
+ *
+ * SC_EARLY_LEAD: the client sends the first byte of its stream on TCP (its
+ * port's listener defers its accepts: the kernel queues the connection
+ * only once a byte came), and data[] holds the bytes after it (at most
+ * SC_EARLY_MAX - 1).  The client sets it by a CAS of len from 0 before it
+ * sends that byte; the claimer's seal fixes both at once: LEAD in the
+ * sealed word means the byte is on the kernel socket or on its way, and
+ * the claimer takes it from there ahead of data[]; no LEAD, the client
+ * puts no byte on TCP. */
 #define SC_EARLY_SEALED (1u << 31)
+#define SC_EARLY_LEAD   (1u << 30)
 struct sc_early {
 	_Atomic uint32_t len;
 	uint32_t pad;
@@ -246,10 +260,15 @@ int sc__backed(void *p, size_t len);
 struct sc_board *sc__board(uint16_t port, bool create);
 void sc__board_put(uint16_t port);
 
-/* A listener of ours on port (addr as bound): register / drop it.
+/* A listener of ours on port (addr as bound; deferred: TCP_DEFER_ACCEPT
+ * set): register / drop it.
  * -ESTALE: b is a board removed since it was mapped (sc__board_collect);
  * give it back, sc__board_forget(port, b), and take the port's again. */
-int sc__board_listen(struct sc_board *b, const struct sc_addr16 *addr, uint64_t sock_ino);
+int sc__board_listen(struct sc_board *b, const struct sc_addr16 *addr, uint64_t sock_ino,
+		     bool deferred);
+/* The listening socket sock_ino (every entry naming it: a fork child's
+ * too) defers its accepts now, or no longer. */
+void sc__board_defer(struct sc_board *b, uint64_t sock_ino, bool deferred);
 /* Our reference on port's board b given back: drop the mapping if the
  * file is gone or another now (removed by a collection) and nobody else of
  * ours holds it; true if the caller should look the port's board up again
@@ -271,6 +290,10 @@ int sc__board_listen_inherit(struct sc_board *b, uint64_t sock_ino, uint64_t par
 			     uint64_t child);
 /* Does a live accelerated listener serve dst?  (client side) */
 bool sc__board_serves(struct sc_board *b, const struct sc_addr16 *dst);
+/* Does a listener for dst defer its accepts (any of them: which socket of
+ * an SO_REUSEPORT group the kernel picks is not known)?  A hint: an entry
+ * of a dead listener may count (a lead byte costs little). */
+bool sc__board_defers(struct sc_board *b, const struct sc_addr16 *dst);
 /* In a fork child, first thing: the parent's lock descriptions are not
  * ours (the parent's entries must die with the parent). */
 void sc__board_atfork_child(void);
@@ -294,10 +317,16 @@ int sc__offer_post(struct sc_board *b, uint16_t cport, const struct sc_addr16 *s
  * client said it can map (0: no limit). */
 uint64_t sc__offer_max_seg(struct sc_board *b, int idx);
 /* Client, our offer posted and not claimed yet: publish len more bytes of
- * our stream, which has had `at` bytes published so far.  Returns how many
- * were (0 once the offer is claimed, or full). */
+ * our stream, which has had `at` bytes published so far in data[] (a lead
+ * byte not counted).  Returns how many were (0 once the offer is claimed,
+ * or full). */
 size_t sc__offer_early(struct sc_board *b, int idx, uint64_t tag, uint32_t at,
 		       const void *buf, size_t len);
+/* Client, our offer posted, nothing published yet: commit the first byte
+ * of our stream to TCP (SC_EARLY_LEAD).  true: committed, send it now;
+ * false: the offer is claimed or declined already (its claimer sealed
+ * it): no byte of ours may go on TCP before the answer. */
+bool sc__offer_lead(struct sc_board *b, int idx, uint64_t tag);
 /* Client: our offer's state: OFFERED, DECLINED, or CLAIMED (claimed, or
  * claimed and already done with: the OPEN is on its way). */
 uint32_t sc__offer_state(struct sc_board *b, int idx, uint64_t tag);
@@ -340,9 +369,10 @@ int sc__offer_claim(struct sc_board *b, uint16_t cport, const struct sc_addr16 *
 		    const struct sc_addr16 *remote, uint8_t syn_ttl, uint64_t *client,
 		    uint64_t *tag);
 /* Server, right after a claim: seal the client's early bytes (it publishes
- * no more) and return them (*len ≤ SC_EARLY_MAX; stable in the board until
- * the client's next offer on that port, after this connection). */
-const uint8_t *sc__offer_early_take(struct sc_board *b, int idx, uint32_t *len);
+ * no more) and return them (*len ≤ SC_EARLY_MAX - *lead; stable in the
+ * board until the client's next offer on that port, after this
+ * connection).  *lead: the client's first byte is on TCP, ahead of them. */
+const uint8_t *sc__offer_early_take(struct sc_board *b, int idx, uint32_t *len, bool *lead);
 /* Server: no offer for this connection: decline the 4-tuple so that a late
  * offer learns it.  0 = declined (index in *idx, or -1 if another live
  * offer holds the entry, or a live writer has held it BUSY for 20 ms),

@@ -28,7 +28,13 @@
  *     client's address, its SYN's tag, its network namespace on loopback).
  *  7. the connecting slots: take, free, anyone_connecting, stale slots.
  *  8. listener entries: listen, serves, unlisten, wildcard, and an entry
- *     dies with its process (the OFD lock).
+ *     dies with its process (the OFD lock); a listener that defers its
+ *     accepts (TCP_DEFER_ACCEPT), set at listen or later, for its
+ *     addresses only.
+ * 10. early bytes and the lead byte: what a client publishes, and whether
+ *     its first byte went on TCP, is what the claimer's seal takes;
+ *     lead vs seal raced: both sides agree on the lead byte, and on
+ *     every early byte.
  *  9. the mappings are bounded: meeting many ports leaves no more than
  *     SC_BOARD_CACHE boards mapped (/proc/self/maps); a board looked up
  *     between every new mapping stays; held boards stay, however many;
@@ -514,7 +520,7 @@ static int listening_child(void *arg)
 	struct sc_addr16 lo = addr4("127.0.0.1");
 	char c = 'l';
 	T_ASSERT(b);
-	T_EQ(sc__board_listen(b, &lo, 777), 0);
+	T_EQ(sc__board_listen(b, &lo, 777, false), 0);
 	t_write_full(pipe_fds[1], &c, 1);
 	t_read_full(back_fds[0], &c, 1);        /* until killed */
 	return 1;
@@ -530,12 +536,12 @@ static void listeners(void)
 	T_ASSERT(b);
 	T_ASSERT(sc__board(port, false) == b);
 	T_ASSERT(!sc__board_serves(b, &lo));
-	T_EQ(sc__board_listen(b, &lo, 1234), 0);
+	T_EQ(sc__board_listen(b, &lo, 1234, false), 0);
 	T_ASSERT(sc__board_serves(b, &lo));
 	T_ASSERT(!sc__board_serves(b, &lo2));
 	T_ASSERT(!sc__board_serves(b, &other));
 	/* listening again on the same socket takes no second entry */
-	T_EQ(sc__board_listen(b, &lo, 1234), 0);
+	T_EQ(sc__board_listen(b, &lo, 1234, false), 0);
 	int n = 0;
 	for (int i = 0; i < SC_BOARD_LISTENERS; i++)
 		n += atomic_load(&b->listeners[i].owner) == sc__self();
@@ -546,7 +552,7 @@ static void listeners(void)
 	sc__board_unlisten(b, 99);
 
 	/* a wildcard listener serves every loopback address */
-	T_EQ(sc__board_listen(b, &any, 1235), 0);
+	T_EQ(sc__board_listen(b, &any, 1235, false), 0);
 	T_ASSERT(sc__board_serves(b, &lo));
 	T_ASSERT(sc__board_serves(b, &lo2));
 	T_ASSERT(!sc__board_serves(b, &other));
@@ -555,11 +561,27 @@ static void listeners(void)
 
 	/* every entry taken: -ENOSPC, and the entries are ours to free */
 	for (int i = 0; i < SC_BOARD_LISTENERS; i++)
-		T_EQ(sc__board_listen(b, &lo, 2000 + (uint64_t)i), 0);
-	T_EQ(sc__board_listen(b, &lo, 3000), -ENOSPC);
+		T_EQ(sc__board_listen(b, &lo, 2000 + (uint64_t)i, false), 0);
+	T_EQ(sc__board_listen(b, &lo, 3000, false), -ENOSPC);
 	for (int i = 0; i < SC_BOARD_LISTENERS; i++)
 		sc__board_unlisten(b, 2000 + (uint64_t)i);
 	T_ASSERT(!sc__board_serves(b, &lo));
+
+	/* deferred accepts: set at listen, or later; only for the addresses
+	 * the listener serves; gone with its entry */
+	T_ASSERT(!sc__board_defers(b, &lo));
+	T_EQ(sc__board_listen(b, &lo, 1236, true), 0);
+	T_EQ(sc__board_listen(b, &any, 1237, false), 0);
+	T_ASSERT(sc__board_defers(b, &lo));
+	T_ASSERT(!sc__board_defers(b, &lo2));   /* served by the wildcard only */
+	sc__board_defer(b, 1236, false);
+	T_ASSERT(!sc__board_defers(b, &lo));
+	sc__board_defer(b, 1237, true);
+	T_ASSERT(sc__board_defers(b, &lo) && sc__board_defers(b, &lo2));
+	T_ASSERT(!sc__board_defers(b, &other));
+	sc__board_unlisten(b, 1237);
+	T_ASSERT(!sc__board_defers(b, &lo) && !sc__board_defers(b, &lo2));
+	sc__board_unlisten(b, 1236);
 
 	/* another process's entry lives while the process does (its OFD lock),
 	 * zombie or not */
@@ -582,13 +604,159 @@ static void listeners(void)
 	T_ASSERT(t_state_of(kid, kid) == 'Z');      /* not reaped yet */
 	t_wait_status(kid);
 	/* its entry is free to take */
-	T_EQ(sc__board_listen(b2, &lo, 4000), 0);
+	T_EQ(sc__board_listen(b2, &lo, 4000, false), 0);
 	T_ASSERT(sc__board_serves(b2, &lo));
 	sc__board_unlisten(b2, 4000);
 	close(pipe_fds[0]);
 	close(pipe_fds[1]);
 	close(back_fds[0]);
 	close(back_fds[1]);
+}
+
+/* ---- early bytes and the lead byte ------------------------------------------ */
+
+static void early(struct sc_board *b)
+{
+	struct sc_addr16 lo = addr4("127.0.0.1");
+	uint16_t cport = 40010;
+	uint64_t tag = 0x4455667, t;
+	uint64_t pid;
+	uint32_t len;
+	bool lead;
+	uint8_t buf[SC_EARLY_MAX + 8];
+	const uint8_t *d;
+
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = (uint8_t)i;
+	/* no lead: up to SC_EARLY_MAX bytes, appended at the published length */
+	T_EQ(sc__offer_post(b, cport, &lo, &lo, 0, tag, 0), cport);
+	T_EQ(sc__offer_early(b, cport, tag, 0, buf, 10), 10);
+	T_EQ(sc__offer_early(b, cport, tag, 5, buf, 10), 0);    /* not at the end */
+	T_EQ(sc__offer_early(b, cport, tag, 10, buf + 10, sizeof(buf)), SC_EARLY_MAX - 10);
+	T_ASSERT(!sc__offer_lead(b, cport, tag));      /* published already */
+	T_EQ(sc__offer_claim(b, cport, &lo, &lo, 0, &pid, &t), cport);
+	d = sc__offer_early_take(b, cport, &len, &lead);
+	T_EQ(len, SC_EARLY_MAX);
+	T_ASSERT(!lead && !memcmp(d, buf, len));
+	sc__offer_done(b, cport);
+
+	/* a lead byte: committed before anything is published, then at most
+	 * SC_EARLY_MAX - 1 bytes after it */
+	T_EQ(sc__offer_post(b, cport, &lo, &lo, 0, tag + 1, 0), cport);
+	T_ASSERT(!sc__offer_lead(b, cport, tag));      /* another offer's tag */
+	T_ASSERT(sc__offer_lead(b, cport, tag + 1));
+	T_ASSERT(!sc__offer_lead(b, cport, tag + 1));  /* once */
+	T_EQ(sc__offer_early(b, cport, tag + 1, 0, buf + 1, sizeof(buf)), SC_EARLY_MAX - 1);
+	T_EQ(sc__offer_claim(b, cport, &lo, &lo, 0, &pid, &t), cport);
+	T_EQ(sc__offer_early(b, cport, tag + 1, SC_EARLY_MAX - 1, buf, 1), 0);
+	d = sc__offer_early_take(b, cport, &len, &lead);
+	T_ASSERT(lead);
+	T_EQ(len, SC_EARLY_MAX - 1);
+	T_ASSERT(!memcmp(d, buf + 1, len));
+	sc__offer_done(b, cport);
+
+	/* sealed first: no lead, nothing published after */
+	T_EQ(sc__offer_post(b, cport, &lo, &lo, 0, tag + 2, 0), cport);
+	T_EQ(sc__offer_claim(b, cport, &lo, &lo, 0, &pid, &t), cport);
+	sc__offer_early_take(b, cport, &len, &lead);
+	T_ASSERT(!lead && len == 0);
+	T_ASSERT(!sc__offer_lead(b, cport, tag + 2));
+	T_EQ(sc__offer_early(b, cport, tag + 2, 0, buf, 1), 0);
+	sc__offer_done(b, cport);
+
+	/* a new offer starts with nothing: no lead, no length, not sealed */
+	T_EQ(sc__offer_post(b, cport, &lo, &lo, 0, tag + 3, 0), cport);
+	T_ASSERT(sc__offer_lead(b, cport, tag + 3));
+	T_ASSERT(sc__offer_withdraw(b, cport, tag + 3));
+
+	/* a scribbled length is none */
+	T_EQ(sc__offer_post(b, cport, &lo, &lo, 0, tag + 4, 0), cport);
+	atomic_store(&b->early[cport].len, SC_EARLY_LEAD | SC_EARLY_MAX);
+	T_EQ(sc__offer_claim(b, cport, &lo, &lo, 0, &pid, &t), cport);
+	sc__offer_early_take(b, cport, &len, &lead);
+	T_ASSERT(lead && len == 0);
+	sc__offer_done(b, cport);
+}
+
+/* lead vs seal, raced: the client commits its lead byte and publishes 10
+ * bytes after it, or finds it sealed; the acceptor claims and seals. */
+static struct {
+	struct sc_board *b;
+	long rounds;
+	pthread_barrier_t start, end;
+	struct sc_addr16 local;
+	uint16_t cport;
+	uint64_t tag;
+	bool led, lead;
+	size_t published;
+	uint32_t len;
+} lr;
+static const uint8_t lr_bytes[16] = "0123456789abcdef";
+
+static void *lead_client(void *arg)
+{
+	(void)arg;
+	for (long i = 0; i < lr.rounds; i++) {
+		pthread_barrier_wait(&lr.start);
+		lr.led = sc__offer_lead(lr.b, lr.cport, lr.tag);
+		lr.published = lr.led ? sc__offer_early(lr.b, lr.cport, lr.tag, 0, lr_bytes, 10) : 0;
+		pthread_barrier_wait(&lr.end);
+		pthread_barrier_wait(&lr.end);
+	}
+	return NULL;
+}
+
+static void *lead_acceptor(void *arg)
+{
+	(void)arg;
+	for (long i = 0; i < lr.rounds; i++) {
+		uint64_t pid;
+		uint64_t t;
+		pthread_barrier_wait(&lr.start);
+		T_EQ(sc__offer_claim(lr.b, lr.cport, &lr.local, &lr.local, 0, &pid, &t), lr.cport);
+		const uint8_t *d = sc__offer_early_take(lr.b, lr.cport, &lr.len, &lr.lead);
+		T_ASSERT(!memcmp(d, lr_bytes, lr.len));
+		pthread_barrier_wait(&lr.end);
+		pthread_barrier_wait(&lr.end);
+	}
+	return NULL;
+}
+
+static void lead_race(struct sc_board *b)
+{
+	long n_lead = 0, n_sealed = 0;
+	pthread_t tc, ta;
+
+	lr.b = b;
+	lr.rounds = (long)t_scale(20000, 2000);
+	lr.local = addr4("127.0.0.1");
+	T_ASSERT(pthread_barrier_init(&lr.start, NULL, 3) == 0);
+	T_ASSERT(pthread_barrier_init(&lr.end, NULL, 3) == 0);
+	T_ASSERT(pthread_create(&tc, NULL, lead_client, NULL) == 0);
+	T_ASSERT(pthread_create(&ta, NULL, lead_acceptor, NULL) == 0);
+	for (long i = 0; i < lr.rounds; i++) {
+		lr.cport = (uint16_t)(20000 + i % 4096);
+		lr.tag = (uint64_t)(i + 1) << 8 & SC_TAG_MASK;
+		T_EQ(sc__offer_post(b, lr.cport, &lr.local, &lr.local, 0, lr.tag, 0), lr.cport);
+		pthread_barrier_wait(&lr.start);
+		pthread_barrier_wait(&lr.end);
+		/* the client's lead is the claimer's, and so is every byte
+		 * it counted as published */
+		T_EQ(lr.lead, lr.led);
+		T_EQ(lr.len, (uint32_t)lr.published);
+		if (lr.led)
+			n_lead++;
+		else
+			n_sealed++;
+		sc__offer_done(b, lr.cport);
+		pthread_barrier_wait(&lr.end);
+	}
+	pthread_join(tc, NULL);
+	pthread_join(ta, NULL);
+	pthread_barrier_destroy(&lr.start);
+	pthread_barrier_destroy(&lr.end);
+	t_log("lead vs seal: %ld rounds: lead byte %ld, sealed first %ld", lr.rounds, n_lead,
+	      n_sealed);
 }
 
 /* ---- the mappings ------------------------------------------------------------ */
@@ -717,6 +885,8 @@ int main(void)
 	race(b, R_POST_DECLINE, "post vs claim/decline");
 	race(b, R_WITHDRAW_CLAIM, "withdraw vs claim");
 	race(b, R_CLAIM_CLAIM, "claim vs claim");
+	early(b);
+	lead_race(b);
 	bounded();
 	t_log("board: ok");
 	return 0;

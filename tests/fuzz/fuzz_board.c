@@ -4,11 +4,12 @@
  * (issue 15).  The board is the real one (sc__board: a file of a private
  * run directory, mapped shared); the input is a program of operations, some
  * of them the peer rewriting any word of the header, the listener and
- * connecting entries or four offer entries (pids, tags, states, addresses,
- * counts, times), the others our calls on it as a client (connecting slot,
- * serves, post, state, claimer, withdraw) and as the accepting side
- * (listen, unlisten, fork inheritance, claim, withdrawn, decline,
- * undecline, done).  Whatever it writes: no access outside the board
+ * connecting entries or four offer entries and their early bytes' words
+ * (pids, tags, states, addresses, counts, times, lengths, the deferred
+ * flag), the others our calls on it as a client (connecting slot, serves,
+ * defers, post, early bytes, lead byte, state, claimer, withdraw) and as
+ * the accepting side (listen, defer, unlisten, fork inheritance, claim and
+ * its early bytes, withdrawn, decline, undecline, done).  Whatever it writes: no access outside the board
  * (ASan), no hang (libFuzzer's -timeout), answers within their ranges.
  *
  *     make fuzz FUZZ_SECONDS=600        (tests/fuzz.sh; seeds in corpus/board)
@@ -37,6 +38,8 @@ static struct sc_board *b;
 static uint64_t ids[8] = { 0, 0, 1, 0, 0, ~0ull, 1ull << 56, SC_PROC_ID_MASK };
 static const uint16_t cports[4] = { 0, 1, 40000, 65535 };
 static struct sc_addr16 addrs[4];
+
+static volatile uint8_t sink;   /* what the harness reads, read */
 
 #define CHECK(x) do { if (!(x)) { fprintf(stderr, "fuzz_board: %s\n", #x); abort(); } } while (0)
 
@@ -109,15 +112,18 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	return 0;
 }
 
-/* A word the peer can write: one of the four offers (k odd), or of the
- * header and its entries. */
+/* A word the peer can write: one of the four offers or the first word of
+ * their early bytes (length, pad) (k odd), or of the header and its
+ * entries. */
 static uint64_t *peer_word(uint32_t k)
 {
 	const uint32_t head = offsetof(struct sc_board, offers) / 8;
 	const uint32_t per = sizeof(struct sc_offer) / 8;
 	if (!(k & 1))
 		return (uint64_t *)b + (k >> 1) % head;
-	k = (k >> 1) % (4 * per);
+	k = (k >> 1) % (4 * per + 4);
+	if (k >= 4 * per)
+		return (uint64_t *)&b->early[cports[k - 4 * per]];
 	return (uint64_t *)&b->offers[cports[k / per]] + k % per;
 }
 
@@ -126,8 +132,10 @@ static uint64_t *peer_word(uint32_t k)
 static void reset(void)
 {
 	memset((char *)b + 16, 0, offsetof(struct sc_board, offers) - 16);
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < 4; i++) {
 		memset(&b->offers[cports[i]], 0, sizeof(b->offers[0]));
+		memset(&b->early[cports[i]], 0, sizeof(b->early[0]));
+	}
 	b->magic = SC_BOARD_MAGIC;
 	b->version = SC_BOARD_VERSION;
 	b->port = PORT;
@@ -168,10 +176,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
 			break;
 		}
 		case 2:
-			CHECK(sc__board_listen(b, addr, ino) <= 0);
+			CHECK(sc__board_listen(b, addr, ino, a & 0x40) <= 0);
 			break;
 		case 3:
-			sc__board_unlisten(b, ino);
+			if (a & 0x40)
+				sc__board_defer(b, ino, a & 0x80);
+			else
+				sc__board_unlisten(b, ino);
 			break;
 		case 4:
 			rc = sc__board_listen_inherit(b, ino, ids[a & 7], ids[a >> 3 & 7]);
@@ -179,6 +190,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
 			break;
 		case 5:
 			sc__board_serves(b, addr);
+			sc__board_defers(b, addr);
 			break;
 		case 6: /* a client: its slot, then its offer */
 			if (slot < 0) {
@@ -233,6 +245,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
 		case 13:
 			sc__board_atfork_child();
 			break;
+		case 14: { /* the client: its first byte on TCP, or early bytes at some length */
+			static const uint8_t bytes[SC_EARLY_MAX + 16];
+			if (offer < 0)
+				break;
+			if (a & 1) {
+				sc__offer_lead(b, offer, tag);
+				break;
+			}
+			size_t len = take8(&d, &n) + (a & 2 ? 0 : 16);
+			size_t k = sc__offer_early(b, offer, tag, take8(&d, &n), bytes, len);
+			CHECK(k <= len && k <= SC_EARLY_MAX);
+			break;
+		}
+		case 15: { /* the accepting side: a claim takes the early bytes */
+			uint32_t len;
+			bool lead;
+			rc = sc__offer_claim(b, cport, addr, src, ttl, &who, &tag2);
+			CHECK(rc == -1 || rc == cport);
+			if (rc < 0)
+				break;
+			const uint8_t *e = sc__offer_early_take(b, rc, &len, &lead);
+			CHECK(len <= SC_EARLY_MAX - lead);
+			for (uint32_t i = 0; i < len; i++)
+				sink += e[i];   /* (ASan: inside the board) */
+			sc__offer_done(b, rc);
+			break;
+		}
 		}
 	}
 	return 0;
