@@ -157,6 +157,10 @@ int rdv_ensure(void)
 		rc = sc__rendezvous_path(sc__self(), path, sizeof(path));
 		if (!rc)
 			rc = sc_listen(path, 4096, &l);
+		/* the group's members connect to it too (connecting takes
+		 * write permission on the name; the umask may have taken it) */
+		if (!rc && sc__cfg.group_set)
+			chmod(path, 0660);
 		if (!rc) {
 			l->deliver = rdv_deliver;
 			sc__ctl_after_hook = rdv_after;
