@@ -5,7 +5,7 @@
   bench/plot.py bench/results/latest.json bench/results/latest.png
 
 Reads the JSON that bench/run.sh and bench/interposed.py write (the core
-figures, "programs" and "floor", issue 12's rows) and draws horizontal bars,
+figures, "programs" and "floor", issue 12's rows, "apps", issue 25's) and draws horizontal bars,
 log-scaled: shortcut and the Unix-domain socket, each as a speed-up over
 kernel TCP (throughput / TCP's; for rows where lower is better, latency,
 wall time, CPU per request, TCP's figure / its figure, so that higher is
@@ -44,6 +44,7 @@ def main():
     progs = data.get("programs", {})
     rows += progs.get("rows", [])
     rows += data.get("floor", {}).get("rows", [])
+    rows += data.get("apps", [])                # bench/apps.py, issue 25
     items = []
     for r in rows:
         lower = r.get("lower_is_better", False)

@@ -13,6 +13,8 @@
 #     floor): connection set-up (sockbench, pgbench -C), 10,000 connections,
 #     epoll_wait(0), CPU per request at fixed rates, oversubscribed pairs,
 #     each with its target and pass/miss;
+#  2c. applications (issue 25, bench/apps.py): pgbouncer, MariaDB, gRPC,
+#     Node ws, axum, Erlang, Netty, HAProxy, each against kernel TCP;
 #  3. readiness (bench/readiness.py); 4. calls not accelerated (passthrough.c).
 # Writes bench/results/latest.md (printed at the end), latest.json (every
 # sample) and latest.png (bench/plot.py: speed-up over kernel TCP).
@@ -74,6 +76,9 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 		echo "missing Debian packages (their rows will say not installed): ${need_apt[*]}" >&2
 	fi
 fi
+# the applications of 2c (pgbouncer, haproxy, mariadb, erlang, grpcio):
+# tests/integration/test_apps.py's installer; a row it cannot install says so
+tests/integration/apps/install.sh >&2
 # matplotlib for the chart: pip, else Debian's package (for Debian's python3)
 plotpy=python3
 if ! python3 -c 'import matplotlib' 2>/dev/null; then
@@ -188,6 +193,14 @@ fi
 	echo "## Never slower than kernel TCP (issue 12): kernel TCP, Unix socket, \`shortcut run\`"
 	echo
 	python3 bench/interposed.py build "$reps" $quick --set floor --json "$out/latest.json" || status=$?
+} >> "$out/latest.md"
+
+# --- 2c. applications (issue 25): kernel TCP vs shortcut run --------------
+{
+	echo
+	echo "## Applications (issue 25): kernel TCP, \`shortcut run\`"
+	echo
+	python3 bench/apps.py build "$reps" $quick --json "$out/latest.json" || status=$?
 } >> "$out/latest.md"
 
 # --- 3. readiness: asyncio echo, epoll with 10,000 idle connections -------

@@ -45,6 +45,9 @@ fi
 # the runtimes of test_runtimes.py (postgresql, uvicorn/httpx; node, java, go,
 # cargo looked for): each row skips, naming what is missing
 tests/integration/runtimes/install.sh
+# the applications of test_apps.py (pgbouncer, haproxy, mariadb, erlang,
+# grpcio): each row skips, naming what is missing
+tests/integration/apps/install.sh
 if ! python3 -c 'import pytest' 2>/dev/null; then
 	python3 -m pip install -q pytest
 fi
