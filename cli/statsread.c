@@ -187,7 +187,7 @@ int sc__stats_print(const char *dir, const struct sc_stats_sum *sum, bool json, 
 		if (sc__fallback_names[i] && V(fallback[i]) && i != SC_FB_SWITCHED)
 			printf("  stayed on TCP     %-22s %llu\n", sc__fallback_names[i], V(fallback[i]));
 	if (V(fallback[SC_FB_SWITCHED]))
-		printf("  later switched back to TCP (exec, SCM_RIGHTS, off) %llu\n",
+		printf("  later switched back to TCP (exec, SCM_RIGHTS, io_uring, off) %llu\n",
 		       V(fallback[SC_FB_SWITCHED]));
 	printf("bytes, shared memory  sent %llu, received %llu\n",
 	       V(bytes_sent), V(bytes_received));

@@ -443,6 +443,15 @@ int sc__dm_take_chunk(struct sc_dm_peer *p, uint64_t key)
 	return -EAGAIN;
 }
 
+/* A chunk we took and put nothing in (the sender's reader had nothing)
+ * goes back: no record names it, the receiver never saw it taken. */
+void sc__dm_untake_chunk(struct sc_dm_peer *p, int chunk)
+{
+	/* release: pairs with the acquire of a taker's compare-and-swap
+	 * (nothing of ours in the chunk to publish; the owner word only) */
+	atomic_store_explicit(&p->owner[chunk], 0, memory_order_release);
+}
+
 bool sc__dm_any_free(struct sc_dm_peer *p)
 {
 	uint32_t n = p->nchunks;

@@ -65,6 +65,7 @@ int sc__dm_peer_add(struct sc_dm_peer **list, uint32_t id, int region_fd, int ct
 struct sc_dm_peer *sc__dm_peer_find(struct sc_dm_peer *const *list, uint32_t id);
 void sc__dm_peers_free(struct sc_dm_peer *list);
 int sc__dm_take_chunk(struct sc_dm_peer *p, uint64_t key);
+void sc__dm_untake_chunk(struct sc_dm_peer *p, int chunk);
 bool sc__dm_any_free(struct sc_dm_peer *p);
 void sc__dm_wait_chunk(struct sc_dm_peer *p, uint32_t seq, int ms);
 

@@ -40,12 +40,13 @@ void sc__dm_tx_prepare(struct sc_conn *c)
 	c->dm_peer = p;
 }
 
-/* txlock held, framed: one record of at most a chunk's bytes from iov at
+/* txlock held, framed: one record of at most a chunk's bytes from src at
  * byte skip.  Returns the bytes sent (> 0), 0 if the ring has no room for
  * a record, -EAGAIN if no chunk is free (*seq: the free sequence seen
- * before looking, to wait on). */
-ssize_t sc__dm_send_one(struct sc_conn *c, const struct iovec *iov, int iovcnt, size_t skip,
-			size_t len, uint32_t *seq)
+ * before looking, to wait on), -ENODATA if src's reader had nothing (what
+ * it returned in src->end). */
+ssize_t sc__dm_send_one(struct sc_conn *c, struct sc_src *src, size_t skip, size_t len,
+			uint32_t *seq)
 {
 	struct sc_dm_peer *p = c->dm_peer;
 	int64_t sp = sc__tx_space(c, sizeof(struct sc_dm_rec));
@@ -59,15 +60,29 @@ ssize_t sc__dm_send_one(struct sc_conn *c, const struct iovec *iov, int iovcnt, 
 		return -EAGAIN;
 	size_t n = len < p->chunk ? len : p->chunk;
 	size_t off = (size_t)chunk * p->chunk, got = 0;
+	if (src->rd) {
+		/* a reader fills a chunk of ours (the region may not be
+		 * ours to read into): through a buffer, at most a chunk */
+		uint8_t buf[65536];
+		struct iovec v = { buf, n < sizeof(buf) ? n : sizeof(buf) };
+		ssize_t k = src->rd(src->arg, &v, 1);
+		if (k <= 0) {
+			sc__dm_untake_chunk(p, chunk);
+			src->end = (int)k;
+			return -ENODATA;
+		}
+		p->prov->copy_in(p->base, off, buf, (size_t)k);
+		got = (size_t)k;
+	}
 	/* the payload: from the program's buffers straight into the region */
-	for (int i = 0; i < iovcnt && got < n; i++) {
-		size_t l = iov[i].iov_len;
+	for (int i = 0; !src->rd && i < src->iovcnt && got < n; i++) {
+		size_t l = src->iov[i].iov_len;
 		if (skip >= l) {
 			skip -= l;
 			continue;
 		}
 		size_t k = l - skip < n - got ? l - skip : n - got;
-		p->prov->copy_in(p->base, off + got, (const char *)iov[i].iov_base + skip, k);
+		p->prov->copy_in(p->base, off + got, (const char *)src->iov[i].iov_base + skip, k);
 		got += k;
 		skip = 0;
 	}

@@ -86,6 +86,20 @@ size_t sc__ring_put(struct sc_ring *r, const struct iovec *iov, int iovcnt,
 	return done;
 }
 
+int sc__ring_span(const struct sc_ring *r, uint64_t cur, size_t n, struct iovec v[2])
+{
+	uint32_t pos = (uint32_t)(cur & (r->size - 1));
+	size_t first = r->size - pos;
+
+	v[0].iov_base = r->data + pos;
+	v[0].iov_len = first < n ? first : n;
+	if (first >= n)
+		return 1;
+	v[1].iov_base = r->data;
+	v[1].iov_len = n - first;
+	return 2;
+}
+
 void sc__ring_publish(struct sc_ring *r)
 {
 	/* release: the bytes copied in are visible before the cursor that

@@ -38,6 +38,11 @@ int64_t sc__ring_space(struct sc_ring *r, uint64_t want);
 size_t sc__ring_put(struct sc_ring *r, const struct iovec *iov, int iovcnt,
 		    size_t skip, size_t max);
 
+/* The n bytes of the ring from cursor cur as one or two pieces (where it
+ * wraps), for a caller that moves them itself (a reader filling free
+ * space at prod, a writer taking bytes at cons: splice); the count. */
+int sc__ring_span(const struct sc_ring *r, uint64_t cur, size_t n, struct iovec v[2]);
+
 /* Producer: publish prod (release).  Before reading rx_armed the caller
  * needs a full barrier (Dekker with the consumer's arm-then-recheck). */
 void sc__ring_publish(struct sc_ring *r);

@@ -67,26 +67,44 @@ struct dm_out {
 	size_t linear;
 };
 
-static ssize_t recv_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt, int flags,
-			 struct dm_out *dm)
+/* The writer takes up to n of the ring's bytes at cons: the count
+ * (consumed), or -errno. */
+static ssize_t get_written(struct sc_conn *c, const struct sc_dst *dst, size_t n)
+{
+	struct iovec v[2];
+	int nv = sc__ring_span(&c->rx, c->rx.cons, n, v);
+	ssize_t k = dst->wr(dst->arg, v, nv);
+	if (k == 0)
+		return -EAGAIN;         /* (a writer says so itself) */
+	if (k > 0)
+		c->rx.cons += (uint64_t)k;
+	return k;
+}
+
+/* A receive into iov, or (dst: total bytes at most) into a writer. */
+static ssize_t recv_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
+			 const struct sc_dst *dst, size_t total, int flags, struct dm_out *dm)
 {
 	bool nb = (flags & SC_NONBLOCK) || c->nonblock;
 	bool peek = flags & SC_PEEK;
 	bool waitall = (flags & SC_WAITALL) && !peek;
-	size_t total = 0, done = 0;
+	size_t done = 0;
 	int rc = 0;
 
-	for (int i = 0; i < iovcnt; i++) {
-		if (iov[i].iov_len > SSIZE_MAX - total)
-			return -EINVAL;
-		total += iov[i].iov_len;
+	if (!dst) {
+		total = 0;
+		for (int i = 0; i < iovcnt; i++) {
+			if (iov[i].iov_len > SSIZE_MAX - total)
+				return -EINVAL;
+			total += iov[i].iov_len;
+		}
 	}
 	if (!total)
 		return 0;
 	sc__lock(&c->rxlock);
 	if (dm && (rc = sc__dm_rx_start(c, dm->rx)) < 0)
 		goto out;
-	if (c->rcvlowat > 1 && !nb && !peek && !waitall) {
+	if (c->rcvlowat > 1 && !nb && !peek && !waitall && !dst) {
 		/* as TCP: min(mark, len) is enough if it is there now; once
 		 * asleep, only the full mark (or the end) wakes the reader */
 		int64_t want = (int64_t)(c->rcvlowat < total ? c->rcvlowat : total);
@@ -157,6 +175,22 @@ static ssize_t recv_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
 		}
 		if (ff && (uint64_t)av > ff - 1 - c->rx.cons)
 			av = (int64_t)(ff - 1 - c->rx.cons);    /* plain bytes first */
+		if (av > 0 && dst) {
+			size_t n = (uint64_t)av < total - done ? (size_t)av : total - done;
+			ssize_t k = get_written(c, dst, n);
+			if (k < 0) {
+				rc = (int)k;
+				break;
+			}
+			done += (size_t)k;
+			atomic_store_explicit(&c->s->consumed[c->side].rx_consumed, c->rx.cons,
+					      memory_order_relaxed);
+			if (sc__ring_update_cons(&c->rx, false))
+				sc__notify_peer(c);
+			if (!c->polled)
+				sc__disarm_edge(&c->rx.h->rx_armed);
+			break;
+		}
 		if (av > 0) {
 			size_t n = (uint64_t)av < total - done ? (size_t)av : total - done;
 			if (done) {
@@ -219,7 +253,18 @@ out:
 static ssize_t recv_iov(struct sc_conn *c, const struct iovec *iov, int iovcnt, int flags)
 {
 	int saved = errno;
-	ssize_t n = recv_iov_(c, iov, iovcnt, flags, NULL);
+	ssize_t n = recv_iov_(c, iov, iovcnt, NULL, 0, flags, NULL);
+
+	errno = saved;
+	return n;
+}
+
+ssize_t sc__recv_to(struct sc_conn *c, const struct sc_dst *dst, size_t len, int flags)
+{
+	if (len > SSIZE_MAX)
+		len = SSIZE_MAX;
+	int saved = errno;
+	ssize_t n = recv_iov_(c, NULL, 0, dst, len, flags & ~(SC_PEEK | SC_WAITALL), NULL);
 
 	errno = saved;
 	return n;
@@ -250,7 +295,7 @@ ssize_t sc__recv_devmem(struct sc_conn *c, struct sc_dm_rx *rx, const struct iov
 		return -EINVAL;
 	struct dm_out dm = { .rx = rx, .frags = frags, .max = max };
 	int saved = errno;
-	ssize_t n = recv_iov_(c, iov, iovcnt, flags & ~SC_PEEK, &dm);
+	ssize_t n = recv_iov_(c, iov, iovcnt, NULL, 0, flags & ~SC_PEEK, &dm);
 	errno = saved;
 	*nfrags = dm.n;
 	*linear = dm.linear;

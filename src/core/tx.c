@@ -122,20 +122,31 @@ bool sc__dm_tx_ready(struct sc_conn *c)
  * loopback segment is about 64 KiB). */
 #define CORK_SEG 65536u
 
-static ssize_t send_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt, int flags)
+/* The reader's bytes into the ring's free space at prod (n of it): the
+ * count; 0 or -errno (rc) when it had none. */
+static size_t put_read(struct sc_conn *c, struct sc_src *src, size_t n, int *rc)
+{
+	struct iovec v[2];
+	int nv = sc__ring_span(&c->tx, c->tx.prod, n, v);
+	ssize_t k = src->rd(src->arg, v, nv);
+	if (k <= 0) {
+		*rc = (int)k;
+		return 0;
+	}
+	c->tx.prod += (uint64_t)k;
+	return (size_t)k;
+}
+
+/* A send of total bytes of src. */
+static ssize_t send_(struct sc_conn *c, struct sc_src *src, size_t total, int flags)
 {
 	bool nb = (flags & SC_NONBLOCK) || c->nonblock;
 	bool hold;
-	size_t total = 0, done = 0;
+	size_t done = 0;
 	bool wake = false;      /* published bytes the consumer may wait for */
 	bool held = false;      /* we began to hold bytes back */
 	int rc = 0;
 
-	for (int i = 0; i < iovcnt; i++) {
-		if (iov[i].iov_len > SSIZE_MAX - total)
-			return -EINVAL;
-		total += iov[i].iov_len;
-	}
 	sc__lock(&c->txlock);
 	hold = (flags & SC_MORE) || c->cork_opt;
 	if (atomic_load(&c->lflags) & SC_LF_SHUT_WR) {
@@ -152,7 +163,11 @@ static ssize_t send_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
 			/* devmem: the payload into the receiver's region, a
 			 * record for it into the ring */
 			uint32_t seq;
-			ssize_t k = sc__dm_send_one(c, iov, iovcnt, done, total - done, &seq);
+			ssize_t k = sc__dm_send_one(c, src, done, total - done, &seq);
+			if (k == -ENODATA) {
+				rc = src->end;  /* the reader had nothing more */
+				break;
+			}
 			if (k > 0) {
 				done += (size_t)k;
 				sc__ring_publish(&c->tx);
@@ -194,7 +209,11 @@ static ssize_t send_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
 		}
 		if (space > 0) {
 			size_t n = (uint64_t)space < total - done ? (size_t)space : total - done;
-			done += sc__ring_put(&c->tx, iov, iovcnt, done, n);
+			size_t k = src->rd ? put_read(c, src, n, &rc) :
+					     sc__ring_put(&c->tx, src->iov, src->iovcnt, done, n);
+			if (!k)
+				break;          /* the reader had nothing more */
+			done += k;
 			if (!hold) {
 				sc__ring_publish(&c->tx);
 				wake = true;
@@ -255,8 +274,27 @@ out:
 /* Public entry points keep errno as they found it. */
 static ssize_t send_iov(struct sc_conn *c, const struct iovec *iov, int iovcnt, int flags)
 {
+	struct sc_src src = { .iov = iov, .iovcnt = iovcnt };
+	size_t total = 0;
+
+	for (int i = 0; i < iovcnt; i++) {
+		if (iov[i].iov_len > SSIZE_MAX - total)
+			return -EINVAL;
+		total += iov[i].iov_len;
+	}
 	int saved = errno;
-	ssize_t n = send_iov_(c, iov, iovcnt, flags);
+	ssize_t n = send_(c, &src, total, flags);
+
+	errno = saved;
+	return n;
+}
+
+ssize_t sc__send_from(struct sc_conn *c, struct sc_src *src, size_t len, int flags)
+{
+	if (len > SSIZE_MAX)
+		len = SSIZE_MAX;
+	int saved = errno;
+	ssize_t n = send_(c, src, len, flags);
 
 	errno = saved;
 	return n;

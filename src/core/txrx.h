@@ -40,6 +40,36 @@ void sc__cork_note(void);       /* link.c: a hold began; the control thread tick
 #define SC_WIN_RCV_DEFAULT 65536u      /* a fresh kernel socket's window */
 uint32_t sc__tx_win(struct sc_conn *c);
 int64_t sc__tx_space(struct sc_conn *c, uint64_t want);
+/*
+ * Where a send's bytes come from: the caller's buffers (iov), or a reader
+ * (rd: splice from a pipe).  rd(arg, v, n) runs under txlock with room in
+ * the ring for every byte of v (we are the ring's only producer: the room
+ * can only grow meanwhile); it reads at most that, never waiting, and
+ * returns the count, 0 when it has nothing now (the send ends there), or
+ * -errno.  end: what it returned when it filled no devmem chunk.
+ */
+struct sc_src {
+	const struct iovec *iov;
+	int iovcnt;
+	ssize_t (*rd)(void *arg, const struct iovec *v, int n);
+	void *arg;
+	int end;
+};
+/* A send of at most len bytes from a reader: as sc_sendv (flags, waits,
+ * window, holds), ending where the reader has nothing more. */
+ssize_t sc__send_from(struct sc_conn *c, struct sc_src *src, size_t len, int flags);
+/* Where a receive's bytes go instead of the caller's buffers: a writer
+ * (splice into a pipe).  wr(arg, v, n) runs under rxlock with v the ring's
+ * readable bytes (at most the length asked); it takes what it can without
+ * waiting and returns the count (> 0: consumed), or -errno (-EAGAIN: no
+ * room). */
+struct sc_dst {
+	ssize_t (*wr)(void *arg, const struct iovec *v, int n);
+	void *arg;
+};
+/* A receive of at most len bytes into a writer: as sc_recvv (flags, waits,
+ * the end, resets; not SO_RCVLOWAT, which splice ignores). */
+ssize_t sc__recv_to(struct sc_conn *c, const struct sc_dst *dst, size_t len, int flags);
 /* Nonblocking: request an edge wake-up; true if cond holds after all. */
 bool sc__conn_arm_edge(struct sc_conn *c, bool tx, bool (*cond)(struct sc_conn *));
 /* The peer reset c: record it (sticky, counted once); -ECONNRESET. */
@@ -59,8 +89,8 @@ struct sc_dm_rx;
 struct sc_dm_frag;
 void sc__dm_tx_prepare(struct sc_conn *c);              /* txlock */
 bool sc__dm_tx_ready(struct sc_conn *c);                /* tx.c */
-ssize_t sc__dm_send_one(struct sc_conn *c, const struct iovec *iov, int iovcnt, size_t skip,
-			size_t len, uint32_t *seq);      /* txlock */
+ssize_t sc__dm_send_one(struct sc_conn *c, struct sc_src *src, size_t skip, size_t len,
+			uint32_t *seq);                 /* txlock */
 void sc__dm_wait(struct sc_conn *c, uint32_t seq);      /* txlock */
 int sc__dm_rx_start(struct sc_conn *c, struct sc_dm_rx *rx);    /* rxlock */
 void sc__dm_rx_end(struct sc_conn *c, struct sc_dm_rx *rx);

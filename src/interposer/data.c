@@ -64,20 +64,74 @@ static int sc_flags(struct sc_sock *s, int flags, bool rx)
 	return f;
 }
 
+/* A pipe end of the program's that splice (or sendfile) moves bytes
+ * through, to or from an accelerated socket (below). */
+struct pipe_io {
+	int fd;
+	bool nonblock;          /* O_NONBLOCK of its open file description */
+	bool packet;            /* O_DIRECT: a read shorter than a packet drops
+				 * the packet's rest */
+	bool dry;               /* it had nothing to read at the last look */
+	bool full;              /* it had no room at the last look */
+	int tmp[2];             /* a pipe of ours (pipe_tmp), or -1 */
+};
+
+/* What a data call moves: the program's buffers, or (pipe) len bytes of a
+ * pipe's (splice, sendfile into a pipe). */
+struct xfer {
+	const struct iovec *iov;
+	int iovcnt;
+	struct pipe_io *pipe;
+	size_t len;             /* bytes asked for */
+	unsigned int sflags;    /* the splice's flags (its TCP path) */
+};
+
+static ssize_t pipe_read_now(void *arg, const struct iovec *v, int n);
+static size_t pipe_discard(struct pipe_io *p, size_t len);
+
+/* The pipe had nothing more to read: a send from it ends there. */
+static bool xfer_dry(const struct xfer *x)
+{
+	return x->pipe && x->pipe->dry;
+}
+
+static int iov_rest(const struct iovec *iov, int iovcnt, size_t skip, struct iovec *rest);
+
+/* x without its first skip bytes, in r (rest: IOV_MAX entries). */
+static void xfer_rest(const struct xfer *x, size_t skip, struct xfer *r, struct iovec *rest)
+{
+	*r = *x;
+	r->len = x->len - skip;
+	if (!x->pipe) {
+		r->iovcnt = iov_rest(x->iov, x->iovcnt, skip, rest);
+		r->iov = rest;
+	}
+}
+
 /* A pending client writes: into the private buffer while it lasts. */
-static ssize_t pending_send(int fd, struct sc_sock *s, const struct iovec *iov, int iovcnt,
-			    int flags)
+static ssize_t pending_send(int fd, struct sc_sock *s, const struct xfer *x, int flags)
 {
 	size_t done = 0, from = s->plen;
 
-	for (int i = 0; i < iovcnt && s->plen < PBUF_CAP; i++) {
-		size_t n = iov[i].iov_len;
+	if (x->pipe && s->plen < PBUF_CAP) {
+		/* the room is known (s->lock): the pipe gives no more */
+		struct iovec v = { s->pbuf + s->plen, PBUF_CAP - s->plen };
+		if (v.iov_len > x->len)
+			v.iov_len = x->len;
+		ssize_t k = pipe_read_now(x->pipe, &v, 1);
+		if (k < 0)
+			return k;
+		s->plen += (size_t)k;
+		done = (size_t)k;
+	}
+	for (int i = 0; !x->pipe && i < x->iovcnt && s->plen < PBUF_CAP; i++) {
+		size_t n = x->iov[i].iov_len;
 		if (n > PBUF_CAP - s->plen)
 			n = PBUF_CAP - s->plen;
-		memcpy(s->pbuf + s->plen, iov[i].iov_base, n);
+		memcpy(s->pbuf + s->plen, x->iov[i].iov_base, n);
 		s->plen += n;
 		done += n;
-		if (n < iov[i].iov_len)
+		if (n < x->iov[i].iov_len)
 			break;
 	}
 	/* the first bytes ride with the offer too, while nobody claimed it:
@@ -172,48 +226,44 @@ static int shm_wait_until(int fd, struct sc_sock *s, bool tx, uint64_t deadline)
 	}
 }
 
-static int iov_rest(const struct iovec *iov, int iovcnt, size_t skip, struct iovec *rest);
-
 /* Run one shared-memory call, honouring the socket's timeout.  As in
  * tcp_sendmsg / tcp_recvmsg the timeout bounds the call's waiting in all
  * (it does not restart with progress); a send, or a MSG_WAITALL receive,
  * that has moved some bytes when it runs out (or meets an error or the
  * end) returns that much. */
 static ssize_t shm_call(int fd, struct sc_sock *s, bool tx, int f,
-			ssize_t (*op)(struct sc_conn *, const struct iovec *, int, int),
-			const struct iovec *iov, int iovcnt)
+			ssize_t (*op)(struct sc_conn *, const struct xfer *, int),
+			const struct xfer *x)
 {
 	uint64_t to = tx ? s->sndtimeo_ns : s->rcvtimeo_ns;
 	if (!to || (f & SC_NONBLOCK))
-		return op(s->c, iov, iovcnt, f);
+		return op(s->c, x, f);
 	/* a peek looks at the same bytes again: it never accumulates */
 	bool all = tx || ((f & SC_WAITALL) && !(f & SC_PEEK));
-	size_t total = 0, done = 0;
-	for (int i = 0; i < iovcnt; i++)
-		total += iov[i].iov_len;
+	size_t total = x->len, done = 0;
 	uint64_t deadline = sc__now_ns() + to;
 	if (!tx && (f & SC_PEEK) && (f & SC_WAITALL) && total) {
 		/* a waiting peek: the whole length (or the end), within the
 		 * timeout; then what there is */
 		int64_t want = total < s->c->rx.size ? (int64_t)total : (int64_t)s->c->rx.size;
-		ssize_t rc = op(s->c, iov, iovcnt, f | SC_NONBLOCK);
+		ssize_t rc = op(s->c, x, f | SC_NONBLOCK);
 		if (rc != -EAGAIN && (rc < 0 || rc >= want || rc == 0))
 			return rc;
 		int w = sc__conn_wait_avail(s->c, want, deadline);
 		if (w < 0 && w != -ETIMEDOUT)
 			return w;
-		rc = op(s->c, iov, iovcnt, f | SC_NONBLOCK);
+		rc = op(s->c, x, f | SC_NONBLOCK);
 		return rc == -EAGAIN && w == -ETIMEDOUT ? -EAGAIN : rc;
 	}
 	struct iovec rest[IOV_MAX];
 	for (;;) {
-		const struct iovec *v = iov;
-		int k = iovcnt;
+		struct xfer r;
+		const struct xfer *v = x;
 		if (done) {
-			k = iov_rest(iov, iovcnt, done, rest);
-			v = rest;
+			xfer_rest(x, done, &r, rest);
+			v = &r;
 		}
-		ssize_t rc = op(s->c, v, k, f | SC_NONBLOCK);
+		ssize_t rc = op(s->c, v, f | SC_NONBLOCK);
 		if (rc > 0) {
 			done += (size_t)rc;
 			if (!all || done >= total)
@@ -235,24 +285,32 @@ static ssize_t shm_call(int fd, struct sc_sock *s, bool tx, int f,
 	}
 }
 
-static ssize_t sendv_op(struct sc_conn *c, const struct iovec *iov, int n, int f)
+static ssize_t pipe_write_now(void *arg, const struct iovec *v, int n);
+
+static ssize_t sendv_op(struct sc_conn *c, const struct xfer *x, int f)
 {
-	return sc_sendv(c, iov, n, f);
+	if (x->pipe) {
+		struct sc_src src = { .rd = pipe_read_now, .arg = x->pipe };
+		return sc__send_from(c, &src, x->len, f);
+	}
+	return sc_sendv(c, x->iov, x->iovcnt, f);
 }
 
-static ssize_t recvv_op(struct sc_conn *c, const struct iovec *iov, int n, int f)
+static ssize_t recvv_op(struct sc_conn *c, const struct xfer *x, int f)
 {
-	return sc_recvv(c, iov, n, f);
+	if (x->pipe) {
+		struct sc_dst dst = { .wr = pipe_write_now, .arg = x->pipe };
+		return sc__recv_to(c, &dst, x->len, f);
+	}
+	return sc_recvv(c, x->iov, x->iovcnt, f);
 }
 
 /* recv with MSG_TRUNC: TCP discards the bytes instead of copying them (the
  * buffer may be NULL; only the lengths count).  With MSG_PEEK it reports how
  * many there are, up to the length, and leaves them. */
-static ssize_t trunc_op(struct sc_conn *c, const struct iovec *iov, int n, int f)
+static ssize_t trunc_op(struct sc_conn *c, const struct xfer *x, int f)
 {
-	size_t total = 0;
-	for (int i = 0; i < n; i++)
-		total += iov[i].iov_len;
+	size_t total = x->len;
 	char local[16384];
 	size_t cap = f & SC_PEEK ? total : sizeof(local);
 	if (cap > sizeof(local) && cap > (8u << 20))
@@ -320,14 +378,25 @@ static void tcp_count(struct sc_sock *s, bool tx, ssize_t n)
 		rec_add(tx ? &s->rec->bytes_sent : &s->rec->bytes_received, n);
 }
 
-static ssize_t do_sendv(int fd, struct sc_sock *s, const struct iovec *iov, int iovcnt,
-			int flags, ssize_t (*tcp)(int, const struct iovec *, int, int))
+typedef ssize_t (*tcp_fn)(int fd, const struct iovec *iov, int iovcnt, int flags);
+
+/* x over TCP: tcp for the program's buffers, the kernel's splice for a
+ * pipe's bytes (tx: the pipe's into fd).  cont: what is left of a call
+ * that moved bytes already, which does not wait for the pipe. */
+static ssize_t xfer_tcp(int fd, const struct xfer *x, int flags, tcp_fn tcp, bool tx, bool cont)
+{
+	if (!x->pipe)
+		return tcp(fd, x->iov, x->iovcnt, flags);
+	unsigned int sf = x->sflags | (cont ? SPLICE_F_NONBLOCK : 0);
+	return tx ? R(splice)(x->pipe->fd, NULL, fd, NULL, x->len, sf) :
+		    R(splice)(fd, NULL, x->pipe->fd, NULL, x->len, sf);
+}
+
+static ssize_t do_send(int fd, struct sc_sock *s, const struct xfer *x, int flags, tcp_fn tcp)
 {
 	if (atomic_load_explicit(&s->mode, memory_order_relaxed) == M_SPENDING)
 		server_settle(fd, s);
-	size_t total = 0;
-	for (int i = 0; i < iovcnt; i++)
-		total += iov[i].iov_len;
+	size_t total = x->len;
 
 	if (atomic_load_explicit(&s->mode, memory_order_acquire) == M_PENDING) {
 		pthread_mutex_lock(&s->lock);
@@ -343,10 +412,15 @@ static ssize_t do_sendv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 				return -1;
 			}
 			if (atomic_load(&s->mode) == M_PENDING) {
-				n = pending_send(fd, s, iov, iovcnt, flags);
+				n = pending_send(fd, s, x, flags);
+				if (n < 0) {
+					pthread_mutex_unlock(&s->lock);
+					errno = (int)-n;
+					return -1;
+				}
 				if (s->rec)
 					rec_add(&s->rec->bytes_sent, n);
-				if ((size_t)n < total && n == 0) {
+				if (n == 0 && total && s->plen >= PBUF_CAP) {
 					/* buffer full: wait for the claim like a
 					 * full socket buffer */
 					if (s->nonblock || (flags & MSG_DONTWAIT)) {
@@ -359,18 +433,19 @@ static ssize_t do_sendv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 			}
 		}
 		bool block = !(s->nonblock || (flags & MSG_DONTWAIT));
-		if (n > 0 && (size_t)n < total && block) {
+		if (n > 0 && (size_t)n < total && block && !xfer_dry(x)) {
 			/* a blocking send is not cut short by the buffer's
 			 * size: wait for the claim, then send the rest */
 			pending_settle(fd, s, true, -1);
 			pthread_mutex_unlock(&s->lock);
 			struct iovec rest[IOV_MAX];
-			int k = iov_rest(iov, iovcnt, (size_t)n, rest);
-			ssize_t more = do_sendv(fd, s, rest, k, flags, tcp);
+			struct xfer r;
+			xfer_rest(x, (size_t)n, &r, rest);
+			ssize_t more = do_send(fd, s, &r, flags, tcp);
 			return more > 0 ? n + more : n;
 		}
 		pthread_mutex_unlock(&s->lock);
-		if (n > 0 || total == 0)
+		if (n > 0 || total == 0 || xfer_dry(x))
 			return n;
 	}
 	int mode = atomic_load_explicit(&s->mode, memory_order_acquire);
@@ -386,13 +461,13 @@ static ssize_t do_sendv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 			errno = -f;
 			return -1;
 		}
-		ssize_t rc = shm_call(fd, s, true, f, sendv_op, iov, iovcnt);
+		ssize_t rc = shm_call(fd, s, true, f, sendv_op, x);
 		if (rc > 0)
 			rec_add(&s->shm_calls, 1);
 		if (s->rec)
 			rec_add(&s->rec->bytes_sent, rc);
 		if (rc == -SC_ESWITCHED || (rc > 0 && (size_t)rc < total && !(f & SC_NONBLOCK) &&
-					    switching(s->c))) {
+					    !xfer_dry(x) && switching(s->c))) {
 			/* the connection went back to TCP (an exec, the peer):
 			 * the rest goes there */
 			if (sock_switch(fd, s) < 0) {
@@ -401,9 +476,10 @@ static ssize_t do_sendv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 			}
 			if (rc > 0) {
 				struct iovec rest[IOV_MAX];
-				int k = iov_rest(iov, iovcnt, (size_t)rc, rest);
+				struct xfer r;
+				xfer_rest(x, (size_t)rc, &r, rest);
 				tcp_gate(s);
-				ssize_t more = tcp(fd, rest, k, flags);
+				ssize_t more = xfer_tcp(fd, &r, flags, tcp, true, true);
 				if (more > 0)
 					tcp_count(s, true, more);
 				return rc + (more > 0 ? more : 0);
@@ -414,7 +490,7 @@ static ssize_t do_sendv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 			/* TCP: the first send to a peer that closed succeeds
 			 * (the peer answers it with a reset); then EPIPE */
 			s->sent_to_closed = true;
-			return (ssize_t)total;
+			return x->pipe ? (ssize_t)pipe_discard(x->pipe, x->len) : (ssize_t)total;
 		}
 		if (rc == -ECONNRESET) {
 			/* reported once, as sk_err; then the socket is dead */
@@ -430,13 +506,21 @@ static ssize_t do_sendv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 	}
 tcp:;
 	tcp_gate(s);                    /* switched: after the re-send */
-	ssize_t n = tcp(fd, iov, iovcnt, flags);
+	ssize_t n = xfer_tcp(fd, x, flags, tcp, true, false);
 	tcp_count(s, true, n);
 	return n;
 }
 
-static ssize_t do_recvv(int fd, struct sc_sock *s, const struct iovec *iov, int iovcnt,
-			int flags, ssize_t (*tcp)(int, const struct iovec *, int, int))
+static ssize_t do_sendv(int fd, struct sc_sock *s, const struct iovec *iov, int iovcnt,
+			int flags, tcp_fn tcp)
+{
+	struct xfer x = { .iov = iov, .iovcnt = iovcnt };
+	for (int i = 0; i < iovcnt; i++)
+		x.len += iov[i].iov_len;
+	return do_send(fd, s, &x, flags, tcp);
+}
+
+static ssize_t do_recv(int fd, struct sc_sock *s, const struct xfer *x, int flags, tcp_fn tcp)
 {
 	if (atomic_load_explicit(&s->mode, memory_order_relaxed) == M_SPENDING)
 		server_settle(fd, s);
@@ -467,9 +551,7 @@ static ssize_t do_recvv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 			errno = -f;
 			return -1;
 		}
-		size_t total = 0;
-		for (int i = 0; i < iovcnt; i++)
-			total += iov[i].iov_len;
+		size_t total = x->len;
 		if (!total) {
 			/* as TCP: nothing to read yet is EAGAIN, else 0 */
 			if ((f & SC_NONBLOCK) && !(sc_conn_events(s->c) & (SC_EV_IN | SC_EV_ERR))) {
@@ -480,9 +562,10 @@ static ssize_t do_recvv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 		}
 		/* SO_RCVLOWAT: the blocking receive waits in the core; with
 		 * SO_RCVTIMEO (polled here) wait for the mark first, and at
-		 * the timeout take what there is */
+		 * the timeout take what there is (splice ignores the mark) */
 		s->c->rcvlowat = s->rcvlowat > 1 ? (uint32_t)s->rcvlowat : 0;
-		if (s->rcvlowat > 1 && s->rcvtimeo_ns && !(f & (SC_NONBLOCK | SC_WAITALL | SC_PEEK))) {
+		if (s->rcvlowat > 1 && s->rcvtimeo_ns && !x->pipe &&
+		    !(f & (SC_NONBLOCK | SC_WAITALL | SC_PEEK))) {
 			uint64_t dl = sc__now_ns() + s->rcvtimeo_ns;
 			int64_t want = lowat_target(s, total);
 			if (rx_avail(s->c) < want)
@@ -500,8 +583,7 @@ static ssize_t do_recvv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 				}
 			}
 		}
-		ssize_t rc = shm_call(fd, s, false, f, flags & MSG_TRUNC ? trunc_op : recvv_op,
-				      iov, iovcnt);
+		ssize_t rc = shm_call(fd, s, false, f, flags & MSG_TRUNC ? trunc_op : recvv_op, x);
 		if (rc > 0 && !(f & SC_PEEK))
 			rec_add(&s->shm_calls, 1);
 		if (rc == -SC_ESWITCHED || (rc > 0 && (size_t)rc < total && (f & SC_WAITALL) &&
@@ -516,8 +598,9 @@ static ssize_t do_recvv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 				if (s->rec)
 					rec_add(&s->rec->bytes_received, rc);
 				struct iovec rest[IOV_MAX];
-				int k = iov_rest(iov, iovcnt, (size_t)rc, rest);
-				ssize_t more = tcp(fd, rest, k, flags);
+				struct xfer r;
+				xfer_rest(x, (size_t)rc, &r, rest);
+				ssize_t more = xfer_tcp(fd, &r, flags, tcp, false, true);
 				if (more > 0)
 					tcp_count(s, false, more);
 				return rc + (more > 0 ? more : 0);
@@ -540,10 +623,19 @@ static ssize_t do_recvv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 		return -1;
 	}
 tcp:;
-	ssize_t n = tcp(fd, iov, iovcnt, flags);
+	ssize_t n = xfer_tcp(fd, x, flags, tcp, false, false);
 	if (!(flags & MSG_PEEK))
 		tcp_count(s, false, n);
 	return n;
+}
+
+static ssize_t do_recvv(int fd, struct sc_sock *s, const struct iovec *iov, int iovcnt,
+			int flags, tcp_fn tcp)
+{
+	struct xfer x = { .iov = iov, .iovcnt = iovcnt };
+	for (int i = 0; i < iovcnt; i++)
+		x.len += iov[i].iov_len;
+	return do_recv(fd, s, &x, flags, tcp);
 }
 
 /* On TCP, the call the program made when it had one buffer (a message
@@ -866,112 +958,337 @@ SC_API int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags,
 	return (int)i;
 }
 
-/* sendfile from a file into an accelerated socket: read, then send. */
-SC_API ssize_t sendfile(int out, int in, off_t *off, size_t count)
+/* ---- splice and sendfile ----------------------------------------------------
+ *
+ * The kernel moves only what the other end takes: bytes stay in the pipe
+ * (or the file) when the socket is full, and in the socket when the pipe
+ * is.  So do we.  Into an accelerated socket, the pipe is read under the
+ * connection's send lock for at most the ring's room, without waiting,
+ * straight into the ring (sc__send_from: we are the ring's only producer,
+ * so the room can only grow meanwhile); out of one, the ring's bytes are
+ * offered to the pipe under the receive lock and only what it took is
+ * consumed (sc__recv_to).  A file is read at an offset (pread) and its
+ * offset, or position, moves by what was sent.  What the kernel refuses
+ * it refuses before it moves a byte, and says so itself: such calls go to
+ * it as they are.
+ */
+
+/* fd as the pipe end of a splice: a pipe (or FIFO) open for reading
+ * (reading) or writing; false if not. */
+static bool pipe_open(struct pipe_io *p, int fd, bool reading)
 {
-	struct sc_sock *s = sock_get(out);
-	if (!s || atomic_load(&s->mode) == M_TCP) {
-		tcp_gate(s);
-		ssize_t n = R(sendfile)(out, in, off, count);
-		if (s && n > 0 && s->counted)
-			SC_STAT_ADD(bytes_tcp_sent, (uint64_t)n);
+	struct stat st;
+	if (fstat(fd, &st) < 0 || !S_ISFIFO(st.st_mode))
+		return false;
+	int fl = R(fcntl)(fd, F_GETFL), acc = fl & O_ACCMODE;
+	if (fl < 0 || (reading ? acc == O_WRONLY : acc == O_RDONLY))
+		return false;
+	*p = (struct pipe_io){ .fd = fd, .nonblock = fl & O_NONBLOCK, .packet = fl & O_DIRECT,
+			       .tmp = { -1, -1 } };
+	return true;
+}
+
+/* A pipe of our own for one call (nonblocking both ends): what the
+ * kernel's splice between two pipes moves, it moves without waiting, a
+ * packet's part at a time, and it keeps the rest. */
+static int pipe_tmp(struct pipe_io *p)
+{
+	if (p->tmp[0] >= 0)
+		return 0;
+	return pipe2(p->tmp, O_NONBLOCK | O_CLOEXEC) < 0 ? -errno : 0;
+}
+
+static void pipe_tmp_close(struct pipe_io *p)
+{
+	if (p->tmp[0] < 0)
+		return;
+	int saved = errno;
+	R(close)(p->tmp[0]);
+	R(close)(p->tmp[1]);
+	p->tmp[0] = p->tmp[1] = -1;
+	errno = saved;
+}
+
+/* A send's reader (struct sc_src; also for the pending buffer, under
+ * s->lock): at most v's bytes of the pipe's, never waiting; 0 when it has
+ * none (dry). */
+static ssize_t pipe_read_now(void *arg, const struct iovec *v, int n)
+{
+	static _Atomic bool no_nowait;  /* a kernel without RWF_NOWAIT on pipes */
+	struct pipe_io *p = arg;
+	size_t want = 0;
+	ssize_t k;
+
+	if (p->dry)
+		return 0;
+	for (int i = 0; i < n; i++)
+		want += v[i].iov_len;
+	if (!p->packet && !atomic_load_explicit(&no_nowait, memory_order_relaxed)) {
+		k = preadv2(p->fd, v, n, -1, RWF_NOWAIT);
+		if (k >= 0 || errno != EOPNOTSUPP) {
+			if (k > 0 && (size_t)k < want)
+				p->dry = true;          /* it gave all it had */
+			goto out;
+		}
+		atomic_store_explicit(&no_nowait, true, memory_order_relaxed);
+	}
+	/* a packet read short drops the packet's rest: splice moves part of
+	 * one and keeps the rest, into our pipe, then read whole */
+	if ((k = pipe_tmp(p)) < 0)
+		return k;
+	k = R(splice)(p->fd, NULL, p->tmp[1], NULL, want, SPLICE_F_NONBLOCK);
+	if (k > 0 && R(readv)(p->tmp[0], v, n) != k)
+		return -EIO;                    /* (our pipe, whole: never) */
+out:
+	if (k > 0)
+		return k;
+	if (k == 0 || errno == EAGAIN) {
+		p->dry = true;
+		return 0;
+	}
+	return -errno;
+}
+
+/* A receive's writer (struct sc_dst): into the pipe what it takes of v
+ * without waiting.  Through our pipe: the kernel's splice between pipes
+ * takes what fits in the program's, page by page as its splice from a
+ * socket does, and says EPIPE (with SIGPIPE) when nobody reads it; what
+ * it left in ours goes with ours. */
+static ssize_t pipe_write_now(void *arg, const struct iovec *v, int n)
+{
+	struct pipe_io *p = arg;
+	size_t total = 0, done = 0;
+	int rc;
+
+	for (int i = 0; i < n; i++)
+		total += v[i].iov_len;
+	if ((rc = pipe_tmp(p)) < 0)
+		return rc;
+	while (done < total) {
+		struct iovec rest[2];
+		int k = iov_rest(v, n, done, rest);
+		ssize_t w = R(writev)(p->tmp[1], rest, k);
+		if (w <= 0)
+			return done ? (ssize_t)done : -EAGAIN;
+		ssize_t m = R(splice)(p->tmp[0], NULL, p->fd, NULL, (size_t)w, SPLICE_F_NONBLOCK);
+		if (m < 0)
+			rc = -errno;
+		if (m > 0)
+			done += (size_t)m;
+		if (m < w) {
+			pipe_tmp_close(p);
+			p->full = m >= 0 || rc == -EAGAIN;
+			return done ? (ssize_t)done : m < 0 ? rc : -EAGAIN;
+		}
+	}
+	return (ssize_t)done;
+}
+
+/* The first send to a peer that closed takes what the pipe has (up to
+ * len), as the kernel's does; the count. */
+static size_t pipe_discard(struct pipe_io *p, size_t len)
+{
+	char buf[16384];
+	size_t done = 0;
+	while (done < len) {
+		struct iovec v = { buf, len - done < sizeof(buf) ? len - done : sizeof(buf) };
+		ssize_t k = pipe_read_now(p, &v, 1);
+		if (k <= 0)
+			break;
+		done += (size_t)k;
+	}
+	return done;
+}
+
+/* After a wait that a signal cut short (poll is never restarted):
+ * whether the kernel would have restarted the splice.  We cannot tell
+ * which handler ran: yes if every handler that could have (for a signal
+ * this thread does not block, not a fault's, which comes only from what
+ * the thread itself runs) has SA_RESTART. */
+static bool restartable(void)
+{
+	sigset_t blocked;
+	pthread_sigmask(SIG_BLOCK, NULL, &blocked);
+	for (int sig = 1; sig < NSIG; sig++) {
+		struct sigaction sa;
+		if (sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL ||
+		    sig == SIGTRAP || sig == SIGSYS || sigismember(&blocked, sig) == 1)
+			continue;
+		if (sigaction(sig, NULL, &sa) == 0 && !(sa.sa_flags & SA_RESTART) &&
+		    ((sa.sa_flags & SA_SIGINFO) || (sa.sa_handler != SIG_DFL &&
+						     sa.sa_handler != SIG_IGN)))
+			return false;
+	}
+	return true;
+}
+
+/* A splice's wait for its pipe, as the kernel's (data to read: POLLIN;
+ * room: POLLOUT): 1 ready; 0 nothing to read and no writer; -EAGAIN
+ * (nb); -EPIPE with SIGPIPE, no reader; -EINTR. */
+static int pipe_wait(int fd, short ev, bool nb)
+{
+	for (;;) {
+		struct pollfd q = { .fd = fd, .events = ev };
+		if (R(poll)(&q, 1, nb ? 0 : -1) < 0) {
+			if (errno == EINTR && restartable())
+				continue;
+			return -errno;
+		}
+		if (q.revents & POLLNVAL)
+			return -EBADF;
+		if (ev == POLLOUT && (q.revents & POLLERR)) {
+			raise(SIGPIPE);
+			return -EPIPE;
+		}
+		if (q.revents & ev)
+			return 1;
+		if (q.revents & POLLHUP)
+			return 0;
+		if (nb)
+			return -EAGAIN;
+	}
+}
+
+/* splice from a pipe into accelerated socket fd: the kernel waits for the
+ * pipe first (unless SPLICE_F_NONBLOCK or the pipe's O_NONBLOCK), then
+ * for the socket (its own O_NONBLOCK, SO_SNDTIMEO), then moves until len,
+ * or the pipe is empty, or the socket full. */
+static ssize_t splice_to_sock(int fd, struct sc_sock *s, struct pipe_io *p, size_t len,
+			      unsigned int flags)
+{
+	bool nb = (flags & SPLICE_F_NONBLOCK) || p->nonblock;
+	struct xfer x = { .pipe = p, .len = len, .sflags = flags };
+	for (;;) {
+		int w = pipe_wait(p->fd, POLLIN, nb);
+		if (w <= 0) {
+			errno = -w;
+			return w ? -1 : 0;
+		}
+		p->dry = false;
+		ssize_t n = do_send(fd, s, &x, flags & SPLICE_F_MORE ? MSG_MORE : 0, tcp_sendv);
+		if (n != 0 || !p->dry)
+			return n;
+		/* another reader took the bytes we saw: wait again */
+	}
+}
+
+/* splice (or sendfile) from accelerated socket fd into a pipe: the kernel
+ * waits for room in the pipe first (unless SPLICE_F_NONBLOCK or the
+ * pipe's O_NONBLOCK), then for the socket's bytes (its own O_NONBLOCK,
+ * SO_RCVTIMEO), and moves what is there and fits. */
+static ssize_t splice_from_sock(int fd, struct sc_sock *s, struct pipe_io *p, size_t len,
+				unsigned int flags)
+{
+	bool nb = (flags & SPLICE_F_NONBLOCK) || p->nonblock;
+	struct xfer x = { .pipe = p, .len = len, .sflags = flags };
+	for (;;) {
+		int w = pipe_wait(p->fd, POLLOUT, nb);
+		if (w < 0) {
+			errno = -w;
+			return -1;
+		}
+		p->full = false;
+		ssize_t n = do_recv(fd, s, &x, 0, tcp_recvv);
+		if (n >= 0 || errno != EAGAIN || !p->full || nb)
+			return n;
+		/* another writer filled the pipe: wait again */
+	}
+}
+
+SC_API ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t len,
+		      unsigned int flags)
+{
+	struct sc_sock *so = sock_get(out), *si = sock_get(in);
+	bool to_shm = so && atomic_load(&so->mode) >= M_SPENDING;
+	bool from_shm = si && atomic_load(&si->mode) >= M_SPENDING;
+	struct pipe_io p;
+	/* the kernel refuses: no length, an unknown flag, an offset on either
+	 * side (the socket has none, the pipe's is ESPIPE), no pipe on the
+	 * other side, a pipe end the wrong way round */
+	unsigned int known = SPLICE_F_MOVE | SPLICE_F_NONBLOCK | SPLICE_F_MORE | SPLICE_F_GIFT;
+	if (to_shm != from_shm && len && !(flags & ~known) && !off_in && !off_out &&
+	    pipe_open(&p, to_shm ? in : out, to_shm)) {
+		int saved = errno;
+		ssize_t n = to_shm ? splice_to_sock(out, so, &p, len, flags) :
+				     splice_from_sock(in, si, &p, len, flags);
+		pipe_tmp_close(&p);
+		if (n >= 0)
+			errno = saved;
 		return n;
 	}
-	/* the source must be a file: with an offset, pread says so itself
-	 * (ESPIPE for a socket or pipe); without, ask once */
-	struct stat ist;
-	if (!off && fstat(in, &ist) < 0)
-		return -1;
-	if (!off && !S_ISREG(ist.st_mode) && !S_ISBLK(ist.st_mode)) {
-		errno = EINVAL;         /* the kernel's answer for a non-file */
-		return -1;
+	tcp_gate(so);
+	ssize_t n = R(splice)(in, off_in, out, off_out, len, flags);
+	if (so)
+		tcp_count(so, true, n);
+	if (si)
+		tcp_count(si, false, n);
+	return n;
+}
+
+/* sendfile into an accelerated socket: from a file only (the kernel
+ * refuses anything else), at its offset (or position), which moves by
+ * what was sent.  From an accelerated socket into a pipe: as splice. */
+SC_API ssize_t sendfile(int out, int in, off_t *off, size_t count)
+{
+	struct sc_sock *so = sock_get(out), *si = sock_get(in);
+	struct pipe_io p;
+	if (si && atomic_load(&si->mode) >= M_SPENDING && !off && count &&
+	    pipe_open(&p, out, false)) {
+		int saved = errno;
+		ssize_t n = splice_from_sock(in, si, &p, count, 0);
+		pipe_tmp_close(&p);
+		if (n >= 0)
+			errno = saved;
+		return n;
 	}
+	struct stat st;
+	if (!so || atomic_load(&so->mode) == M_TCP || fstat(in, &st) < 0 ||
+	    (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))) {
+		tcp_gate(so);
+		ssize_t n = R(sendfile)(out, in, off, count);
+		if (so)
+			tcp_count(so, true, n);
+		return n;
+	}
+	int saved = errno, err = 0;
+	off_t pos = off ? *off : lseek(in, 0, SEEK_CUR);
+	if (pos < 0)
+		return -1;
 	char buf[65536];
 	size_t done = 0;
-	off_t pos = off ? *off : 0;
 	while (done < count) {
 		size_t want = count - done < sizeof(buf) ? count - done : sizeof(buf);
-		ssize_t r = off ? pread(in, buf, want, pos) : R(read)(in, buf, want);
-		if (r < 0) {
-			if (errno == ESPIPE)
-				errno = EINVAL;
-			if (done)
-				break;
-			return -1;
-		}
-		if (r == 0)
+		ssize_t r = pread(in, buf, want, pos);
+		if (r <= 0) {
+			err = r ? errno : 0;
 			break;
+		}
 		ssize_t w = send(out, buf, (size_t)r, MSG_NOSIGNAL);
 		if (w < 0) {
-			if (errno == EPIPE)
+			err = errno;
+			if (err == EPIPE)
 				raise(SIGPIPE);
-			if (done) {
-				errno = 0;
-				break;
-			}
-			if (!off && r > 0)
-				lseek(in, -r, SEEK_CUR);
-			return -1;
+			break;
 		}
-		if (!off && w < r)
-			lseek(in, w - r, SEEK_CUR);
 		done += (size_t)w;
 		pos += w;
 		if (w < r)
 			break;
 	}
+	if (err && !done) {
+		errno = err;
+		return -1;
+	}
 	if (off)
 		*off = pos;
+	else if (done)
+		lseek(in, pos, SEEK_SET);
+	errno = saved;
 	return (ssize_t)done;
 }
 
 SC_API ssize_t sendfile64(int out, int in, off_t *off, size_t count)
 	__attribute__((alias("sendfile")));
-
-/* splice to or from an accelerated socket: the bytes must go through the
- * ring, not the kernel socket (the peer reads the ring).  One bounce buffer. */
-SC_API ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t len,
-		      unsigned int flags)
-{
-	static __typeof__(splice) *real_splice;
-	if (!real_splice)
-		real_splice = (__typeof__(splice) *)dlsym(RTLD_NEXT, "splice");
-	struct sc_sock *so = sock_get(out), *si = sock_get(in);
-	bool to_shm = so && atomic_load(&so->mode) >= M_SPENDING;
-	bool from_shm = si && atomic_load(&si->mode) >= M_SPENDING;
-	if (!to_shm && !from_shm) {
-		tcp_gate(so);
-		return real_splice(in, off_in, out, off_out, len, flags);
-	}
-	if ((to_shm && off_out) || (from_shm && off_in)) {
-		errno = EINVAL;         /* sockets have no offset (no pread/pwrite) */
-		return -1;
-	}
-	char buf[65536];
-	size_t want = len < sizeof(buf) ? len : sizeof(buf);
-	int mflags = (flags & SPLICE_F_NONBLOCK) ? MSG_DONTWAIT : 0;
-	ssize_t r = from_shm ? recv(in, buf, want, mflags)
-			     : off_in ? pread(in, buf, want, *off_in) : R(read)(in, buf, want);
-	if (r <= 0)
-		return r;
-	ssize_t w = 0;
-	while (w < r) {
-		ssize_t n = to_shm ? send(out, buf + w, (size_t)(r - w), MSG_NOSIGNAL)
-				   : off_out ? pwrite(out, buf + w, (size_t)(r - w), *off_out + w)
-					     : R(write)(out, buf + w, (size_t)(r - w));
-		if (n < 0) {
-			if (w)
-				break;
-			return -1;      /* read bytes are lost, as with a failed splice */
-		}
-		w += n;
-	}
-	if (off_in)
-		*off_in += r;
-	if (off_out)
-		*off_out += w;
-	return w;
-}
 
 /* ---- switching back to TCP ----------------------------------------------
  *

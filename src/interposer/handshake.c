@@ -680,7 +680,8 @@ void server_settle(int fd, struct sc_sock *s)
 static void listener_adopt(int fd, struct sc_sock *ls)
 {
 	pthread_mutex_lock(&ls->lock);
-	if (atomic_load(&ls->mode) == M_LISTEN && ls->board && ls->owner != sc__pid()) {
+	if (atomic_load(&ls->mode) == M_LISTEN && ls->board && ls->owner != sc__pid() &&
+	    !G.uring) {
 		struct sockaddr_storage me;
 		socklen_t ml = sizeof(me);
 		struct sc_addr16 a;
@@ -719,10 +720,18 @@ SC_API int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
 				s->rcvbuf = ls->rcvbuf;
 				s->cork = ls->cork;
 			}
+			/* a listener of our parent's, io_uring set up here:
+			 * its ring may be all that uses the connection, and
+			 * the client waits for our answer */
+			if (s && G.uring)
+				server_settle(nfd, s);
 		} else {
+			/* (a listener withdrawn, or never on the board, when
+			 * io_uring was set up: the connection stays on TCP
+			 * for that) */
 			struct sc_sock *s = sock_new(nfd, M_TCP, flags & SOCK_NONBLOCK);
-			if (s && G.disabled)
-				fallback_stat(s, nfd, SC_FB_DISABLED);
+			if (s && (G.disabled || G.uring))
+				fallback_stat(s, nfd, G.disabled ? SC_FB_DISABLED : SC_FB_UNSUPPORTED);
 		}
 		errno = saved;
 	}

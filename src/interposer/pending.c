@@ -464,6 +464,7 @@ int pending_settle(int fd, struct sc_sock *s, bool block, int max_ms)
 				s->offer = -1;
 				return pending_to_tcp(fd, s, tcp_active ? SC_FB_PEER_PLAIN :
 							     gone ? SC_FB_NO_LISTENER :
+							     G.uring ? SC_FB_UNSUPPORTED :
 							     SC_FB_CLAIM_TIMEOUT);
 			}
 			/* claimed: the OPEN is on its way, or declined */

@@ -49,8 +49,9 @@
  *
  * A ring reads and writes sockets in the kernel, past our table: once the
  * program sets one up (through liburing, whose entry points we wrap), every
- * accelerated connection switches back to TCP and no new one is made
- * (fallback unsupported_option).  So is io_uring_setup through libc's
+ * accelerated connection switches back to TCP and no new one is made, on
+ * either side (fallback unsupported_option: connections being set up then,
+ * those connected or accepted after).  So is io_uring_setup through libc's
  * syscall() (below); a program making the system call with its own
  * instruction (static liburing builds, Go) is not seen (README Limits).
  */
@@ -58,10 +59,18 @@
 struct io_uring;
 struct io_uring_params;
 
-static void uring_listener(int fd, struct sc_sock *s, bool vforked)
+/* Its accepts may go past us: no client may wait for our answer.  A
+ * connection still being set up is decided now (the ring may be all that
+ * uses it): an accepted one declines its client's offer, a connecting one
+ * withdraws its own unless claimed (then it is switched below), each
+ * counted with its reason. */
+static void uring_sock(int fd, struct sc_sock *s, bool vforked)
 {
-	if (atomic_load(&s->mode) == M_LISTEN)
+	int mode = atomic_load(&s->mode);
+	if (mode == M_LISTEN)
 		listener_withdraw(s);
+	else if (mode == M_SPENDING || mode == M_PENDING)
+		settle_now(fd, s);
 }
 
 static void uring_seen(void)
@@ -71,8 +80,7 @@ static void uring_seen(void)
 		G.uring = true;
 		LOG(1, "io_uring in use: connections go back to TCP, new ones stay there");
 	}
-	/* its accepts may go past us: no client may wait for our answer */
-	fds_each(uring_listener, false);
+	fds_each(uring_sock, false);
 	sw_scan(true, true, true);
 	errno = saved;
 }

@@ -13,7 +13,10 @@
  *    returning the tokens resumes the stream;
  * 4. a plain receive meeting fragments fails with EFAULT, as the kernel's;
  * 5. tokens: unknown ones free nothing, each frees once, at most max_frags
- *    looked at (a range of 2^32 - 1 returns at once).
+ *    looked at (a range of 2^32 - 1 returns at once);
+ * 6. a send from a reader (splice) that has nothing gives its chunk back:
+ *    more of them than the region has chunks, then the last message from
+ *    a reader, in one fragment.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -153,6 +156,26 @@ static int server(const char *path, void *arg)
 	return 0;
 }
 
+/* A reader (struct sc_src) over a buffer: what it has, then 0. */
+struct feed {
+	const char *p;
+	size_t n;
+};
+
+static ssize_t feed_read(void *arg, const struct iovec *v, int nv)
+{
+	struct feed *f = arg;
+	size_t done = 0;
+	for (int i = 0; i < nv && f->n; i++) {
+		size_t k = v[i].iov_len < f->n ? v[i].iov_len : f->n;
+		memcpy(v[i].iov_base, f->p, k);
+		f->p += k;
+		f->n -= k;
+		done += k;
+	}
+	return (ssize_t)done;
+}
+
 static int client(const char *path, void *arg)
 {
 	struct sc_conn *c = t_connect_retry(path, 0, 10000);
@@ -176,7 +199,13 @@ static int client(const char *path, void *arg)
 	}
 	uint8_t b;
 	T_EQ(sc_recv(c, &b, 1, 0), 1);
-	T_EQ(sc_send(c, "the end", 7, 0), 7);
+	/* 6: every token is back by now */
+	struct feed f = { 0 };
+	struct sc_src src = { .rd = feed_read, .arg = &f };
+	for (unsigned i = 0; i <= FULL_N; i++)
+		T_EQ(sc__send_from(c, &src, 7, SC_NONBLOCK), 0);
+	f = (struct feed){ "the end", 7 };
+	T_EQ(sc__send_from(c, &src, 7, 0), 7);
 	struct sc_dm_stats st;
 	sc__dm_stats(&st);
 	T_ASSERT(st.bytes_into_regions >= REGION);       /* (plain bytes until framed) */
