@@ -209,8 +209,11 @@ static int offer_prepare(int fd, struct sc_sock *s, const struct sockaddr *addr,
 		return -1;
 	}
 	s->pbuf = malloc(PBUF_CAP);
-	if (s->efd < 0)
-		s->efd = sc__fd_park(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+	if (s->efd < 0) {
+		int e = pending_efd();
+		s->efd = e < 0 ? -1 : e;
+		s->efd_set = false;
+	}
 	if (!s->pbuf || s->efd < 0) {
 		free(s->pbuf);
 		s->pbuf = NULL;
