@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What every layer shares, defined once: the visibility of the public API,
- * the clock, the process's pid.
+ * the clock, the process's pid, where the library's own fds go.
  */
 #ifndef SC_COMPAT_H
 #define SC_COMPAT_H
@@ -46,5 +46,22 @@ static inline int32_t sc__pid(void)
 }
 /* Forget the cached pid (a fork child calls it before anything else). */
 void sc__pid_reset(void);
+
+/* The library's own fds are kept high, out of the program's way (fd.c):
+ * the program's fds get the numbers they would get without us.
+ * sc__fd_park: fd (ours, close-on-exec, just made) moved from the lowest
+ * free number to the lowest free one from the base, the original closed;
+ * fd itself if it is there already or no fd is free there (errno kept).
+ * sc__fd_dup: a close-on-exec copy of fd, high if it can be, else low; the
+ * copy or -errno.  Every fd the library keeps goes through one of them as
+ * soon as it is made. */
+int sc__fd_park(int fd);
+int sc__fd_dup(int fd);
+/* RLIMIT_NOFILE as the caller just read it: the base follows it. */
+void sc__fd_limit(long limit);
+/* About how many fds the process has open, fd being the one it was just
+ * given (the lowest free number): those below it, and ours from the base
+ * up to the last one we were given. */
+long sc__fd_in_use(int fd);
 
 #endif

@@ -361,12 +361,12 @@ SC_API int sc_listen(const char *path, int backlog, struct sc_listener **out)
 	strcpy(l->path, path);
 	l->max = backlog ? backlog : 128;
 	pthread_mutex_init(&l->lock, NULL);
-	l->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	l->efd = sc__fd_park(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
 	if (l->efd < 0) {
 		rc = -errno;
 		goto err_free;
 	}
-	l->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	l->sock = sc__fd_park(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
 	if (l->sock < 0) {
 		rc = -errno;
 		goto err_efd;

@@ -135,10 +135,10 @@ int sc__ctl_start(void)
 
 	if (ctl.running)
 		return 0;
-	ctl.epfd = epoll_create1(EPOLL_CLOEXEC);
+	ctl.epfd = sc__fd_park(epoll_create1(EPOLL_CLOEXEC));
 	if (ctl.epfd < 0)
 		return -errno;
-	ctl.wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	ctl.wakefd = sc__fd_park(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
 	if (ctl.wakefd < 0) {
 		rc = -errno;
 		goto err_ep;
@@ -158,7 +158,7 @@ int sc__ctl_start(void)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc)
 		goto err_wake;
-	ctl.reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	ctl.reserve_fd = sc__fd_park(open("/dev/null", O_RDONLY | O_CLOEXEC));
 	ctl.running = true;
 	watch_add();
 	return 0;
@@ -300,7 +300,7 @@ static void ctl_accept(uint64_t id)
 			s = accept4(l->sock, NULL, NULL, SOCK_CLOEXEC);
 			if (s >= 0)
 				close(s);
-			ctl.reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+			ctl.reserve_fd = sc__fd_park(open("/dev/null", O_RDONLY | O_CLOEXEC));
 			/* EMFILE comes before EAGAIN: stop once none is pending */
 			if (s < 0)
 				return;
@@ -320,6 +320,7 @@ static void ctl_accept(uint64_t id)
 			close(s);
 			continue;
 		}
+		s = sc__fd_park(s);
 		struct sc_group *g = sc__group_alloc(1, s);
 		if (!g) {
 			close(s);

@@ -104,8 +104,8 @@ static int ctl_make(struct sc_dm_binding *b)
 	if (!b->nchunks)
 		return -EINVAL;
 	b->ctl_size = sizeof(struct sc_dm_hdr) + (size_t)b->nchunks * sizeof(uint64_t);
-	int fd = (int)SC_SYSCALL(SYS_memfd_create, "shortcut-devmem",
-				 MFD_CLOEXEC | MFD_ALLOW_SEALING, 0, 0, 0, 0);
+	int fd = sc__fd_park((int)SC_SYSCALL(SYS_memfd_create, "shortcut-devmem",
+					     MFD_CLOEXEC | MFD_ALLOW_SEALING, 0, 0, 0, 0));
 	if (fd < 0)
 		return -ENOMEM;
 	void *p = MAP_FAILED;
@@ -135,7 +135,7 @@ int sc__dm_bind(int fd, int flags)
 	if (fd < 0)
 		return -EBADF;
 	int saved = errno;
-	int dfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	int dfd = sc__fd_dup(fd);
 	if (dfd < 0) {
 		errno = saved;
 		return -EBADF;

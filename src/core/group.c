@@ -254,7 +254,7 @@ static int group_create(const char *path, uint32_t nslots, struct sc_group **out
 		sa.sun_path[0] = 0;
 	socklen_t salen = offsetof(struct sockaddr_un, sun_path) + plen + (path[0] != '@');
 
-	sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	sock = sc__fd_park(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
 	if (sock < 0)
 		return -errno;
 	while ((rc = connect(sock, (struct sockaddr *)&sa, salen)) < 0 && errno == EINTR)
@@ -621,6 +621,7 @@ static int group_cell(struct sc_group *g, const struct sc_msg *m, int fd)
 		if (rc)
 			return rc;
 	} else {
+		fd = sc__fd_park(fd);
 		__atomic_store_n(&g->peer_wake[m->cell], fd, __ATOMIC_RELEASE);
 	}
 	__atomic_store_n(&g->peer_gen[m->cell], m->gen, __ATOMIC_RELEASE);

@@ -227,6 +227,7 @@ static int add_wake_socket(struct sc_chan *ch, struct sc_chan_cell *cc)
 
 	if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) < 0)
 		return -errno;
+	sv[0] = sc__fd_park(sv[0]);     /* (sv[1] goes to the peer, then closes) */
 	struct epoll_event ev = { .events = EPOLLIN, .data.fd = sv[0] };
 	if (epoll_ctl(ch->pfd, EPOLL_CTL_ADD, sv[0], &ev) < 0) {
 		rc = -errno;
@@ -253,8 +254,8 @@ int sc__chan_ensure_pfd(struct sc_chan *ch)
 	pthread_mutex_lock(&ch->lock);
 	if (ch->pfd >= 0)
 		goto out;
-	ch->pfd = epoll_create1(EPOLL_CLOEXEC);
-	ch->lfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	ch->pfd = sc__fd_park(epoll_create1(EPOLL_CLOEXEC));
+	ch->lfd = sc__fd_park(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
 	struct epoll_event ev = { .events = EPOLLIN, .data.fd = ch->lfd };
 	if (ch->pfd < 0 || ch->lfd < 0 || epoll_ctl(ch->pfd, EPOLL_CTL_ADD, ch->lfd, &ev) < 0) {
 		rc = -errno;

@@ -199,7 +199,7 @@ struct sc_ep *ep_get(int epfd, bool create)
 		adopted = e && e->nfds == 1;
 	}
 	if (e && e->inner < 0) {
-		e->inner = R(epoll_create1)(EPOLL_CLOEXEC);
+		e->inner = sc__fd_park(R(epoll_create1)(EPOLL_CLOEXEC));
 		e->id = atomic_fetch_add(&next_id, 1) + 1;
 		e->cookie = ep_mkcookie(EP_MAGIC_SET, e->id);
 		struct epoll_event ev = { .events = EPOLLIN, .data.u64 = e->cookie };

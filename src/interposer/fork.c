@@ -422,6 +422,7 @@ void atfork_child(void)
 	G.rdv = NULL;
 	G.pending = NULL;
 	atomic_store(&G.npending, 0);
+	pending_atfork_child();
 	sc__link_atfork_child();
 	ep_atfork_child();
 	sw_atfork_child();      /* the switch thread did not come along */

@@ -98,9 +98,11 @@ static uint64_t next_tag(void)
  * pollable channel, an eventfd, a wake socket; the peer holds one of ours):
  * a process near its RLIMIT_NOFILE stays on TCP rather than run out of fds
  * in the middle of a wait.  fds are allocated lowest first, so the socket's
- * number tells how many are open.  The limit is read each time: a program
- * may lower it mid-run (issue 15: one that did had its connections up to
- * its new limit accelerated, by the limit it started with). */
+ * number tells how many of the program's are open, and the last of ours
+ * (kept high: sc__fd_park) how many of ours.  The limit is read each time:
+ * a program may lower it mid-run (issue 15: one that did had its
+ * connections up to its new limit accelerated, by the limit it started
+ * with); where ours go follows it. */
 static bool fd_headroom(int fd)
 {
 	struct rlimit rl;
@@ -108,7 +110,8 @@ static bool fd_headroom(int fd)
 	long l = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ?
 		 (long)rl.rlim_cur : 1L << 20;
 	errno = saved;
-	return (long)fd + 64 < l - l / 4;
+	sc__fd_limit(l);
+	return sc__fd_in_use(fd) + 64 < l - l / 4;
 }
 
 /* The accepting process sends the segment of a new link group, which we
@@ -220,8 +223,11 @@ static int offer_prepare(int fd, struct sc_sock *s, const struct sockaddr *addr,
 		return -1;
 	}
 	s->pbuf = malloc(PBUF_CAP);
-	if (s->efd < 0)
-		s->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (s->efd < 0) {
+		int e = pending_efd();
+		s->efd = e < 0 ? -1 : e;
+		s->efd_set = false;
+	}
 	if (!s->pbuf || s->efd < 0) {
 		free(s->pbuf);
 		s->pbuf = NULL;

@@ -163,6 +163,7 @@ struct sc_sock {
 	bool lead_tcp;          /* ... pbuf[0] was sent on TCP */
 	bool lead_held;         /* ... held back there (MSG_MORE, cork) */
 	int efd;                /* readable once the OPEN arrived */
+	bool efd_set;           /* ... and written (under G.rdv_lock) */
 	bool tcp_up;            /* the kernel's connect has completed (pending_tcp_up) */
 	bool efd_exposed;       /* ... handed to a poller or an epoll set (kept
 				 * for the socket's life: they may still name it) */
@@ -225,6 +226,9 @@ bool in_vfork_child(void);
 /* ---- set-up (pending.c, handshake.c) ------------------------------------- */
 
 void pending_unlink(struct sc_sock *s);
+/* a pending client's eventfd: a spare one (reset) or a new one; -errno */
+int pending_efd(void);
+void pending_atfork_child(void);
 int pending_settle(int fd, struct sc_sock *s, bool block, int max_ms);
 /* s->lead: no lead byte (the port's listeners do not defer their accepts,
  * or it was decided), one to send with the first bytes, one committed

@@ -45,10 +45,65 @@
 #include "stats.h"
 #include "txrx.h"
 #include "interposer.h"
+
+/* ---- a pending client's eventfd -----------------------------------------
+ *
+ * A pending client waits for its OPEN on an eventfd.  A blocking client's
+ * never leaves the library, and goes when the connection settles: made,
+ * moved high (sc__fd_park) and closed, it cost four system calls a
+ * connection.  A few such are kept, reset, for the next clients instead
+ * (one per client thread of sockbench conn --clients 8); never one that
+ * went out to a poller or an epoll set, which may still watch it. */
+#define SPARE_EFDS 8
+static _Atomic int spare_efd[SPARE_EFDS] = { [0 ... SPARE_EFDS - 1] = -1 };
+
+int pending_efd(void)
+{
+	/* (a spare was reset before it was put here: the exchanges order
+	 * that read before our use) */
+	for (int i = 0; i < SPARE_EFDS; i++) {
+		int e;
+		if (atomic_load_explicit(&spare_efd[i], memory_order_relaxed) >= 0 &&
+		    (e = atomic_exchange(&spare_efd[i], -1)) >= 0)
+			return e;
+	}
+	int e = sc__fd_park(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+	return e < 0 ? -errno : e;
+}
+
+/* efd: a settled client's, never exposed, ours alone (nothing writes it
+ * once off the pending list); set: it was written */
+static void efd_retire(int efd, bool set)
+{
+	uint64_t v;
+	int saved = errno;
+	if (!set || R(read)(efd, &v, sizeof(v)) == sizeof(v))
+		for (int i = 0; i < SPARE_EFDS; i++) {
+			int none = -1;
+			if (atomic_compare_exchange_strong(&spare_efd[i], &none, efd)) {
+				errno = saved;
+				return;
+			}
+		}
+	R(close)(efd);
+	errno = saved;
+}
+
+/* Fork child: the spares are the parent's eventfds too (its control thread
+ * writes them once they serve a client of its own). */
+void pending_atfork_child(void)
+{
+	for (int i = 0; i < SPARE_EFDS; i++) {
+		int e = atomic_exchange(&spare_efd[i], -1);
+		if (e >= 0)
+			R(close)(e);
+	}
+}
+
 /* s->lock held: s is settled.  Its eventfd is signalled no more (the
  * control thread writes it under rdv_lock, for listed sockets only); one
  * that never went out of the library goes now (a connection's fd costs
- * then only its socket). */
+ * then only its socket), kept for the next client. */
 void pending_unlink(struct sc_sock *s)
 {
 	pthread_mutex_lock(&G.rdv_lock);
@@ -58,9 +113,10 @@ void pending_unlink(struct sc_sock *s)
 			atomic_fetch_sub(&G.npending, 1);
 			break;
 		}
+	bool set = s->efd_set;
 	pthread_mutex_unlock(&G.rdv_lock);
 	if (s->efd >= 0 && !s->efd_exposed) {
-		R(close)(s->efd);
+		efd_retire(s->efd, set);
 		s->efd = -1;
 	}
 }
@@ -110,8 +166,8 @@ static int rdv_deliver(struct sc_listener *l, struct sc_conn *c)
 		struct sc_conn *none = NULL;
 		if (atomic_compare_exchange_strong(&s->attached, &none, c)) {
 			if ((s != pumping_for || s->efd_exposed) &&
-			    R(write)(s->efd, &one, sizeof(one)) < 0) {
-			}
+			    R(write)(s->efd, &one, sizeof(one)) == sizeof(one))
+				s->efd_set = true;
 			rc = 0;
 		}
 		break;

@@ -353,7 +353,7 @@ int sock_switch_bounded(int fd, struct sc_sock *s, uint64_t wait_ns, int resend_
 	/* the re-send: our own fd for it (the program may close its fd once
 	 * we let go of s->lock), and a reference on s */
 	struct sw_job *j = calloc(1, sizeof(*j));
-	int kfd = from != to || s->plen || s->shut_wr ? R(fcntl)(fd, F_DUPFD_CLOEXEC, 0) : -1;
+	int kfd = from != to || s->plen || s->shut_wr ? sc__fd_dup(fd) : -1;
 	if (kfd >= 0)
 		hidden_add(kfd);
 	pthread_mutex_lock(&table_lock);
@@ -448,7 +448,7 @@ static void sw_orphans_run(void)
 bool sw_orphan(int fd, struct sc_sock *s)
 {
 	struct sw_orphan *o = malloc(sizeof(*o));
-	int kfd = o ? R(fcntl)(fd, F_DUPFD_CLOEXEC, 0) : -1;
+	int kfd = o ? sc__fd_dup(fd) : -1;
 	if (kfd < 0) {
 		free(o);
 		return false;
@@ -508,7 +508,7 @@ static void deaths_scan(void)
 			    !(atomic_load(&s->c->lflags) & SC_LF_DEATH_SWITCH))
 				continue;
 			struct sw_death *d = malloc(sizeof(*d));
-			int kfd = d ? R(fcntl)((p << PAGE_BITS) | i, F_DUPFD_CLOEXEC, 0) : -1;
+			int kfd = d ? sc__fd_dup((p << PAGE_BITS) | i) : -1;
 			if (kfd < 0) {
 				free(d);
 				continue;
@@ -606,7 +606,7 @@ void sw_scan(bool all, bool cloexec_too, bool block)
 			}
 			/* our own fd for the kernel socket: the program may
 			 * close its fd meanwhile */
-			int kfd = R(fcntl)(fd, F_DUPFD_CLOEXEC, 0);
+			int kfd = sc__fd_dup(fd);
 			if (kfd < 0)
 				continue;
 			hidden_add(kfd);
@@ -731,7 +731,7 @@ void sw_start(void)
 	if (atomic_load_explicit(&off_ino, memory_order_acquire) < 0 && sc__rundir()) {
 		pthread_mutex_lock(&lock);
 		if (atomic_load(&off_ino) < 0) {
-			int ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+			int ino = sc__fd_park(inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
 			if (ino >= 0 &&
 			    (inotify_add_watch(ino, sc__rundir(), IN_CREATE | IN_MOVED_TO |
 					       IN_DELETE | IN_MOVED_FROM) < 0 ||
@@ -782,7 +782,7 @@ void sw_kick(void)
 	pthread_mutex_lock(&SW.lock);
 	if (!SW.running) {
 		if (SW.efd < 0)
-			SW.efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+			SW.efd = sc__fd_park(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
 		pthread_t t;
 		pthread_attr_t a;
 		sigset_t all, old;

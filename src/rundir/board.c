@@ -361,7 +361,7 @@ static int lock_fd(struct sc_board *b)
 		board_lkfd[port] = 0;
 	}
 	if (!board_lkfd[port]) {
-		int fd = board_open(port, 0);
+		int fd = sc__fd_park(board_open(port, 0));
 		if (fd < 0)
 			return -1;
 		board_lkfd[port] = fd + 1;

@@ -241,7 +241,7 @@ struct sc_stats_retired *sc__stats_retired(int *fdp)
 			}
 		}
 		if (r) {
-			retired_fd = fd;
+			retired_fd = sc__fd_park(fd);
 			atomic_store_explicit(&retired, r, memory_order_release);
 		} else if (fd >= 0) {
 			close(fd);

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """The `shortcut` command: perf's interface and JSON, configuration errors,
-and the no-system-call property of a busy stream seen from outside (strace)."""
+and, seen from outside (strace), the no-system-call property of a busy
+stream and the eventfds a blocking client's set-up makes."""
 import json
 import os
 import re
@@ -102,6 +103,42 @@ def test_busy_stream_makes_no_syscalls(tmp_path):
     allowed = 2000 + 2 * (int(crowded.group(1)) + int(crowded.group(2)) +
                           int(slept.group(1)) + int(slept.group(2)))
     assert int(total.group(1)) < allowed, out.read_text()
+
+
+# 200 connections, each a blocking client's (no timeout: no poll) and kept
+# open (not short: each on shared memory)
+BLOCKING = r"""
+import socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(256)
+keep = []
+for i in range(200):
+    c = socket.create_connection(s.getsockname())
+    a, _ = s.accept()
+    c.sendall(b"ping"); assert a.recv(4) == b"ping"
+    a.sendall(b"pong"); assert c.recv(4) == b"pong"
+    keep += [c, a]
+"""
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace (Debian package strace) missing")
+def test_blocking_client_makes_no_eventfd_per_connection(tmp_path):
+    """A pending client waits for its OPEN on an eventfd; a blocking
+    client's never goes out of the library, and is kept for the next
+    client once the connection settles: 200 connections make a few
+    eventfds (the process's), not one each (made, moved high and closed,
+    it cost four system calls a connection)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SHORTCUT_")}
+    env["SHORTCUT_RUNDIR"] = str(tmp_path / "rd")
+    out = tmp_path / "strace.txt"
+    r = subprocess.run(["strace", "-f", "-c", "-o", str(out), SHORTCUT, "run", "python3", "-c",
+                        BLOCKING], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    st = subprocess.run([SHORTCUT, "stats", "--json"], capture_output=True, text=True,
+                        env=env, timeout=30)
+    assert json.loads(st.stdout)["conns_accelerated"] == 400, st.stdout
+    m = re.search(r"^.*\s(\d+)(?:\s+\d+)?\s+eventfd2$", out.read_text(), re.M)
+    made = int(m.group(1)) if m else 0
+    assert made < 20, out.read_text()
 
 
 PAIR = ("import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); "
