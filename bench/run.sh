@@ -13,7 +13,11 @@
 #     floor): connection set-up (sockbench, pgbench -C), 10,000 connections,
 #     epoll_wait(0), CPU per request at fixed rates, oversubscribed pairs,
 #     each with its target and pass/miss;
-#  3. readiness (bench/readiness.py); 4. calls not accelerated (passthrough.c).
+#  3. readiness (bench/readiness.py); 4. calls not accelerated (passthrough.c);
+#  5. containers (bench/containers.py redis): redis-benchmark between two
+#     containers and between two host processes, kernel TCP and shortcut
+#     alternating; only as root with Podman (or SC_CONTAINER_ENGINE=docker),
+#     else the section says why it was skipped.
 # Writes bench/results/latest.md (printed at the end), latest.json (every
 # sample) and latest.png (bench/plot.py: speed-up over kernel TCP).
 #   bench/run.sh [--quick] [--reps N]
@@ -228,6 +232,10 @@ print(f"\n`bench/passthrough.c`, 300,000 iterations per call kind, {max(reps, 5)
       "the differences are within the run-to-run noise of these system calls.")
 PY
 fi
+
+# --- 5. containers: redis-benchmark between two containers (issue 22) -------
+python3 bench/containers.py redis "$reps" $quick --json "$out/latest.json" >> "$out/latest.md" ||
+	status=$?
 
 # --- chart ------------------------------------------------------------------
 if [ -n "$plotpy" ]; then
