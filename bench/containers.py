@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """Containers (issue 22): what shortcut gives between two containers of one
-host.
+host, and the figures of every scenario of test_containers.py.
 
   bench/containers.py redis REPS [--quick] [--json FILE]
       redis-benchmark -t set,get -c 50 -d 1024 -n N --csv in one container
@@ -23,8 +23,20 @@ host.
       why it skipped; the containers, the image (debootstrap, cached in
       build/containers/) and the engine's set-up are
       tests/integration/containers.py's.
+
+  bench/containers.py scenarios [--runs N] [--out FILE]
+      Runs `python3 -m pytest -q -s tests/integration/test_containers.py`
+      N times in a row (default 1), gathers each test's verdict (JUnit XML)
+      and the figures it prints (`SCENARIO NAME: shm N/M, notice X ms`:
+      connection ends on shared memory of all ends, the time a killed
+      peer took to be noticed), and writes a Markdown table to FILE
+      (default bench/results/containers.md) with the machine and the date.
+      Each run's output stays in build/containers/scenarios/ (--render:
+      the table of those again, nothing run).  Exit 1 if a test failed in
+      any run.
 """
 import argparse
+import datetime
 import json
 import os
 import platform
@@ -36,6 +48,7 @@ import statistics
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -321,6 +334,228 @@ def cmd_redis(a):
     return 1 if failed else 0
 
 
+# ---- scenarios: test_containers.py's verdicts and figures -------------------
+
+# what each test is, in the issue's words (the table's first column)
+SCENARIOS = {
+    "test_four_client_containers_one_server": "4 client containers at once, one server container",
+    "test_pod_app_and_sidecar_call_each_other": "pod style, app and sidecar call each other at "
+    "once, both directions, 5 rounds",
+    "test_pod_style_many_rounds": "pod style both directions, no engine (`unshare`), 1,000 rounds",
+    "test_server_killed_at_each_setup_stage": "kill -9 of the server container at a set-up stage",
+    "test_same_source_port_two_netns_never_mispaired": "same source port from two network "
+    "namespaces at once, 1,000 rounds",
+    "test_tools_across_pid_namespaces": "`stat`, `stats`, `off --wait` about two containers",
+    "test_two_uids": "two uids (containers `--user`), with or without their group",
+    "test_redis_benchmark_two_containers": "redis-benchmark from two containers at once",
+    "test_doctor_says_rundir_not_shared": "`shortcut doctor` in a container",
+    "test_cdi_device_two_containers": "CDI device, two containers",
+    "test_make_install_cdi": "`make install-cdi`",
+    "test_pod_example_kube_play": "docs/containers.md's pod, `podman kube play`",
+}
+LINE = re.compile(r"^SCENARIO (\S+): shm (\S+), notice (\S+)(?: ms)?(?:; (.*))?$")
+
+
+def conntrack_drops():
+    """Packets the host's connection tracking dropped since boot because
+    its table was full (/proc/net/stat/nf_conntrack "drop", every CPU's);
+    None where there is no such file.  A new connection's SYN dropped so
+    makes its connect wait for the retransmissions (1, 3, 7, 15, 31 s).
+    The table is shared with everything else the machine runs, and a
+    container's bridged traffic is tracked in it wherever br_netfilter is
+    loaded (dockerd loads it)."""
+    try:
+        with open("/proc/net/stat/nf_conntrack") as f:
+            head, *rows = f.read().split("\n")
+    except OSError:
+        return None
+    col = head.split().index("drop")
+    return sum(int(r.split()[col], 16) for r in rows if r.strip())
+
+
+def merge_notes(notes):
+    """The notes of several runs in one: those that differ only in their
+    numbers as one, each number a range."""
+    groups = {}
+    for n in notes:
+        groups.setdefault(re.sub(r"\d+", "#", n), []).append(
+            [int(x) for x in re.findall(r"\d+", n)])
+    parts = []
+    for key, nums in groups.items():
+        cols = iter(list(zip(*nums)))
+
+        def num(_):
+            vals = next(cols)
+            return str(min(vals)) if min(vals) == max(vals) else "%d–%d" % (min(vals), max(vals))
+        parts.append(re.sub("#", num, key) + (" (%d×)" % len(nums) if len(groups) > 1 else ""))
+    return "; ".join(parts)
+
+
+def merge_shm(shms):
+    """"N/M" of several runs: "N/M", "N1–N2/M", or each with its count."""
+    if len(set(shms)) == 1:
+        return shms[0]
+    if len({s.split("/")[1] for s in shms}) == 1:
+        n = [int(s.split("/")[0]) for s in shms]
+        return "%d–%d/%s" % (min(n), max(n), shms[0].split("/")[1])
+    return ", ".join("%s (%d×)" % (s, shms.count(s)) for s in sorted(set(shms)))
+
+
+def one_run(i, logdir):
+    """pytest once, into logdir's runI.log (its output), runI.xml (JUnit)
+    and runI.json (seconds, the kernel's conntrack-full count)."""
+    xml = os.path.join(logdir, "run%d.xml" % i)
+    log = os.path.join(logdir, "run%d.log" % i)
+    drops0 = conntrack_drops()
+    t0 = time.monotonic()
+    with open(log, "w") as f:
+        subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider",
+                        "tests/integration/test_containers.py", "--junitxml", xml],
+                       cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    with open(os.path.join(logdir, "run%d.json" % i), "w") as f:
+        drops1 = conntrack_drops()
+        json.dump({"took": time.monotonic() - t0,
+                   "drops": drops1 - drops0 if drops0 is not None else None}, f)
+
+
+def read_run(i, logdir):
+    """What one_run left: {test name: {"verdict", "why", "shm", "notice",
+    "note"}}, the test order, seconds, the log, the conntrack-full count."""
+    xml = os.path.join(logdir, "run%d.xml" % i)
+    log = os.path.join(logdir, "run%d.log" % i)
+    try:
+        with open(os.path.join(logdir, "run%d.json" % i)) as f:
+            meta = json.load(f)
+    except (OSError, ValueError) as e:
+        raise SystemExit("run %d: not run (%s)" % (i, e))
+    res = {}
+    order = []
+    try:
+        tree = ET.parse(xml)
+    except (OSError, ET.ParseError) as e:
+        raise SystemExit("run %d: no JUnit XML (%s): see %s" % (i, e, log))
+    for tc in tree.iter("testcase"):
+        name = tc.get("name")
+        verdict, why = "pass", ""
+        for kind in ("failure", "error", "skipped"):
+            el = tc.find(kind)
+            if el is not None:
+                verdict = {"failure": "FAIL", "error": "ERROR", "skipped": "skip"}[kind]
+                why = (el.get("message") or el.text or "").strip()
+                break
+        res[name] = {"verdict": verdict, "why": why}
+        order.append(name)
+    with open(log) as f:
+        for line in f:
+            m = LINE.match(line.strip())
+            if m and m.group(1) in res:
+                res[m.group(1)].update(shm=m.group(2), notice=m.group(3), note=m.group(4) or "")
+    return res, order, meta["took"], log, meta["drops"]
+
+
+def cmd_scenarios(a):
+    logdir = os.path.join(ROOT, "build", "containers", "scenarios")
+    os.makedirs(logdir, exist_ok=True)
+    session = os.path.join(logdir, "session.json")
+    if not a.render:
+        for f in os.listdir(logdir):
+            os.unlink(os.path.join(logdir, f))
+        meta = {"start": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
+                "load0": loadavg(), "runs": a.runs}
+        for i in range(1, a.runs + 1):
+            sys.stderr.write("scenarios: run %d of %d\n" % (i, a.runs))
+            one_run(i, logdir)
+        meta["load1"] = loadavg()
+        with open(session, "w") as f:
+            json.dump(meta, f)
+    try:
+        with open(session) as f:
+            meta = json.load(f)
+    except (OSError, ValueError) as e:
+        raise SystemExit("no runs to render in %s (%s)" % (logdir, e))
+    runs, order, took, summary = [], None, [], []
+    for i in range(1, meta["runs"] + 1):
+        res, o, t, log, drops = read_run(i, logdir)
+        runs.append(res)
+        took.append(t)
+        order = order or o
+        bad = [n for n, r in res.items() if r["verdict"] in ("FAIL", "ERROR")]
+        line = "run %d: %d tests in %.0f s, %s" % (
+            i, len(res), t, "failed: " + ", ".join("`%s`" % n for n in bad) if bad else
+            "none failed")
+        if drops:
+            line += "; the host's connection tracking table was full during it: %d packets " \
+                "dropped (/proc/net/stat/nf_conntrack), new connections' SYNs among them" % drops
+        summary.append(line)
+        sys.stderr.write("scenarios: %s (%s)\n" % (line, os.path.relpath(log, ROOT)))
+    N = len(runs)
+    out = []
+    w = out.append
+    eng = [v for v in (tool_version(["podman", "--version"]),
+                       tool_version(["/usr/bin/docker", "--version"])) if v]
+    w("# Containers (issue 22): every scenario of test_containers.py\n")
+    w("%s; %s; %s. `python3 -m pytest -q -s tests/integration/test_containers.py`, %d run%s in a "
+      "row (%s s); load average %s before, %s after (the machine was shared with other work)."
+      "\n" % (meta["start"], machine(), ", ".join(eng) or "no engine", N,
+              "s" if N > 1 else "", ", ".join("%.0f" % t for t in took), meta["load0"],
+              meta["load1"]))
+    w("Correct: the test's verdict (every byte checked by the programs, each scenario's "
+      "assertions)%s. Connection ends on shared memory / all connection ends: `shortcut stats "
+      "--json` of the test's run directory at its end (both ends of a connection counted where "
+      "both have the library; a connection switched back to TCP later still counts as on shared "
+      "memory). Time to notice: from the kill -9 to the client's EOF or ECONNRESET (its "
+      "`CLOCK_MONOTONIC`)%s. Made by `bench/containers.py scenarios%s`.\n" % (
+          ", in each run" if N > 1 else "",
+          ", median and range over the runs" if N > 1 else "",
+          " --runs %d" % N if N > 1 else ""))
+    w("| scenario | variant | correct? | connection ends on shared memory / all | time to notice "
+      "a killed peer | notes |")
+    w("|---|---|---|---|---|---|")
+    failures = []
+    for name in order:
+        base, _, param = name.partition("[")
+        param = param.rstrip("]")
+        rs = [r[name] for r in runs if name in r]
+        passed = sum(r["verdict"] == "pass" for r in rs)
+        skipped = [r for r in rs if r["verdict"] == "skip"]
+        if skipped and len(skipped) == len(rs):
+            correct = "skipped: " + skipped[0]["why"][:120]
+        elif passed == len(rs):
+            correct = "yes" + (" (%d/%d)" % (passed, N) if N > 1 else "")
+        else:
+            correct = "**no** (%d/%d passed)" % (passed, len(rs))
+        for k, r in enumerate(runs, 1):
+            if name in r and r[name]["verdict"] in ("FAIL", "ERROR"):
+                failures.append((k, name, r[name]["why"]))
+        shms = [r["shm"] for r in rs if "shm" in r and r["shm"] != "n/a"]
+        shm = merge_shm(shms) if shms else "—"
+        ns = [float(r["notice"]) for r in rs if r.get("notice", "n/a") != "n/a"]
+        if not ns:
+            notice = "—"
+        elif len(ns) == 1:
+            notice = "%.0f ms" % ns[0]
+        elif round(min(ns)) == round(max(ns)):
+            notice = "%.0f ms" % ns[0]
+        else:
+            notice = "%.0f ms (%.0f–%.0f)" % (statistics.median(ns), min(ns), max(ns))
+        note = merge_notes([r["note"] for r in rs if r.get("note")])
+        w("| %s | %s | %s | %s | %s | %s |" % (SCENARIOS.get(base, base), param or "", correct,
+                                               shm, notice, note.replace("|", "\\|")))
+    if N > 1 or failures:
+        w("\nRuns:\n")
+        for line in summary:
+            w("- " + line)
+    if failures:
+        w("\nFailures:\n")
+        for k, name, why in failures:
+            w("- run %d, `%s`: %s" % (k, name, " ".join(why.split())[:600]))
+    text = "\n".join(out) + "\n"
+    with open(a.out, "w") as f:
+        f.write(text)
+    sys.stdout.write(text)
+    return 1 if failures else 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -328,10 +563,19 @@ def main():
     r.add_argument("reps", type=int)
     r.add_argument("--quick", action="store_true", help="-n 30000 instead of 100000")
     r.add_argument("--json", help="store the samples in this JSON file (key 'containers')")
+    s = sub.add_parser("scenarios", help="test_containers.py's verdicts and figures, a table")
+    s.add_argument("--runs", type=int, default=1)
+    s.add_argument("--render", action="store_true",
+                   help="run nothing: the table of the runs left in build/containers/scenarios/")
+    s.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "containers.md"))
     a = ap.parse_args()
-    if a.reps < 1:
-        ap.error("REPS must be >= 1")
-    return cmd_redis(a)
+    if a.cmd == "redis":
+        if a.reps < 1:
+            ap.error("REPS must be >= 1")
+        return cmd_redis(a)
+    if a.runs < 1:
+        ap.error("--runs must be >= 1")
+    return cmd_scenarios(a)
 
 
 if __name__ == "__main__":
