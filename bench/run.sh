@@ -15,7 +15,13 @@
 #     each with its target and pass/miss;
 #  2c. applications (issue 25, bench/apps.py): pgbouncer, MariaDB, gRPC,
 #     Node ws, axum, Erlang, Netty, HAProxy, each against kernel TCP;
-#  3. readiness (bench/readiness.py); 4. calls not accelerated (passthrough.c).
+#  3. readiness (bench/readiness.py); 4. calls not accelerated (passthrough.c);
+#  5. containers (bench/containers.py redis): redis-benchmark between two
+#     containers and between two host processes, kernel TCP and shortcut
+#     alternating; only as root with Podman (or SC_CONTAINER_ENGINE=docker),
+#     else the section says why it was skipped;
+#  6. many cores (bench/scaling.sh): nginx and redis with N workers and N
+#     connections, N = 1, 2, 4 ... up to the CPUs present.
 # Writes bench/results/latest.md (printed at the end), latest.json (every
 # sample) and latest.png (bench/plot.py: speed-up over kernel TCP).
 #   bench/run.sh [--quick] [--reps N]
@@ -241,6 +247,16 @@ print(f"\n`bench/passthrough.c`, 300,000 iterations per call kind, {max(reps, 5)
       "the differences are within the run-to-run noise of these system calls.")
 PY
 fi
+
+# --- 5. containers: redis-benchmark between two containers (issue 22) -------
+python3 bench/containers.py redis "$reps" $quick --json "$out/latest.json" >> "$out/latest.md" ||
+	status=$?
+
+# --- 6. many cores (seed 002): nginx and redis with N workers, N = 1, 2, 4..
+# up to the CPUs present (bench/scaling.sh; on a 16-core machine:
+# bench/results/scaling-16core.md)
+{ echo; bench/scaling.sh --reps "$reps" --secs "$([ -n "$quick" ] && echo 1 || echo 2)"; } \
+	>> "$out/latest.md" 2> "$tmp/scaling.err" || { status=1; tail -5 "$tmp/scaling.err" >&2; }
 
 # --- chart ------------------------------------------------------------------
 if [ -n "$plotpy" ]; then

@@ -64,8 +64,10 @@ GROUP_VAR = "SHORTCUT_GROUP"
 # holds the process at the first line holding the text.
 LOG_CLAIMED = "claimed"
 LOG_OPEN_SENT = "connection on shared memory (server"
-# SHORTCUT_LOG=1: the line of a connection on shared memory, either end
+# SHORTCUT_LOG=1: the line of a connection on shared memory, either end,
+# and of one left on TCP
 LOG_ON_SHM = "connection on shared memory"
+LOG_ON_TCP = "connection stays on TCP"
 
 # ---- the image -----------------------------------------------------------
 

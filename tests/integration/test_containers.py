@@ -17,6 +17,10 @@ group variable, log lines).
     python3 -m pytest -q -s tests/integration/test_containers.py
     SC_CONTAINER_ENGINE=docker ...      # every scenario on Docker
     MISPAIR_ROUNDS=200 ...              # fewer rounds of the source-port race
+
+Under -s each scenario prints one line of figures, `SCENARIO NAME: shm
+N/M, notice X ms[; NOTE]` (scenario() below), which `bench/containers.py
+scenarios` gathers into bench/results/containers.md.
 """
 import json
 import os
@@ -63,8 +67,32 @@ def both(bench):
     return pytest.mark.parametrize("bench", ["podman", "docker"], indirect=True)(bench)
 
 
+def scenario(st=None, notice=None, note=None, shm=None):
+    """The test's figures, one line on stdout (seen under -s; `bench/
+    containers.py scenarios` makes the table of them): the connection ends
+    on shared memory of all of them (`shortcut stats` st's, both ends of a
+    connection counted where both are the library's; shm: (n, m) counted
+    otherwise), the time a killed peer took to be noticed (notice, s).
+    Printed before the test's assertions on them, so that a failure has
+    its figures too."""
+    name = os.environ.get("PYTEST_CURRENT_TEST", "?").split("::")[-1].split(" ")[0]
+    notes = [note] if note else []
+    if st is not None:
+        shm = (st["conns_accelerated"], st["conns_accelerated"] + st["conns_fallback"])
+        why = ["%s %d" % kv for kv in st["fallback"].items() if kv[1]]
+        if why:
+            notes.append("ends on TCP: " + ", ".join(why))
+    print("\nSCENARIO %s: shm %s, notice %s%s" % (
+        name, "%d/%d" % shm if shm else "n/a",
+        "%.0f ms" % (notice * 1000) if notice is not None else "n/a",
+        "; " + "; ".join(notes) if notes else ""))
+    sys.stdout.flush()
+
+
 def accelerated(st, n):
     """n connection ends on shared memory, none on TCP, no byte through TCP."""
+    scenario(st, note="%d bytes through TCP" % (st["bytes_tcp_sent"] + st["bytes_tcp_received"])
+             if st["bytes_tcp_sent"] or st["bytes_tcp_received"] else None)
     why = {k: v for k, v in st["fallback"].items() if v}
     assert st["conns_accelerated"] == n and st["conns_fallback"] == 0, (
         "%d connection ends on shared memory of %d; on TCP: %s" % (
@@ -217,7 +245,7 @@ STAGES = {
 
 
 @pytest.mark.parametrize("stage", list(STAGES))
-def test_server_killed_at_each_setup_stage(bench, stage):
+def test_server_killed_at_each_setup_stage(bench, rundir, stage):
     """kill -9 of the server container's program at each stage of a
     connection's set-up, the client in another container (both pid 1): the
     client sees EOF or ECONNRESET within 1 s, never hangs (issue 22 item
@@ -246,6 +274,7 @@ def test_server_killed_at_each_setup_stage(bench, stage):
         raise AssertionError("%s: the client did not see the end in 10 s (a hang): %s\n"
                              "client's log: %s" % (stage, e, cli.err.text()[-1500:]))
     took = float(w[2]) - t0
+    scenario(C.stats(rundir), notice=took, note="the client saw " + w[1])
     assert w[1] in ("eof", "reset"), (stage, w)
     assert took <= NOTICE, "%s: the client saw the end %.3f s after the kill (pid %d)" % (
         stage, took, pid)
@@ -296,10 +325,12 @@ def test_same_source_port_two_netns_never_mispaired(rundir, pidns):
     finally:
         ns.close()
     mis = [s for s in server_said if s.startswith("misdelivered")]
+    st = C.stats(rundir)
+    scenario(st, note="%d rounds of 2 clients: %d mis-pairings, %d client reports not ok" % (
+        ROUNDS, len(mis), len(bad)))
     assert not bad and not server_said, "%d rounds of %d: %d client reports not ok, %d " \
         "mis-pairings seen by the server (first: %r, %r)" % (
             ROUNDS, ROUNDS, len(bad), len(mis), bad[:3], server_said[:3])
-    st = C.stats(rundir)
     # [lead] pairing proven end to end: at least one of each round's two
     # clients on shared memory (both ends counted)
     assert st["conns_accelerated"] >= 2 * ROUNDS, st
@@ -375,6 +406,8 @@ def test_tools_across_pid_namespaces(bench, rundir, viewer):
         rc, out, err = c.finish()
         assert rc == 0 and "server-error" not in out, (c.name, out, err[-2000:])
     st = C.stats(rundir)
+    scenario(st, note="`off --wait` returned after %.0f ms; %d ends switched to TCP by it" % (
+        took * 1000, st["conns_switched_to_tcp"]))
     assert st["conns_accelerated"] == 6 and st["conns_switched_to_tcp"] == 6, st
 
 
@@ -440,12 +473,17 @@ def test_two_uids(bench, rundir, group):
         rc, out, err = c.finish()
         assert rc == 0, err
         st = json.loads(out)
+        scenario(st, note="sc-c, outside the group, on TCP")
         # sc-a and sc-b on shared memory; sc-c's two connections on TCP,
         # counted by the server only (sc-c cannot write in the directory)
         assert st["conns_accelerated"] == 4 and st["conns_fallback"] == 2, st
     else:
         # the run directory is not theirs to use: each says so, nothing is
         # on shared memory (SHORTCUT_LOG=1 names each connection's mode)
+        lines = [ln for s in logs for ln in s.splitlines()]
+        on_shm = sum(C.LOG_ON_SHM in ln for ln in lines)
+        scenario(shm=(on_shm, on_shm + sum(C.LOG_ON_TCP in ln for ln in lines)),
+                 note="counted from SHORTCUT_LOG=1 lines: the run directory is not theirs")
         assert not [s for s in logs if C.LOG_ON_SHM in s], logs
 
 
@@ -493,6 +531,7 @@ def test_redis_benchmark_two_containers(bench, rundir):
         for k, v in got.items():
             rates.setdefault(k, []).append(float(v))
     st = C.stats(rundir)
+    scenario(st, note="2 x redis-benchmark -c 10 at once")
     assert st["conns_accelerated"] >= 2 * 2 * 10 and st["conns_fallback"] == 0, st
     tsrv, touts = redis_pair(bench, False, "t")
     tsrv.kill9()
@@ -647,6 +686,7 @@ def test_pod_example_kube_play(bench, tmp_path):
         assert set(dict(RPS.findall(out))) == {"SET", "GET"}, out[-2000:]
         r = bench.eng("exec", name + "-app", C.CTR_BIN, "stats", "--json")
         st = json.loads(r.stdout)
+        scenario(st, note="redis-benchmark -c 50 in the sidecar")
         # redis-benchmark's 50 connections, and the pings that found the server up
         assert st["conns_accelerated"] >= 2 * 50 and st["bytes_tcp_sent"] == 0, st
     finally:
