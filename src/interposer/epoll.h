@@ -16,6 +16,7 @@
 #define SC_EPOLL_H
 
 #include "interposer.h"
+#include "spin.h"
 
 /* Cookies: what the kernel's sets know our own registrations by.  An inner
  * set's registration in the program's set, and a nested program set's in
@@ -131,6 +132,9 @@ struct sc_ep {
 	/* threads asleep in the kernel's wait on it, ours or passed through:
 	 * a registration made meanwhile must wake them (epoll_ctl) */
 	_Atomic int sleepers;
+	/* how long a wait spins before it sleeps, learnt for the set
+	 * (ep_spin; spin.c) */
+	struct sc_spin_class spin;
 	/* epoll sets of the program's registered in this one (nested): their
 	 * events are checked before they are reported (see ep_wait) */
 	struct sc_epnest {

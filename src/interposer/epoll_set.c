@@ -138,6 +138,7 @@ static struct sc_ep *ep_new(int fd)
 		return NULL;
 	e->fd = fd;
 	e->inner = -1;
+	e->spin = (struct sc_spin_class)SC_SPIN_CLASS_INIT;
 	pthread_mutex_init(&e->lock, NULL);
 	if (!ep_fd_add(e, fd)) {
 		free(e->fds);
