@@ -136,7 +136,8 @@ SC_API int close(int fd)
 /* close_range / closefrom: what close() does for each accelerated fd and
  * epoll set in the range (the peer sees the close; the table forgets the
  * numbers), then the kernel's close of the range, less our own fds of the
- * switch (re-sends under way: hidden). */
+ * switch (re-sends under way: hidden) and of the run directory's
+ * processes (procs.c). */
 static void forget_range(unsigned first, unsigned last)
 {
 	for (unsigned p = first >> PAGE_BITS; p < NPAGES && (p << PAGE_BITS) <= last; p++) {
@@ -154,6 +155,14 @@ static int close_range_holes(unsigned first, unsigned last, int flags)
 {
 	int hs[64];
 	int n = hidden_in(first, last, hs, 64);
+	/* our description of the run directory's processes: closing it
+	 * would drop our identity's lock (others would take us for dead),
+	 * and in a child that goes on without it, every look at another
+	 * process (a fork child's close_range: sem_fork_close_range took its
+	 * live owner for dead) */
+	int pf = sc__procs_fd();
+	if (pf >= 0 && (unsigned)pf >= first && (unsigned)pf <= last && n < 64)
+		hs[n++] = pf;
 	for (int i = 1; i < n; i++)             /* a few: insertion sort */
 		for (int j = i; j > 0 && hs[j - 1] > hs[j]; j--) {
 			int t = hs[j];

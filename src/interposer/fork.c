@@ -294,16 +294,15 @@ static void mark_forked(struct sc_sock *s, pid_t parent, pid_t child)
 /* A listening socket of ours is the child's too.  For its first
  * PREREG_FORKS forks (a server's workers) the child gets a board entry at
  * once: the parent writes it before it goes on (it may close its copy at
- * once, and a client must still find a live listener), the child locks it
+ * once, and a client must still find a live listener), live while the
+ * parent is, and the child takes it over, locked, under its own identity
  * (either may be first; the count is the one both saw before the fork).
  * After those (a server forking per connection, whose children only close
  * it) the child gets one when it accepts (listener_adopt). */
 #define PREREG_FORKS 8
-/* The identities of the forking process and of its child (made by the
- * parent before the fork, for these entries: sc__proc_prepare; 0 if none
- * could be), for the fork in progress in this thread. */
+/* The identity of the forking process, for the fork in progress in this
+ * thread (its child's copy of this thread has it too). */
 static __thread uint64_t fork_parent_id;
-static __thread struct sc_proc_pre *fork_pre;
 
 static bool will_prereg(struct sc_sock *s, pid_t me)
 {
@@ -320,19 +319,9 @@ static void listener_inherit(struct sc_sock *s, pid_t parent, pid_t child)
 		s->inherits++;  /* (the parent's count; the child's copy starts anew) */
 	else
 		s->inherits = 0;
-	/* the child's identity: the one the parent made for it, or (the
-	 * child, none made) its own */
-	uint64_t child_id = in_child ? sc__self() : fork_pre ? fork_pre->id : 0;
-	if (child_id &&
-	    sc__board_listen_inherit(s->board, s->ino, fork_parent_id, child_id) == 0 && in_child)
+	if (sc__board_listen_inherit(s->board, s->ino, fork_parent_id, child, in_child) == 0 &&
+	    in_child)
 		s->owner = child;
-}
-
-static bool any_prereg;
-static void find_prereg(struct sc_sock *s, pid_t me, pid_t unused)
-{
-	(void)unused;
-	any_prereg |= will_prereg(s, me);
 }
 
 /* Have we a connection on shared memory?  (A child that inherits it may
@@ -356,33 +345,15 @@ SC_API pid_t fork(void)
 	/* (sc__kick_owner: we are reachable whatever fds the child closes) */
 	if (owns_shm())
 		rdv_ensure();
-	/* listeners whose child gets a board entry at once: the entry names
-	 * the child's identity, made now (the child holds its lock) */
-	struct sc_proc_pre pre = { 0, -1 };
-	fork_parent_id = sc__self_peek();
-	pthread_mutex_lock(&table_lock);
-	any_prereg = false;
-	socks_each(find_prereg, sc__pid(), 0);
-	bool prereg = any_prereg;
-	pthread_mutex_unlock(&table_lock);
-	if (prereg && fork_parent_id)
-		sc__proc_prepare(&pre);
-	fork_pre = &pre;
 	pid_t child = R(fork)();
-	if (child <= 0) {
-		fork_pre = NULL;
-		if (child < 0)
-			sc__proc_prepared_parent(&pre); /* (nobody's: the slot is free) */
+	if (child <= 0)
 		return child;
-	}
 	int saved = errno;
 	child_add(child);
 	pthread_mutex_lock(&table_lock);        /* other threads run here */
 	socks_each(mark_forked, sc__pid(), child);
 	pthread_mutex_unlock(&table_lock);
 	socks_each(listener_inherit, sc__pid(), child);
-	fork_pre = NULL;
-	sc__proc_prepared_parent(&pre);         /* the child's alone now */
 	ep_mark_shared();
 	errno = saved;
 	return child;
@@ -405,10 +376,7 @@ void atfork_child(void)
 
 	sc__pid_reset();        /* before anything records our pid */
 	(void)sc__pid();
-	/* our identity: the one the parent made for us, else one of our own
-	 * when we need one; the parent's description goes */
-	sc__proc_atfork_child(fork_pre);
-	fork_pre = NULL;
+	sc__proc_atfork_child();        /* our identity: our own, when we need one */
 	sc__board_atfork_child();       /* the parent's listener locks stay its own */
 	socks_each(sock_inherit, parent, sc__pid());
 	socks_each(listener_inherit, parent, sc__pid());

@@ -409,8 +409,8 @@ static bool entry_live(struct sc_board *b, int i, bool ours)
 		return false;
 	}
 	if (atomic_load(&l->prereg)) {
-		/* its child has not locked it yet: the child's identity,
-		 * made by the parent before the fork, tells */
+		/* written by a parent for its child, not taken over yet:
+		 * live while the parent is */
 		if (fd >= 0)
 			close(fd);
 		return sc__proc_alive(owner);
@@ -444,34 +444,43 @@ void sc__board_atfork_child(void)
 
 /* Write listener entry t for the process of identity owner (board flock
  * held): into the entry it already has for that socket, or a free or dead
- * one.  Our own entry is locked; a child's (written by its parent at fork)
- * is marked prereg until the child locks it. */
-static int board_put(struct sc_board *b, uint64_t owner, const struct sc_board_listener *t)
+ * one.  Our own entry is locked; a prereg one (written by a parent for
+ * its child kid) is not, and is live while its owner, the parent, is. */
+/* board flock held: entry l is the owner's now, as t says */
+static void entry_write(struct sc_board_listener *l, uint64_t owner, int32_t kid, bool prereg,
+			const struct sc_board_listener *t)
 {
-	bool mine = owner == sc__self();
+	l->naddr = 0;
+	atomic_store(&l->owner, owner);
+	atomic_store(&l->prereg, prereg ? 1u : 0u);
+	l->kid = kid;
+	l->netns = t->netns;
+	l->sock_ino = t->sock_ino;
+	l->wildcard = t->wildcard;
+	atomic_store(&l->deferred, atomic_load(&t->deferred));
+	memcpy(l->addr, t->addr, sizeof(l->addr));
+	/* naddr last: a reader sees the addresses complete */
+	__atomic_store_n(&l->naddr, t->naddr, __ATOMIC_RELEASE);
+}
+
+static int board_put(struct sc_board *b, uint64_t owner, int32_t kid, bool prereg,
+		     const struct sc_board_listener *t)
+{
 	if (!owner)
 		return -ENOSPC;
 	for (int i = 0; i < SC_BOARD_LISTENERS; i++) {
 		struct sc_board_listener *l = &b->listeners[i];
 		uint64_t p = atomic_load(&l->owner);
-		bool same = p == owner && l->sock_ino == t->sock_ino;
+		bool same = p == owner && l->sock_ino == t->sock_ino && l->kid == kid &&
+			    !atomic_load(&l->prereg) == !prereg;
 		if (p && !same && entry_live(b, i, true))
 			continue;
-		if (mine && entry_lock(b, i, F_WRLCK) < 0) {
+		if (!prereg && entry_lock(b, i, F_WRLCK) < 0) {
 			if (errno == EAGAIN || errno == EACCES)
 				continue;       /* held: live after all */
 			return -errno;
 		}
-		l->naddr = 0;
-		atomic_store(&l->owner, owner);
-		atomic_store(&l->prereg, mine ? 0u : 1u);
-		l->netns = t->netns;
-		l->sock_ino = t->sock_ino;
-		l->wildcard = t->wildcard;
-		atomic_store(&l->deferred, atomic_load(&t->deferred));
-		memcpy(l->addr, t->addr, sizeof(l->addr));
-		/* naddr last: a reader sees the addresses complete */
-		__atomic_store_n(&l->naddr, t->naddr, __ATOMIC_RELEASE);
+		entry_write(l, owner, kid, prereg, t);
 		return 0;
 	}
 	return -ENOSPC;
@@ -499,14 +508,15 @@ int sc__board_listen(struct sc_board *b, const struct sc_addr16 *addr, uint64_t 
 	flock(fd, LOCK_EX);
 	/* the file we lock is the one we write in: not one removed by a
 	 * collection since we mapped it (it holds no live entry then) */
-	rc = board_stale((uint16_t)b->port, b, fd) ? -ESTALE : board_put(b, sc__self(), &t);
+	rc = board_stale((uint16_t)b->port, b, fd) ? -ESTALE :
+	     board_put(b, sc__self(), sc__pid(), false, &t);
 	close(fd);      /* (the flock with it) */
 	errno = saved;
 	return rc;
 }
 
 int sc__board_listen_inherit(struct sc_board *b, uint64_t sock_ino, uint64_t parent,
-			     uint64_t child)
+			     int32_t kid, bool in_child)
 {
 	int fd = board_open((uint16_t)b->port, 0), rc = -ENOENT, saved = errno;
 
@@ -516,14 +526,36 @@ int sc__board_listen_inherit(struct sc_board *b, uint64_t sock_ino, uint64_t par
 		return rc;
 	}
 	flock(fd, LOCK_EX);
-	for (int i = 0; i < SC_BOARD_LISTENERS; i++) {
+	struct sc_board_listener *from = NULL, *pre = NULL, *kids = NULL;
+	for (int i = 0; i < SC_BOARD_LISTENERS && parent; i++) {
 		struct sc_board_listener *l = &b->listeners[i];
-		if (parent && atomic_load(&l->owner) == parent && l->sock_ino == sock_ino) {
+		uint64_t o = atomic_load(&l->owner);
+		if (!o || l->sock_ino != sock_ino)
+			continue;
+		bool p = atomic_load(&l->prereg);
+		if (o == parent && !p)
+			from = l;
+		else if (o == parent && p && l->kid == kid)
+			pre = l;
+		else if (o != parent && !p && l->kid == kid && entry_live(b, i, true))
+			kids = l;       /* the child's own, written first */
+	}
+	if (!in_child) {
+		/* for the child, until it takes it over */
+		rc = kids || pre ? 0 : from ? board_put(b, parent, kid, true, from) : -ENOENT;
+	} else if (pre) {
+		/* take the parent's entry for us over: locked, ours */
+		int i = (int)(pre - b->listeners);
+		rc = entry_lock(b, i, F_WRLCK) < 0 ? -errno : 0;
+		if (!rc) {
 			struct sc_board_listener t;
-			memcpy(&t, l, sizeof(t));
-			rc = board_put(b, child, &t);
-			break;
+			memcpy(&t, pre, sizeof(t));
+			entry_write(pre, sc__self(), kid, false, &t);
 		}
+	} else if (from) {
+		struct sc_board_listener t;
+		memcpy(&t, from, sizeof(t));
+		rc = board_put(b, sc__self(), kid, false, &t);
 	}
 	close(fd);      /* (the flock with it) */
 	errno = saved;
@@ -558,7 +590,9 @@ void sc__board_unlisten(struct sc_board *b, uint64_t sock_ino)
 		flock(fd, LOCK_EX);
 	for (int i = 0; i < SC_BOARD_LISTENERS && me; i++) {
 		struct sc_board_listener *l = &b->listeners[i];
-		if (atomic_load(&l->owner) == me && l->sock_ino == sock_ino) {
+		/* (not those we wrote for a child: they are its) */
+		if (atomic_load(&l->owner) == me && l->sock_ino == sock_ino &&
+		    !atomic_load(&l->prereg)) {
 			atomic_store(&l->owner, 0);
 			entry_lock(b, i, F_UNLCK);
 		}

@@ -5,22 +5,31 @@
  *
  * A process that takes part in a connection (offers, claims, listens,
  * keeps a rendezvous socket or a stats file) takes a slot of
- * <rundir>/procs-v1 and holds an OFD lock on the slot's first byte,
- * through a description of the file of its own, opened close-on-exec.  Its
- * identity is the slot's index and a random generation (56 bits, never
- * 0); it is alive while the lock is held: the lock goes with the process
- * however it ends (killed, a zombie not reaped yet, an exec), and the
- * kernel answers F_OFD_GETLK the same in every PID namespace.  A pid is
- * only shown to people: every container's first process is pid 1, and
- * pids repeat across namespaces (issue 22: a client in one container took
- * pid 1, the server in another, for alive and waited for ever).
+ * <rundir>/procs-v1 and holds a POSIX record lock (F_SETLK) on the slot's
+ * first byte.  Its identity is the slot's index and a random generation
+ * (56 bits, never 0); it is alive while the lock is held: the kernel drops
+ * a process's record locks when it ends, however it ends (killed, a zombie
+ * not reaped yet has closed its files), and at an exec (our description is
+ * close-on-exec, and closing it drops them), and answers F_GETLK the same
+ * in every PID namespace.  A pid is only shown to people: every
+ * container's first process is pid 1, and pids repeat across namespaces
+ * (issue 22: a client in one container took pid 1, the server in another,
+ * for alive and waited for ever).
+ *
+ * Record locks, not OFD locks: a fork child does not inherit them.  An OFD
+ * lock goes with its open file description, which a fork child holds too
+ * (its fd, and any mapping of the file) until it closes it: a process
+ * killed just after it forked was alive until its child first ran, and a
+ * peer closing the connection they shared freed it on shared memory
+ * instead of switching it for the child (sem_fork_owner_killed_close, 8
+ * runs in 20 under load).  The record-lock rule that closing any fd of a
+ * file drops the process's locks on it is kept: the table is mapped
+ * through a description closed before any lock is taken, and our one
+ * description of it is never closed but by exec.
  *
  * A fork child gets an identity of its own when it first needs one (a
- * child that only serves the connection its parent accepted needs none):
- * the description it inherited is its parent's, and closed at once.  A
- * child whose parent writes board entries for it at the fork (the first
- * workers of a listener) gets one made by the parent before the fork, on a
- * description the parent then closes (sc__proc_prepare).
+ * child that only serves the connection its parent accepted needs none),
+ * through the description it inherited.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -42,10 +51,12 @@
 /* The table, mapped once (a fork child keeps the mapping: it is the same
  * file). */
 static struct sc_proc *_Atomic procs;
-/* Our description of the table: the lock of our slot is on it (-1: none
- * yet; a fork child closes its parent's).  Looks at others' slots go
- * through it too: our own lock does not hide theirs. */
+/* Our description of the table (-1: none yet; a fork child goes on with
+ * its parent's): our slot's record lock is taken through it, and looks at
+ * others' slots go through it too (our own lock hides no one else's).
+ * Never closed: closing any description of the file would drop our lock. */
 static int procs_fd = -1;
+static uint64_t procs_ino;      /* the table's inode (procs_fd's, checked) */
 /* Our identity (0: none yet); written under self_lock, read without. */
 static _Atomic uint64_t self;
 static pthread_mutex_t self_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -57,10 +68,9 @@ static struct flock slot_lock(uint32_t i, short type)
 	return fl;
 }
 
-/* self_lock held: a new description of the table (mapped if not yet), or
- * -1.  The file is checked as every run-directory file is (ours, or the
- * shared group's: sc__rundir_file_ok). */
-static int procs_open(void)
+/* A new description of the table, checked as every run-directory file is
+ * (ours, or the shared group's: sc__rundir_file_ok), or -1. */
+static int procs_file(void)
 {
 	const char *d = sc__rundir();
 	char path[320];
@@ -80,15 +90,30 @@ static int procs_open(void)
 	}
 	if (st.st_size == 0)
 		sc__rundir_file_made(fd);
+	return fd;
+}
+
+/* self_lock held: our description of the table, for our lock and our
+ * looks (the table mapped first, if it is not yet, through a description
+ * of its own closed at once: before any lock is held, since closing it
+ * drops them), or -1. */
+static int procs_open(void)
+{
 	if (!atomic_load_explicit(&procs, memory_order_acquire)) {
-		void *m = mmap(NULL, PROCS_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-		if (m == MAP_FAILED) {
-			close(fd);
+		int mfd = procs_file();
+		if (mfd < 0)
 			return -1;
-		}
+		void *m = mmap(NULL, PROCS_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+		close(mfd);
+		if (m == MAP_FAILED)
+			return -1;
 		atomic_store_explicit(&procs, (struct sc_proc *)m, memory_order_release);
 	}
-	return sc__fd_park(fd);         /* (kept: out of the program's numbers) */
+	int fd = procs_file();
+	struct stat st;
+	if (fd >= 0 && fstat(fd, &st) == 0)
+		procs_ino = (uint64_t)st.st_ino;
+	return fd < 0 ? -1 : sc__fd_park(fd);  /* (kept: out of the program's numbers) */
 }
 
 static uint64_t random_u64(void)
@@ -105,7 +130,7 @@ static uint64_t ns_ino(const char *path)
 	return stat(path, &st) == 0 ? (uint64_t)st.st_ino : 0;
 }
 
-/* Fill slot i (locked through fd) as process pid's and publish id.  The
+/* Fill slot i (locked) as process pid's and publish id.  The
  * id goes to 0 first: a reader copying the slot (sc__proc_info) sees it
  * change and retries. */
 static void slot_fill(uint32_t i, uint64_t id, int32_t pid)
@@ -124,7 +149,8 @@ static void slot_fill(uint32_t i, uint64_t id, int32_t pid)
 	atomic_store_explicit(&p->id, id, memory_order_release);
 }
 
-/* A free slot locked through fd, its identity filled for pid: 0 if none. */
+/* A free slot locked (through fd, as this process's), its identity filled
+ * for pid: 0 if none. */
 static uint64_t slot_take(int fd, int32_t pid)
 {
 	struct sc_proc *t = atomic_load_explicit(&procs, memory_order_acquire);
@@ -134,7 +160,7 @@ static uint64_t slot_take(int fd, int32_t pid)
 	for (uint32_t k = 0; k < SC_PROCS; k++) {
 		uint32_t i = (start + k) % SC_PROCS;
 		struct flock fl = slot_lock(i, F_WRLCK);
-		if (fcntl(fd, F_OFD_SETLK, &fl) < 0) {
+		if (fcntl(fd, F_SETLK, &fl) < 0) {
 			if (errno == EAGAIN || errno == EACCES)
 				continue;       /* a live process's */
 			return 0;
@@ -143,7 +169,7 @@ static uint64_t slot_take(int fd, int32_t pid)
 		 * raises SIGBUS on a store into a hole) */
 		if (sc__backed(&t[i], sizeof(t[i])) < 0) {
 			fl.l_type = F_UNLCK;
-			fcntl(fd, F_OFD_SETLK, &fl);
+			fcntl(fd, F_SETLK, &fl);
 			return 0;
 		}
 		uint64_t gen = (r >> 16) & ((1ull << 40) - 1);
@@ -194,6 +220,37 @@ static int look_fd(void)
 	return procs_fd;
 }
 
+int sc__procs_fd(void)
+{
+	return procs_fd;
+}
+
+/* Our description, still the table's?  A program that closed it
+ * (closefrom in a child, say) and perhaps reused its number: a look
+ * through it would see nobody (EBADF, or another file's locks).  Made
+ * anew, and our identity's lock taken again (closing it dropped it) if
+ * our slot is still ours.  false if no description can be had. */
+static bool procs_fd_check(void)
+{
+	struct stat st;
+	pthread_mutex_lock(&self_lock);
+	bool ok = procs_fd >= 0 && fstat(procs_fd, &st) == 0 && procs_ino &&
+		  (uint64_t)st.st_ino == procs_ino;
+	if (!ok) {
+		procs_fd = procs_open();
+		ok = procs_fd >= 0;
+		uint64_t id = atomic_load_explicit(&self, memory_order_relaxed);
+		struct sc_proc *t = atomic_load_explicit(&procs, memory_order_acquire);
+		if (ok && id && t && atomic_load(&t[id & 0xffff].id) == id) {
+			struct flock fl = slot_lock((uint32_t)(id & 0xffff), F_WRLCK);
+			if (fcntl(procs_fd, F_SETLK, &fl) < 0)
+				atomic_store_explicit(&self, 0, memory_order_release);
+		}
+	}
+	pthread_mutex_unlock(&self_lock);
+	return ok;
+}
+
 bool sc__proc_alive(uint64_t id)
 {
 	if (!id || (id & ~SC_PROC_ID_MASK))
@@ -212,8 +269,17 @@ bool sc__proc_alive(uint64_t id)
 		 * (it writes its id only after taking the lock, so a look
 		 * in between may still call the dead one alive, once) */
 		alive = atomic_load_explicit(&t[i].id, memory_order_acquire) == id &&
-			fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK &&
+			fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK &&
 			atomic_load_explicit(&t[i].id, memory_order_acquire) == id;
+		/* dead, or our description gone (a program's close_range):
+		 * a dead verdict is made sure of through one that is the
+		 * table's */
+		if (!alive && atomic_load_explicit(&t[i].id, memory_order_acquire) == id &&
+		    procs_fd_check()) {
+			fl = slot_lock(i, F_WRLCK);
+			alive = fcntl(procs_fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK &&
+				atomic_load_explicit(&t[i].id, memory_order_acquire) == id;
+		}
 	}
 	errno = saved;
 	return alive;
@@ -243,49 +309,13 @@ int sc__proc_info(uint64_t id, struct sc_proc *out)
 	return -ESRCH;
 }
 
-int sc__proc_prepare(struct sc_proc_pre *pre)
+void sc__proc_atfork_child(void)
 {
-	int saved = errno;
-	pre->fd = -1;
-	pre->id = 0;
-	pthread_mutex_lock(&self_lock);
-	int fd = procs_open();
-	pthread_mutex_unlock(&self_lock);
-	if (fd >= 0) {
-		/* (the child's pid is not known yet: it writes it itself) */
-		pre->id = slot_take(fd, 0);
-		if (pre->id)
-			pre->fd = fd;
-		else
-			close(fd);
-	}
-	errno = saved;
-	return pre->id ? 0 : -ENOSPC;
-}
-
-void sc__proc_prepared_parent(struct sc_proc_pre *pre)
-{
-	/* the description is the child's alone now (or, if the fork
-	 * failed, nobody's: the slot is free again) */
-	if (pre->fd >= 0)
-		close(pre->fd);
-	pre->fd = -1;
-}
-
-void sc__proc_atfork_child(const struct sc_proc_pre *pre)
-{
+	/* our parent's lock is not ours (record locks are not inherited);
+	 * its description is, and serves us as well (closing it would drop
+	 * nothing of the parent's, but nothing needs closing) */
 	pthread_mutex_init(&self_lock, NULL);
-	/* the inherited description is the parent's: its lock must go when
-	 * the parent goes, not when we do */
-	if (procs_fd >= 0)
-		close(procs_fd);
-	procs_fd = -1;
 	atomic_store_explicit(&self, 0, memory_order_relaxed);
-	if (pre && pre->id && pre->fd >= 0) {
-		procs_fd = pre->fd;
-		slot_fill((uint32_t)(pre->id & 0xffff), pre->id, sc__pid());
-		atomic_store_explicit(&self, pre->id, memory_order_release);
-	}
 }
 
 int sc__procs_live(struct sc_proc *out, int max)

@@ -66,13 +66,19 @@ struct sc_board_listener {
 	uint64_t sock_ino;              /* the listening socket's inode */
 	uint32_t naddr;                 /* addresses below; 0 = not yet written */
 	uint32_t wildcard;
-	_Atomic uint32_t prereg;        /* written by the parent at fork, not yet
-					 * locked: live while its owner (the child,
-					 * whose identity the parent made) is */
+	_Atomic uint32_t prereg;        /* written by the parent at fork for its
+					 * child `kid`, until the child takes it
+					 * over: owned by the parent, live while it
+					 * is (no lock) */
 	/* its socket defers its accepts (TCP_DEFER_ACCEPT > 0): the kernel
 	 * queues a connection only once data came on it, so a client sends
 	 * its first byte on TCP (a lead byte, struct sc_early); a hint */
 	_Atomic uint32_t deferred;
+	/* the pid its process has (prereg: the child's, as its parent sees
+	 * it): parent and child, one PID namespace, find their entries by it;
+	 * nothing is judged by it */
+	int32_t kid;
+	uint32_t pad2;
 	struct sc_addr16 addr[SC_BOARD_ADDRS];  /* bound address, or all local
 						  * addresses of a wildcard bind */
 };
@@ -199,10 +205,10 @@ void sc__rundir_file_made(int fd);
  * A process is known across the run directory by its identity, never by
  * its pid (pids repeat across PID namespaces: every container's first
  * process is pid 1): 56 bits, the index of its slot in <rundir>/procs-v1
- * (low 16 bits) and a random generation.  It is alive while it holds an
- * OFD lock on its slot's first byte through a close-on-exec description of
- * its own: the kernel drops the lock when the process ends, however it
- * ends, and with an exec, and answers the same in every namespace.
+ * (low 16 bits) and a random generation.  It is alive while it holds a
+ * record lock (F_SETLK) on its slot's first byte: the kernel drops it when
+ * the process ends, however it ends, and at an exec, does not hand it to
+ * a fork child, and answers the same in every namespace.
  */
 #define SC_PROCS        65536
 #define SC_PROCS_FILE   "procs-v1"
@@ -225,21 +231,14 @@ uint64_t sc__self_peek(void);
 bool sc__proc_alive(uint64_t id);
 /* A copy of process id's slot: 0, or -ESRCH (gone, or never was). */
 int sc__proc_info(uint64_t id, struct sc_proc *out);
+/* Our description of the processes' table, -1 if none (close_range
+ * leaves it open: closing it would drop our identity's lock). */
+int sc__procs_fd(void);
 /* The live processes of the run directory (at most max; the tools). */
 int sc__procs_live(struct sc_proc *out, int max);
-/* fork: the child's identity made by the parent before the fork (the
- * parent writes board entries for the child), on a description of its own
- * that the parent closes after the fork (sc__proc_prepared_parent) and
- * the child keeps (sc__proc_atfork_child(pre)). */
-struct sc_proc_pre {
-	uint64_t id;
-	int fd;
-};
-int sc__proc_prepare(struct sc_proc_pre *pre);
-void sc__proc_prepared_parent(struct sc_proc_pre *pre);
-/* In a fork child, first thing: the parent's description closed; our
- * identity is pre's (NULL or none prepared: made when first needed). */
-void sc__proc_atfork_child(const struct sc_proc_pre *pre);
+/* In a fork child, first thing: the parent's identity is not ours (ours is
+ * made when first needed). */
+void sc__proc_atfork_child(void);
 
 /* Address helpers (AF_INET / AF_INET6 only; false for anything else). */
 bool sc__addr16(const struct sockaddr *sa, struct sc_addr16 *out, uint16_t *port);
@@ -284,10 +283,14 @@ bool sc__board_recheck(uint16_t port);
  * true if it was removed. */
 bool sc__board_collect(int dfd, const char *name, uint16_t port);
 void sc__board_unlisten(struct sc_board *b, uint64_t sock_ino);
-/* After fork: process child holds the listening socket parent registered
- * too (idempotent; either side may call it, the child's call locks it). */
+/* After fork: the child (pid kid) holds the listening socket parent (an
+ * identity) registered too.  Either side may call it first.  The parent
+ * (in_child false) writes an entry for the child, its own and unlocked
+ * (prereg: live while the parent is), unless the child has its own
+ * already; the child takes that entry over (locked, its identity), or
+ * writes one of its own. */
 int sc__board_listen_inherit(struct sc_board *b, uint64_t sock_ino, uint64_t parent,
-			     uint64_t child);
+			     int32_t kid, bool in_child);
 /* Does a live accelerated listener serve dst?  (client side) */
 bool sc__board_serves(struct sc_board *b, const struct sc_addr16 *dst);
 /* Does a listener for dst defer its accepts (any of them: which socket of

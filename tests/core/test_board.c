@@ -607,6 +607,53 @@ static void listeners(void)
 	T_EQ(sc__board_listen(b2, &lo, 4000, false), 0);
 	T_ASSERT(sc__board_serves(b2, &lo));
 	sc__board_unlisten(b2, 4000);
+
+	/* a worker forked with the listener: the parent writes its entry at
+	 * the fork (prereg, the parent's, live while the parent is: it stays
+	 * when the parent lets go of its own), the child takes it over under
+	 * its own identity, locked; killed, the child's entry dies with it */
+	T_EQ(sc__board_listen(b2, &lo, 5000, false), 0);
+	T_ASSERT(pipe(pipe_fds) == 0 && pipe(back_fds) == 0);
+	uint64_t parent = sc__self();
+	kid = fork();
+	T_ASSERT(kid >= 0);
+	if (kid == 0) {
+		sc__proc_atfork_child();
+		sc__board_atfork_child();
+		c = sc__board_listen_inherit(b2, 5000, parent, getpid(), true) == 0 ? 'k' : 'x';
+		t_write_full(pipe_fds[1], &c, 1);
+		t_read_full(back_fds[0], &c, 1);        /* until killed */
+		_exit(0);
+	}
+	/* (either side may come first: this one, if the child has not yet,
+	 * writes the entry the child then takes over) */
+	T_EQ(sc__board_listen_inherit(b2, 5000, parent, kid, false), 0);
+	t_read_full(pipe_fds[0], &c, 1);
+	T_EQ(c, 'k');
+	sc__board_unlisten(b2, 5000);           /* the parent lets go of its own */
+	T_ASSERT(sc__board_serves(b2, &lo));    /* the child's serves */
+	int mine = 0, kids = 0;
+	for (int i = 0; i < SC_BOARD_LISTENERS; i++) {
+		struct sc_board_listener *l = &b2->listeners[i];
+		uint64_t o = atomic_load(&l->owner);
+		if (!o || l->sock_ino != 5000)
+			continue;
+		mine += o == parent;
+		kids += o != parent && l->kid == kid && !atomic_load(&l->prereg);
+	}
+	T_EQ(mine, 0);
+	T_EQ(kids, 1);
+	T_ASSERT(kill(kid, SIGKILL) == 0);
+	t0 = t_now_ms();
+	while (sc__board_serves(b2, &lo)) {
+		T_ASSERTF(t_now_ms() - t0 < 10000, "a killed worker%s entry served 10 s on", "'s");
+		t_sleep_ms(1);
+	}
+	t_wait_status(kid);
+	close(pipe_fds[0]);
+	close(pipe_fds[1]);
+	close(back_fds[0]);
+	close(back_fds[1]);
 	close(pipe_fds[0]);
 	close(pipe_fds[1]);
 	close(back_fds[0]);

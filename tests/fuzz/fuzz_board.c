@@ -91,7 +91,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	ids[1] = sc__self();
 	pid_t kid = fork();
 	if (kid == 0) {
-		sc__proc_atfork_child(NULL);
+		sc__proc_atfork_child();
 		uint64_t id = sc__self();
 		_exit(write(p[1], &id, sizeof(id)) == sizeof(id) ? 0 : 1);
 	}
@@ -185,7 +185,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
 				sc__board_unlisten(b, ino);
 			break;
 		case 4:
-			rc = sc__board_listen_inherit(b, ino, ids[a & 7], ids[a >> 3 & 7]);
+			rc = sc__board_listen_inherit(b, ino, ids[a & 7], (int32_t)(a >> 3), a & 0x80);
 			CHECK(rc <= 0);
 			break;
 		case 5:
