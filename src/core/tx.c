@@ -122,6 +122,15 @@ bool sc__dm_tx_ready(struct sc_conn *c)
  * loopback segment is about 64 KiB). */
 #define CORK_SEG 65536u
 
+/* txlock held: a send found no room (a poller's EPOLLET hears of room from
+ * now on, as the kernel's SOCK_NOSPACE makes its write-space wake-up) */
+static void nospace(struct sc_conn *c)
+{
+	atomic_store_explicit(&c->tx_nospace,
+			      atomic_load_explicit(&c->tx_nospace, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+}
+
 static ssize_t send_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt, int flags)
 {
 	bool nb = (flags & SC_NONBLOCK) || c->nonblock;
@@ -170,6 +179,7 @@ static ssize_t send_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
 				wake_rx(c);
 				wake = false;
 			}
+			nospace(c);
 			if (nb) {
 				if (sc__conn_arm_edge(c, true, sc__dm_tx_ready))
 					continue;
@@ -215,6 +225,7 @@ static ssize_t send_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
 			wake = false;
 			atomic_store_explicit(&c->corked, false, memory_order_relaxed);
 		}
+		nospace(c);
 		if (nb) {
 			if (sc__conn_arm_edge(c, true, sc__tx_ready))
 				continue;

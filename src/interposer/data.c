@@ -80,11 +80,16 @@ static ssize_t pending_send(int fd, struct sc_sock *s, const struct iovec *iov, 
 		if (n < iov[i].iov_len)
 			break;
 	}
+	size_t want = 0;
+	for (int i = 0; i < iovcnt; i++)
+		want += iov[i].iov_len;
+	if (done < want)
+		s->pnospace++;  /* full: room is news when it comes (EPOLLET) */
+	if (done)
+		rec_add(&s->shm_calls, 1);
 	/* the first bytes ride with the offer too, while nobody claimed it:
 	 * the acceptor finds them in its ring at once (not held ones: a
 	 * cork or MSG_MORE waits for more) */
-	if (done)
-		rec_add(&s->shm_calls, 1);
 	if (done && s->early == from && s->offer >= 0 && s->board &&
 	    !s->cork && !(flags & MSG_MORE))
 		s->early += (uint32_t)sc__offer_early(s->board, s->offer, s->tag, s->early,

@@ -70,11 +70,15 @@ struct sc_epreg {
 	bool foreign;           /* watched through another set's channel (nforeign) */
 	bool force_edge;        /* EPOLLET: ADD or MOD polls it afresh, as the kernel's */
 	uint64_t sig_fl;        /* EPOLLET: the flags when last reported (HUP/ERR edges) */
+	bool settled;           /* EPOLLET: a pending client's, on shared memory since it
+				 * last reported; sig_* its state then (reg_sig_settled) */
+	bool settled_out;       /* ... and its room ran out while it was pending */
 	struct sc_epreg *sib;   /* other entries of this set for the same connection
 				 * (dup'd fds): the connection's user is the first */
 	int kind;               /* what the inner set watches: 0 none, M_PENDING, M_SHM */
 	uint64_t seen;          /* the epoll_wait call that last reported it */
 	uint64_t sig_in, sig_out;       /* EPOLLET: state when last reported */
+	uint32_t unwritable;    /* looks that found it wanting room (reg_sig) */
 	bool fired;             /* signalled since last armed (on the fired list) */
 	struct sc_epreg *fnext;
 	int wfd[2];             /* the fds registered in the inner set */
@@ -185,6 +189,8 @@ struct sc_epreg *reg_of_token(struct sc_ep *e, uint64_t token);
 int ep_chan_ensure(struct sc_ep *e);
 int ep_collect(struct sc_ep *e, bool arm);
 uint32_t reg_eval(struct sc_ep *e, struct sc_epreg *r, bool *gone);
+void reg_sig(struct sc_epreg *r, uint64_t sig[3]);
+void reg_sig_settled(const struct sc_epreg *r, uint64_t sig[3]);
 void ep_rewatch(struct sc_ep *except, struct sc_sock **socks, size_t n);
 bool ep_elsewhere(struct sc_ep *e, struct sc_sock *s);
 

@@ -307,6 +307,42 @@ int ep_collect(struct sc_ep *e, bool arm)
 	return total;
 }
 
+/* EPOLLET: the connection's state as edges are told from (its input
+ * cursor, its room, its flags).  Taken before its readiness is evaluated:
+ * a change after that shows at the next look instead of being counted as
+ * reported. */
+void reg_sig(struct sc_epreg *r, uint64_t sig[3])
+{
+	sig[0] = r->sig_in;
+	sig[1] = r->sig_out;
+	sig[2] = r->sig_fl;
+	if (!r->s->c || atomic_load(&r->s->mode) != M_SHM)
+		return;
+	struct sc_conn *c = r->s->c;
+	uint64_t fl = atomic_load_explicit(&c->peer->flags, memory_order_acquire) |
+		      (uint64_t)atomic_load(&c->lflags) << 32;
+	sig[0] = atomic_load_explicit(&c->rx.h->prod, memory_order_acquire) ^ fl * 0x9e3779b97f4a7c15ull;
+	/* room is news after a send ran out of it, or a look found none (the
+	 * kernel's SOCK_NOSPACE, which tcp_poll and a full send set): the
+	 * peer's every read, publishing its cursor, is not */
+	uint64_t nospace = (uint64_t)atomic_load_explicit(&c->tx_nospace, memory_order_relaxed) +
+			   r->unwritable;
+	sig[1] = nospace ^ fl * 0x9e3779b97f4a7c15ull;
+	sig[2] = fl | (uint64_t)r->s->sent_to_closed << 31;
+}
+
+/* r's look (reg_eval) changed what it watches: sig, taken before it, is
+ * of the old mode; a pending client's settle to shared memory took its
+ * state when the watch began (r->settled), which edges are told from. */
+void reg_sig_settled(const struct sc_epreg *r, uint64_t sig[3])
+{
+	if (r->settled) {
+		sig[0] = r->sig_in;
+		sig[1] = r->sig_out;
+		sig[2] = r->sig_fl;
+	}
+}
+
 uint32_t reg_eval(struct sc_ep *e, struct sc_epreg *r, bool *gone)
 {
 	struct sc_sock *s = r->s;
@@ -327,6 +363,9 @@ uint32_t reg_eval(struct sc_ep *e, struct sc_epreg *r, bool *gone)
 	if (rv < 0)
 		rv = 0;
 	if (r->kind != mode) {
+		/* a pending client settling: EPOLLET edges from now on are
+		 * changes from its state as the watch begins (below) */
+		bool settle = r->kind == M_PENDING && mode == M_SHM && (r->events & EPOLLET);
 		reg_unwatch(e, r);
 		int efd = -1;
 		if (mode == M_PENDING) {
@@ -360,13 +399,30 @@ uint32_t reg_eval(struct sc_ep *e, struct sc_epreg *r, bool *gone)
 				r->foreign = true;
 				atomic_fetch_add(&nforeign, 1);
 			}
+			if (settle) {
+				/* (watched already: a change from here on
+				 * wakes us, and is an edge at the next look
+				 * if this one does not see it) */
+				uint64_t sig[3];
+				/* room is news if it ran out since the
+				 * entry last reported (reg_edge) */
+				r->settled_out = (uint64_t)s->pnospace + r->unwritable != r->sig_out;
+				reg_sig(r, sig);
+				r->sig_in = sig[0];
+				r->sig_out = sig[1];
+				r->sig_fl = sig[2];
+				r->settled = true;
+			}
 			/* anything that happened before the watch began */
 			rv = sock_revents(r->fd, s, want, &wfd, false);
 			if (rv < 0)
 				rv = 0;
 		}
 	}
-	return poll_to_epoll(rv) & (r->events | EPOLLHUP | EPOLLERR);
+	uint32_t ev = poll_to_epoll(rv) & (r->events | EPOLLHUP | EPOLLERR);
+	if ((r->events & EPOLLOUT) && !(ev & EPOLLOUT) && (mode == M_SHM || mode == M_PENDING))
+		r->unwritable++;        /* (reg_sig, reg_edge: room is news now) */
+	return ev;
 }
 
 void fired_add(struct sc_ep *e, struct sc_epreg *r)
@@ -534,6 +590,7 @@ SC_API int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		r->seen = 0;
 		r->sig_in = r->sig_out = r->sig_fl = 0;
 		r->force_edge = true;
+		r->settled = false;
 		if (r->kind == M_SHM)
 			fired_add(e, r);        /* re-arm for this interest */
 		bool gone;

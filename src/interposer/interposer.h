@@ -151,6 +151,7 @@ struct sc_sock {
 	uint32_t early;         /* of pbuf, published with the offer (board) */
 	int efd;                /* readable once the OPEN arrived */
 	bool tcp_up;            /* the kernel's connect has completed (pending_tcp_up) */
+	uint32_t pnospace;      /* sends the buffer could not take all of (reg_edge) */
 	bool efd_exposed;       /* ... handed to a poller or an epoll set (kept
 				 * for the socket's life: they may still name it) */
 	struct sc_conn *_Atomic attached;
