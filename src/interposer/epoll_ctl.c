@@ -319,8 +319,11 @@ void reg_sig(struct sc_epreg *r, uint64_t sig[3])
 	if (!r->s->c || atomic_load(&r->s->mode) != M_SHM)
 		return;
 	struct sc_conn *c = r->s->c;
+	/* (the error too: a peer that died with bytes unread sets only it,
+	 * the reset an ET entry must hear of) */
 	uint64_t fl = atomic_load_explicit(&c->peer->flags, memory_order_acquire) |
-		      (uint64_t)atomic_load(&c->lflags) << 32;
+		      (uint64_t)atomic_load(&c->lflags) << 32 |
+		      (uint64_t)(atomic_load(&c->err) != 0) << 30;
 	sig[0] = atomic_load_explicit(&c->rx.h->prod, memory_order_acquire) ^ fl * 0x9e3779b97f4a7c15ull;
 	/* room is news after a send ran out of it, or a look found none (the
 	 * kernel's SOCK_NOSPACE, which tcp_poll and a full send set): the
