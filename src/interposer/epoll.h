@@ -69,6 +69,14 @@ struct sc_epreg {
 	bool exclusive;         /* added with EPOLLEXCLUSIVE: no MOD (kernel rule) */
 	bool foreign;           /* watched through another set's channel (nforeign) */
 	bool force_edge;        /* EPOLLET: ADD or MOD polls it afresh, as the kernel's */
+	/* The kernel's set holds it, not us: made while its socket was fresh
+	 * (not connected yet), it follows the socket when connect() decides
+	 * (ep_kregs_follow: ours then if it goes to shared memory, else the
+	 * kernel's for good).  Only events and data mean anything; it is on
+	 * the socket's kregs (knext, kreg_lock) and never watched. */
+	bool kernel;
+	struct sc_ep *ep;       /* (kernel) its set */
+	struct sc_epreg *knext; /* (kernel) the socket's next one */
 	uint64_t sig_fl;        /* EPOLLET: the flags when last reported (HUP/ERR edges) */
 	bool settled;           /* EPOLLET: a pending client's, on shared memory since it
 				 * last reported; sig_* its state then (reg_sig_settled) */
@@ -170,10 +178,16 @@ extern pthread_mutex_t ep_inh_lock;
 /* epoll_set.c */
 struct sc_ep *ep_get(int epfd, bool create);
 struct sc_ep *ep_copy_of(int epfd, bool known);
+bool ep_shadow(struct sc_ep *e);
 void ep_created(int fd);
 void ep_inherited_use(struct sc_ep *e);
 
 /* epoll_ctl.c */
+/* guards every socket's kregs list; taken last (inside e->lock) */
+extern pthread_mutex_t kreg_lock;
+void kreg_unlink(struct sc_epreg *r);
+void ep_kregs_purge(struct sc_ep *e);
+void ep_kregs_drop(struct sc_sock *s);
 void check_add(struct sc_ep *e, struct sc_epreg *r);
 void fired_add(struct sc_ep *e, struct sc_epreg *r);
 void reg_free(struct sc_ep *e, struct sc_epreg *r);

@@ -102,6 +102,7 @@ enum { M_TCP, M_LISTEN, M_SPENDING, M_PENDING, M_SHM };
 
 #define SC_ZC_RANGES 8
 struct sc_dm_rx;
+struct sc_epreg;
 
 struct sc_sock {
 	pthread_mutex_t lock;   /* mode changes, the pending state */
@@ -113,6 +114,7 @@ struct sc_sock {
 	int refs;               /* fds naming it (dup), under table_lock */
 	bool nonblock;          /* O_NONBLOCK of the open file description */
 	bool counted;           /* an established connection (bytes_tcp_*) */
+	bool passive;           /* accepted or listening: never connect()s (sock_fresh) */
 	bool linger0;
 	bool shut_wr;           /* we shut down writing */
 	bool err_reported;      /* a reset was reported once (as sk_err) */
@@ -157,6 +159,10 @@ struct sc_sock {
 	struct sc_conn *_Atomic attached;
 	struct sc_sock *pnext;  /* pending list */
 	struct sc_conn_rec *rec;        /* `shortcut stat` record, or NULL */
+	/* its registrations in epoll sets made while it was fresh, which the
+	 * kernel's sets hold (epoll_ctl.c: they follow it once it connects);
+	 * written under kreg_lock, read without as a hint */
+	struct sc_epreg *_Atomic kregs;
 	/* device memory (devmem.c) */
 	struct sc_dm_rx *dmrx;  /* fragments handed out, once it received with devmem */
 	bool zerocopy;          /* SO_ZEROCOPY */
@@ -167,6 +173,13 @@ struct sc_sock {
 		uint8_t code;
 	} zc[SC_ZC_RANGES];
 };
+
+/* Not connected yet, and may still connect (on shared memory or not):
+ * connect() decides its mode. */
+static inline bool sock_fresh(struct sc_sock *s)
+{
+	return atomic_load(&s->mode) == M_TCP && !s->counted && !s->passive;
+}
 
 /* fd -> socket: pages of 4096 pointers, allocated on demand; written
  * under table_lock, read without */
@@ -305,6 +318,7 @@ void ep_mark_shared(void);
 void ep_atfork_child(void);
 void ep_switched(struct sc_sock *s, bool child_set);
 void ep_forget_sock(struct sc_sock *s);
+void ep_kregs_follow(struct sc_sock *s);
 void ep_expose_fd(int fd);
 void ep_refresh_exposed(void);
 extern _Atomic int nexp_sig;    /* exposed sets we hold readable (ep_expose) */
