@@ -131,6 +131,10 @@ struct sc_ep {
 	uint32_t gens;
 	struct sc_epreg *fired;         /* to re-arm before the next sleep */
 	uint64_t calls;         /* epoll_wait calls (an fd is reported once per call) */
+	/* entries watching a pending client (PENDING_SLICE_MS); written
+	 * under lock, read without by a wait about to sleep (relaxed: a
+	 * stale count costs one slice, or the decline's slices) */
+	_Atomic int npending;
 	/* zero-timeout waits in a row that found nothing, weighted by the
 	 * cells each walked (ep_wait: arm the channel when they cost more than
 	 * a wake-up would) */

@@ -58,6 +58,8 @@ static void reg_unwatch(struct sc_ep *e, struct sc_epreg *r)
 			R(epoll_ctl)(e->inner, EPOLL_CTL_DEL, r->wfd[i], NULL);
 			r->wfd[i] = -1;
 		}
+	if (r->kind == M_PENDING)
+		atomic_fetch_sub_explicit(&e->npending, 1, memory_order_relaxed);
 	r->kind = 0;
 }
 
@@ -389,6 +391,8 @@ uint32_t reg_eval(struct sc_ep *e, struct sc_epreg *r, bool *gone)
 		}
 		r->kind = mode;
 		if (mode == M_PENDING) {
+			/* (looked at by slices: ep_wait) */
+			atomic_fetch_add_explicit(&e->npending, 1, memory_order_relaxed);
 			reg_watch_fd(e, r, 0, efd, 0);
 			/* its kernel socket: data or an end (a plain peer),
 			 * and the connect's completion (pending_tcp_up); each

@@ -444,6 +444,7 @@ void ep_atfork_child(void)
 		e->inner = -1;
 		e->cookie = 0;
 		e->check = e->fired = NULL;
+		atomic_store(&e->npending, 0);
 		e->held = false;
 		e = next;
 	}

@@ -516,13 +516,24 @@ static int do_epoll_wait(int epfd, struct epoll_event *out, int max, int timeout
 	return n;
 }
 
+/* A slice of a wait passed with nothing: the entries watching pending
+ * clients are looked at again (their offer may have been declined). */
+static void ep_check_pending(struct sc_ep *e)
+{
+	pthread_mutex_lock(&e->lock);
+	for (struct sc_epreg *r = e->regs; r; r = r->next)
+		if (r->kind == M_PENDING)
+			check_add(e, r);
+	pthread_mutex_unlock(&e->lock);
+}
+
 static int ep_wait(struct sc_ep *e, int epfd, struct epoll_event *out, int max, int timeout,
 		   const sigset_t *mask)
 {
 	/* (a zero timeout reads no clock: one pass, as the kernel's) */
 	uint64_t end = timeout < 0 ? UINT64_MAX : timeout == 0 ? 0 :
 		       sc__now_ns() + (uint64_t)timeout * 1000000u;
-	int n = 0;
+	int n = 0, pslice = 1;  /* (a pending client's: PENDING_SLICE_MS) */
 	pthread_mutex_lock(&e->lock);
 	uint64_t call = ++e->calls;
 	/* nothing signalled, nothing to look at again, and the channel quiet
@@ -581,6 +592,15 @@ static int ep_wait(struct sc_ep *e, int epfd, struct epoll_event *out, int max, 
 				t = 0;
 			}
 		}
+		/* a pending client's offer may be declined, which wakes
+		 * nobody: look at it again after a slice (PENDING_SLICE_MS) */
+		bool sliced = false;
+		if (t && atomic_load_explicit(&e->npending, memory_order_relaxed) &&
+		    (t < 0 || t > pslice)) {
+			t = pslice;
+			pslice = pending_slice_next(pslice);
+			sliced = true;
+		}
 		/* no more than the room left: every event the kernel hands
 		 * over fits (an EPOLLET one dropped would be lost); when the
 		 * cookie takes a slot, the inner set's entries fill the rest */
@@ -592,6 +612,8 @@ static int ep_wait(struct sc_ep *e, int epfd, struct epoll_event *out, int max, 
 			atomic_fetch_sub(&e->sleepers, 1);
 		if (k < 0)
 			return n ? n : -1;
+		if (sliced && !k)
+			ep_check_pending(e);
 		bool inner = false;
 		int kept = 0;
 		for (int i = 0; i < k; i++) {

@@ -241,6 +241,17 @@ int64_t lowat_target(struct sc_sock *s, size_t len);
  * the fd when it wakes (the datagram is gone before the poller looks).  So
  * such a poller looks again every SHARED_SLICE_MS. */
 #define SHARED_SLICE_MS 5
+/* A pending client's offer may be declined after its claim, which wakes
+ * nobody (the acceptor only writes the board; the program may be waiting
+ * for an answer to bytes still in our buffer): a poller or an epoll set
+ * watching it looks at the board again after 1 ms, then after twice as
+ * long each time up to PENDING_SLICE_MS (a blocked receive looks every
+ * 20 ms: pending_settle), until it settles. */
+#define PENDING_SLICE_MS 20
+static inline int pending_slice_next(int ms)
+{
+	return ms * 2 < PENDING_SLICE_MS ? ms * 2 : PENDING_SLICE_MS;
+}
 bool on_shared_chan(struct sc_sock *s);
 bool switching(struct sc_conn *c);
 
