@@ -65,6 +65,9 @@ struct sc_conn {
 	_Atomic uint32_t sndbuf;        /* SO_SNDBUF as the program set it (0: not set) */
 	int64_t lowat_want;     /* ... the amount the present wait is for */
 	bool polled_out;        /* ... and wants to hear of room (POLLOUT) */
+	/* sends that ran out of room (the kernel's SOCK_NOSPACE): room is an
+	 * EPOLLET edge only after one; written under txlock, read relaxed */
+	_Atomic uint32_t tx_nospace;
 	uint32_t spin_ns[2];    /* adaptive spin budget: [0] receive, [1] send */
 	uint32_t spin_misses[2];        /* consecutive spins that ended in sleep */
 	bool waited[2];         /* a wait in that direction was made (spin.c) */

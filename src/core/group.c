@@ -733,15 +733,27 @@ void sc__group_pump(struct sc_group *g)
 	errno = saved;
 }
 
+/* Is generation a older than b?  (They only grow, and wrap.) */
+static bool gen_older(uint32_t a, uint32_t b)
+{
+	return (int32_t)(a - b) < 0;
+}
+
 int sc__group_peer_wake(struct sc_group *g, uint32_t idx, uint32_t gen)
 {
-	if (__atomic_load_n(&g->peer_gen[idx], __ATOMIC_ACQUIRE) != gen) {
+	if (gen_older(__atomic_load_n(&g->peer_gen[idx], __ATOMIC_ACQUIRE), gen)) {
 		/* the CELL message for this generation was sent before the
 		 * generation became visible: it is in the socket */
 		sc__group_pump(g);
-		if (__atomic_load_n(&g->peer_gen[idx], __ATOMIC_ACQUIRE) != gen)
+		if (gen_older(__atomic_load_n(&g->peer_gen[idx], __ATOMIC_ACQUIRE), gen))
 			return -1;
 	}
+	/* (a newer one: the cell was handed out again after the caller read
+	 * its generation, before the owner stored the next; its socket, the
+	 * same fd number replaced in place, is the one to wake now: the
+	 * token the caller takes is the new owner's, or the take fails.
+	 * Called a protocol error, it reset about one nginx upstream
+	 * connection in a thousand, each one's cell handed out anew.) */
 	return __atomic_load_n(&g->peer_wake[idx], __ATOMIC_ACQUIRE);
 }
 

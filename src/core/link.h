@@ -125,8 +125,8 @@ void sc__group_cell_free(struct sc_group *g, uint32_t idx);
 int sc__group_cell_send(struct sc_group *g, uint32_t idx, int efd);
 /* Drop a connection's slot from the group (group locked). */
 void sc__group_release_slot(struct sc_group *g, uint32_t slot);
-/* The peer's wake socket for cell idx at generation gen (pump if needed);
- * -1 if none. */
+/* The peer's wake socket for cell idx at generation gen or a newer one
+ * (pump if needed); -1 if none. */
 int sc__group_peer_wake(struct sc_group *g, uint32_t idx, uint32_t gen);
 /* A violation by the peer or its death: abort every connection of g. */
 void sc__group_kill(struct sc_group *g, int err);

@@ -122,6 +122,15 @@ bool sc__dm_tx_ready(struct sc_conn *c)
  * loopback segment is about 64 KiB). */
 #define CORK_SEG 65536u
 
+/* txlock held: a send found no room (a poller's EPOLLET hears of room from
+ * now on, as the kernel's SOCK_NOSPACE makes its write-space wake-up) */
+static void nospace(struct sc_conn *c)
+{
+	atomic_store_explicit(&c->tx_nospace,
+			      atomic_load_explicit(&c->tx_nospace, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+}
+
 /* The reader's bytes into the ring's free space at prod (n of it): the
  * count; 0 or -errno (rc) when it had none. */
 static size_t put_read(struct sc_conn *c, struct sc_src *src, size_t n, int *rc)
@@ -185,6 +194,7 @@ static ssize_t send_(struct sc_conn *c, struct sc_src *src, size_t total, int fl
 				wake_rx(c);
 				wake = false;
 			}
+			nospace(c);
 			if (nb) {
 				if (sc__conn_arm_edge(c, true, sc__dm_tx_ready))
 					continue;
@@ -234,6 +244,7 @@ static ssize_t send_(struct sc_conn *c, struct sc_src *src, size_t total, int fl
 			wake = false;
 			atomic_store_explicit(&c->corked, false, memory_order_relaxed);
 		}
+		nospace(c);
 		if (nb) {
 			if (sc__conn_arm_edge(c, true, sc__tx_ready))
 				continue;

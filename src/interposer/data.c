@@ -134,12 +134,14 @@ static ssize_t pending_send(int fd, struct sc_sock *s, const struct xfer *x, int
 		if (n < x->iov[i].iov_len)
 			break;
 	}
+	if (done < x->len)
+		s->pnospace++;  /* full: room is news when it comes (EPOLLET) */
+	if (done)
+		rec_add(&s->shm_calls, 1);
 	/* the first bytes ride with the offer too, while nobody claimed it:
 	 * the acceptor finds them in its ring at once (not held ones: a
 	 * cork or MSG_MORE waits for more) */
 	bool held = s->cork || (flags & MSG_MORE);
-	if (done)
-		rec_add(&s->shm_calls, 1);
 	if (done && s->lead == LEAD_WANT) {
 		/* a listener that defers its accepts sees the connection once
 		 * the stream's first byte is on TCP */

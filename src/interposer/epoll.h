@@ -73,12 +73,24 @@ struct sc_epreg {
 	bool exclusive;         /* added with EPOLLEXCLUSIVE: no MOD (kernel rule) */
 	bool foreign;           /* watched through another set's channel (nforeign) */
 	bool force_edge;        /* EPOLLET: ADD or MOD polls it afresh, as the kernel's */
+	/* The kernel's set holds it, not us: made while its socket was fresh
+	 * (not connected yet), it follows the socket when connect() decides
+	 * (ep_kregs_follow: ours then if it goes to shared memory, else the
+	 * kernel's for good).  Only events and data mean anything; it is on
+	 * the socket's kregs (knext, kreg_lock) and never watched. */
+	bool kernel;
+	struct sc_ep *ep;       /* (kernel) its set */
+	struct sc_epreg *knext; /* (kernel) the socket's next one */
 	uint64_t sig_fl;        /* EPOLLET: the flags when last reported (HUP/ERR edges) */
+	bool settled;           /* EPOLLET: a pending client's, on shared memory since it
+				 * last reported; sig_* its state then (reg_sig_settled) */
+	bool settled_out;       /* ... and its room ran out while it was pending */
 	struct sc_epreg *sib;   /* other entries of this set for the same connection
 				 * (dup'd fds): the connection's user is the first */
 	int kind;               /* what the inner set watches: 0 none, M_PENDING, M_SHM */
 	uint64_t seen;          /* the epoll_wait call that last reported it */
 	uint64_t sig_in, sig_out;       /* EPOLLET: state when last reported */
+	uint32_t unwritable;    /* looks that found it wanting room (reg_sig) */
 	bool fired;             /* signalled since last armed (on the fired list) */
 	struct sc_epreg *fnext;
 	int wfd[2];             /* the fds registered in the inner set */
@@ -123,6 +135,10 @@ struct sc_ep {
 	uint32_t gens;
 	struct sc_epreg *fired;         /* to re-arm before the next sleep */
 	uint64_t calls;         /* epoll_wait calls (an fd is reported once per call) */
+	/* entries watching a pending client (PENDING_SLICE_MS); written
+	 * under lock, read without by a wait about to sleep (relaxed: a
+	 * stale count costs one slice, or the decline's slices) */
+	_Atomic int npending;
 	/* zero-timeout waits in a row that found nothing, weighted by the
 	 * cells each walked (ep_wait: arm the channel when they cost more than
 	 * a wake-up would) */
@@ -173,10 +189,16 @@ extern pthread_mutex_t ep_inh_lock;
 /* epoll_set.c */
 struct sc_ep *ep_get(int epfd, bool create);
 struct sc_ep *ep_copy_of(int epfd, bool known);
+bool ep_shadow(struct sc_ep *e);
 void ep_created(int fd);
 void ep_inherited_use(struct sc_ep *e);
 
 /* epoll_ctl.c */
+/* guards every socket's kregs list; taken last (inside e->lock) */
+extern pthread_mutex_t kreg_lock;
+void kreg_unlink(struct sc_epreg *r);
+void ep_kregs_purge(struct sc_ep *e);
+void ep_kregs_drop(struct sc_sock *s);
 void check_add(struct sc_ep *e, struct sc_epreg *r);
 void fired_add(struct sc_ep *e, struct sc_epreg *r);
 void reg_free(struct sc_ep *e, struct sc_epreg *r);
@@ -192,6 +214,8 @@ struct sc_epreg *reg_of_token(struct sc_ep *e, uint64_t token);
 int ep_chan_ensure(struct sc_ep *e);
 int ep_collect(struct sc_ep *e, bool arm);
 uint32_t reg_eval(struct sc_ep *e, struct sc_epreg *r, bool *gone);
+void reg_sig(struct sc_epreg *r, uint64_t sig[3]);
+void reg_sig_settled(const struct sc_epreg *r, uint64_t sig[3]);
 void ep_rewatch(struct sc_ep *except, struct sc_sock **socks, size_t n);
 bool ep_elsewhere(struct sc_ep *e, struct sc_sock *s);
 

@@ -58,6 +58,8 @@ static void reg_unwatch(struct sc_ep *e, struct sc_epreg *r)
 			R(epoll_ctl)(e->inner, EPOLL_CTL_DEL, r->wfd[i], NULL);
 			r->wfd[i] = -1;
 		}
+	if (r->kind == M_PENDING)
+		atomic_fetch_sub_explicit(&e->npending, 1, memory_order_relaxed);
 	r->kind = 0;
 }
 
@@ -134,6 +136,11 @@ void check_add(struct sc_ep *e, struct sc_epreg *r)
 /* e->lock held: unlink r from the lists and free it. */
 void reg_free(struct sc_ep *e, struct sc_epreg *r)
 {
+	if (r->kernel) {
+		pthread_mutex_lock(&kreg_lock);
+		kreg_unlink(r);
+		pthread_mutex_unlock(&kreg_lock);
+	}
 	reg_unwatch(e, r);
 	if (r->shared && r->second && r->s->c) {
 		struct sc_conn *c = r->s->c;
@@ -307,6 +314,45 @@ int ep_collect(struct sc_ep *e, bool arm)
 	return total;
 }
 
+/* EPOLLET: the connection's state as edges are told from (its input
+ * cursor, its room, its flags).  Taken before its readiness is evaluated:
+ * a change after that shows at the next look instead of being counted as
+ * reported. */
+void reg_sig(struct sc_epreg *r, uint64_t sig[3])
+{
+	sig[0] = r->sig_in;
+	sig[1] = r->sig_out;
+	sig[2] = r->sig_fl;
+	if (!r->s->c || atomic_load(&r->s->mode) != M_SHM)
+		return;
+	struct sc_conn *c = r->s->c;
+	/* (the error too: a peer that died with bytes unread sets only it,
+	 * the reset an ET entry must hear of) */
+	uint64_t fl = atomic_load_explicit(&c->peer->flags, memory_order_acquire) |
+		      (uint64_t)atomic_load(&c->lflags) << 32 |
+		      (uint64_t)(atomic_load(&c->err) != 0) << 30;
+	sig[0] = atomic_load_explicit(&c->rx.h->prod, memory_order_acquire) ^ fl * 0x9e3779b97f4a7c15ull;
+	/* room is news after a send ran out of it, or a look found none (the
+	 * kernel's SOCK_NOSPACE, which tcp_poll and a full send set): the
+	 * peer's every read, publishing its cursor, is not */
+	uint64_t nospace = (uint64_t)atomic_load_explicit(&c->tx_nospace, memory_order_relaxed) +
+			   r->unwritable;
+	sig[1] = nospace ^ fl * 0x9e3779b97f4a7c15ull;
+	sig[2] = fl | (uint64_t)r->s->sent_to_closed << 31;
+}
+
+/* r's look (reg_eval) changed what it watches: sig, taken before it, is
+ * of the old mode; a pending client's settle to shared memory took its
+ * state when the watch began (r->settled), which edges are told from. */
+void reg_sig_settled(const struct sc_epreg *r, uint64_t sig[3])
+{
+	if (r->settled) {
+		sig[0] = r->sig_in;
+		sig[1] = r->sig_out;
+		sig[2] = r->sig_fl;
+	}
+}
+
 uint32_t reg_eval(struct sc_ep *e, struct sc_epreg *r, bool *gone)
 {
 	struct sc_sock *s = r->s;
@@ -327,6 +373,9 @@ uint32_t reg_eval(struct sc_ep *e, struct sc_epreg *r, bool *gone)
 	if (rv < 0)
 		rv = 0;
 	if (r->kind != mode) {
+		/* a pending client settling: EPOLLET edges from now on are
+		 * changes from its state as the watch begins (below) */
+		bool settle = r->kind == M_PENDING && mode == M_SHM && (r->events & EPOLLET);
 		reg_unwatch(e, r);
 		int efd = -1;
 		if (mode == M_PENDING) {
@@ -342,6 +391,8 @@ uint32_t reg_eval(struct sc_ep *e, struct sc_epreg *r, bool *gone)
 		}
 		r->kind = mode;
 		if (mode == M_PENDING) {
+			/* (looked at by slices: ep_wait) */
+			atomic_fetch_add_explicit(&e->npending, 1, memory_order_relaxed);
 			reg_watch_fd(e, r, 0, efd, 0);
 			/* its kernel socket: data or an end (a plain peer),
 			 * and the connect's completion (pending_tcp_up); each
@@ -360,13 +411,30 @@ uint32_t reg_eval(struct sc_ep *e, struct sc_epreg *r, bool *gone)
 				r->foreign = true;
 				atomic_fetch_add(&nforeign, 1);
 			}
+			if (settle) {
+				/* (watched already: a change from here on
+				 * wakes us, and is an edge at the next look
+				 * if this one does not see it) */
+				uint64_t sig[3];
+				/* room is news if it ran out since the
+				 * entry last reported (reg_edge) */
+				r->settled_out = (uint64_t)s->pnospace + r->unwritable != r->sig_out;
+				reg_sig(r, sig);
+				r->sig_in = sig[0];
+				r->sig_out = sig[1];
+				r->sig_fl = sig[2];
+				r->settled = true;
+			}
 			/* anything that happened before the watch began */
 			rv = sock_revents(r->fd, s, want, &wfd, false);
 			if (rv < 0)
 				rv = 0;
 		}
 	}
-	return poll_to_epoll(rv) & (r->events | EPOLLHUP | EPOLLERR);
+	uint32_t ev = poll_to_epoll(rv) & (r->events | EPOLLHUP | EPOLLERR);
+	if ((r->events & EPOLLOUT) && !(ev & EPOLLOUT) && (mode == M_SHM || mode == M_PENDING))
+		r->unwritable++;        /* (reg_sig, reg_edge: room is news now) */
+	return ev;
 }
 
 void fired_add(struct sc_ep *e, struct sc_epreg *r)
@@ -376,6 +444,31 @@ void fired_add(struct sc_ep *e, struct sc_epreg *r)
 		r->fnext = e->fired;
 		e->fired = r;
 	}
+}
+
+/* e->lock held: r starts as an ADD makes it (a fired EPOLLONESHOT one
+ * disabled): polled afresh, watched as its socket's mode wants, or handed
+ * to the kernel's set (freed) if that is TCP now. */
+static void reg_start(struct sc_ep *e, struct sc_epreg *r, uint32_t events, epoll_data_t data,
+		      bool disabled)
+{
+	r->deleted = false;
+	r->exclusive = events & EPOLLEXCLUSIVE;
+	r->events = events & ~(EPOLLEXCLUSIVE | EPOLLWAKEUP);
+	r->data = data;
+	r->disabled = disabled;
+	r->seen = 0;
+	r->sig_in = r->sig_out = r->sig_fl = 0;
+	r->force_edge = true;
+	r->settled = false;
+	if (r->kind == M_SHM)
+		fired_add(e, r);        /* re-arm for this interest */
+	bool gone;
+	bind_quiet = true;
+	reg_eval(e, r, &gone);  /* sets up the watch; may hand back to TCP */
+	bind_quiet = false;
+	if (!gone)
+		check_add(e, r);
 }
 
 /* A registration was made while threads sleep in the kernel's wait on e:
@@ -388,6 +481,205 @@ static void ep_wake_sleepers(struct sc_ep *e)
 	if (ep_chan_ensure(e) == 0)
 		sc__chan_signal(e->ch);
 	pthread_mutex_unlock(&e->lock);
+}
+
+/* ---- registrations of fresh sockets --------------------------------------
+ *
+ * A socket added to a set before it connects (nginx's upstream connect,
+ * Netty's channels, registered at creation) is plain TCP then, and the
+ * kernel's set holds it.  Its connect() may make it a client of ours,
+ * pending and then on shared memory, where the kernel's set would report
+ * what the kernel socket does (the connect's completion) and never the
+ * reply, which is in the ring.  So each such registration is recorded,
+ * as a kernel entry in the set's index (no system call), and follows its
+ * socket once connect() decided: a pending or shared-memory socket's
+ * becomes ours (the kernel's registration goes, with its EPOLLONESHOT
+ * state), one that stayed on TCP only loses the record (the kernel's set
+ * keeps what it always had).
+ */
+pthread_mutex_t kreg_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* kreg_lock held (or a fork child's only thread): r off its socket's
+ * list; a registration of ours from now on, or freed */
+void kreg_unlink(struct sc_epreg *r)
+{
+	struct sc_sock *s = r->s;
+	struct sc_epreg *head = atomic_load_explicit(&s->kregs, memory_order_relaxed);
+	if (head == r) {
+		/* (pairs with the hints' acquire loads) */
+		atomic_store_explicit(&s->kregs, r->knext, memory_order_release);
+	} else {
+		for (struct sc_epreg *q = head; q; q = q->knext)
+			if (q->knext == r) {
+				q->knext = r->knext;
+				break;
+			}
+	}
+	r->knext = NULL;
+	r->kernel = false;
+}
+
+/* The set is closing (its last fd): its records leave their sockets
+ * before it goes, so that no socket leads to it any more. */
+void ep_kregs_purge(struct sc_ep *e)
+{
+	pthread_mutex_lock(&e->lock);
+	struct sc_epreg *r = e->regs;
+	while (r) {
+		struct sc_epreg *next = r->next;
+		if (r->kernel)
+			reg_free(e, r);
+		r = next;
+	}
+	pthread_mutex_unlock(&e->lock);
+}
+
+/* epoll_ctl on a fresh socket s: the kernel's, recorded. */
+static int kreg_ctl(int epfd, int op, int fd, struct sc_sock *s, struct epoll_event *ev)
+{
+	int rc = R(epoll_ctl)(epfd, op, fd, ev);
+	struct sc_ep *f = ep_of(epfd);
+	if (rc < 0 || !f)
+		return rc;      /* (a set we did not see made: not recorded) */
+	pthread_mutex_lock(&f->lock);
+	struct sc_epreg *r = reg_find(f, fd);
+	if (r && (r->s != s || !r->kernel)) {
+		reg_free(f, r);         /* the fd number named another socket */
+		r = NULL;
+	}
+	if (op == EPOLL_CTL_ADD && !r && (r = calloc(1, sizeof(*r)))) {
+		r->fd = fd;
+		r->s = s;
+		r->ep = f;
+		r->wfd[0] = r->wfd[1] = -1;
+		if (reg_link(f, r) < 0) {
+			free(r);
+		} else {
+			pthread_mutex_lock(&kreg_lock);
+			r->kernel = true;
+			r->knext = atomic_load_explicit(&s->kregs, memory_order_relaxed);
+			/* (pairs with the hints' acquire loads) */
+			atomic_store_explicit(&s->kregs, r, memory_order_release);
+			pthread_mutex_unlock(&kreg_lock);
+		}
+	}
+	if (r && op != EPOLL_CTL_DEL) {
+		r->events = ev->events;
+		r->data = ev->data;
+	} else if (r) {
+		reg_free(f, r);
+	}
+	pthread_mutex_unlock(&f->lock);
+	/* connected meanwhile by another thread, whose connect() may have
+	 * looked for records before this one was made */
+	ep_kregs_follow(s);
+	return rc;
+}
+
+/* Has the kernel's set epfd disabled fd's EPOLLONESHOT registration (it
+ * reported, and no MOD re-armed it)?  The set's fdinfo lists each entry's
+ * events, which the kernel clears but for its private bits when it fires. */
+static bool kernel_oneshot_off(int epfd, int fd)
+{
+	char path[64], buf[4096];
+	size_t have = 0;
+	ssize_t n;
+	bool found = false, off = false;
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", epfd);
+	int pf = open(path, O_RDONLY | O_CLOEXEC);
+	if (pf < 0)
+		return false;
+	while (!found && (n = R(read)(pf, buf + have, sizeof(buf) - 1 - have)) > 0) {
+		have += (size_t)n;
+		buf[have] = 0;
+		char *line = buf, *nl;
+		while (!found && (nl = strchr(line, '\n'))) {
+			int tfd;
+			unsigned evs;
+			*nl = 0;
+			if (sscanf(line, "tfd: %d events: %x", &tfd, &evs) == 2 && tfd == fd) {
+				found = true;
+				off = !(evs & ~(unsigned)(EPOLLONESHOT | EPOLLET | EPOLLWAKEUP |
+							 EPOLLEXCLUSIVE));
+			}
+			line = nl + 1;
+		}
+		have = strlen(line);
+		memmove(buf, line, have);
+		if (have == sizeof(buf) - 1)
+			have = 0;       /* (no line is that long) */
+	}
+	R(close)(pf);
+	return off;
+}
+
+/* ep_life held for reading: s's record r (of fd, in e) leaves s's list.
+ * take: it becomes ours (s is pending or on shared memory), else only the
+ * record goes. */
+static void kreg_follow(struct sc_ep *e, struct sc_epreg *r, int fd, struct sc_sock *s, bool take)
+{
+	/* the set's shadow first (it registers in the kernel's set) */
+	if (take && !ep_shadow(e)) {
+		LOG(1, "an epoll registration made before connect stays the kernel's");
+		take = false;   /* (no memory or fds; or the set is closing) */
+	}
+	pthread_mutex_lock(&e->lock);
+	if (reg_find(e, fd) != r || !r->kernel || r->s != s) {
+		pthread_mutex_unlock(&e->lock);
+		return;         /* freed meanwhile: off the list already */
+	}
+	bool off = take && (r->events & EPOLLONESHOT) && kernel_oneshot_off(e->fd, fd);
+	if (!take || R(epoll_ctl)(e->fd, EPOLL_CTL_DEL, fd, NULL) < 0) {
+		reg_free(e, r);
+		pthread_mutex_unlock(&e->lock);
+		return;
+	}
+	pthread_mutex_lock(&kreg_lock);
+	kreg_unlink(r);
+	pthread_mutex_unlock(&kreg_lock);
+	reg_start(e, r, r->events, r->data, off);
+	pthread_mutex_unlock(&e->lock);
+	if (atomic_load(&e->sleepers))
+		ep_wake_sleepers(e);    /* (as epoll_ctl: see there) */
+	if (e->exposed)
+		ep_expose(e);
+}
+
+/* s's records each follow it (release: the socket is gone, only the
+ * records go).  No lock held. */
+static void kregs_each(struct sc_sock *s, bool release)
+{
+	int saved = errno;
+	pthread_rwlock_rdlock(&ep_life);        /* the records' sets stay */
+	for (;;) {
+		pthread_mutex_lock(&kreg_lock);
+		struct sc_epreg *r = atomic_load_explicit(&s->kregs, memory_order_relaxed);
+		struct sc_ep *e = r ? r->ep : NULL;
+		int fd = r ? r->fd : -1;
+		pthread_mutex_unlock(&kreg_lock);
+		if (!r)
+			break;
+		int mode = atomic_load(&s->mode);
+		kreg_follow(e, r, fd, s, !release && (mode == M_PENDING || mode == M_SHM) &&
+					s->owner == sc__pid());
+	}
+	pthread_rwlock_unlock(&ep_life);
+	errno = saved;
+}
+
+/* The last fd of s closed: its records go (the kernel's registrations
+ * go with the socket). */
+void ep_kregs_drop(struct sc_sock *s)
+{
+	kregs_each(s, true);
+}
+
+/* s is no longer fresh (connect() decided, or it listens): the
+ * registrations made while it was follow it.  No lock held. */
+void ep_kregs_follow(struct sc_sock *s)
+{
+	if (atomic_load_explicit(&s->kregs, memory_order_acquire) && !sock_fresh(s))
+		kregs_each(s, false);
 }
 
 SC_API int epoll_create(int size)
@@ -444,6 +736,12 @@ SC_API int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	}
 
 	struct sc_sock *s = sock_get(fd);
+	if (s && (atomic_load_explicit(&s->kregs, memory_order_acquire) ||
+		  (op == EPOLL_CTL_ADD && sock_fresh(s)))) {
+		if (sock_fresh(s))
+			return kreg_ctl(epfd, op, fd, s, ev);
+		ep_kregs_follow(s);     /* (connected in another thread) */
+	}
 	struct sc_ep *e = ep_get(epfd, false);
 	struct sc_epreg *r = NULL;
 	if (!e && s && atomic_load_explicit(&neps, memory_order_acquire) && !ep_of(epfd))
@@ -452,8 +750,9 @@ SC_API int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	if (e) {
 		pthread_mutex_lock(&e->lock);
 		r = reg_find(e, fd);
-		if (r && r->s != s) {
-			/* the fd number now names another socket */
+		if (r && (r->s != s || r->kernel)) {
+			/* the fd number now names another socket (or a
+			 * record of the kernel's registration is stale) */
 			reg_free(e, r);
 			r = NULL;
 		}
@@ -526,22 +825,7 @@ SC_API int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 			rc = -1;
 			break;
 		}
-		r->deleted = false;
-		r->exclusive = ev->events & EPOLLEXCLUSIVE;
-		r->events = ev->events & ~(EPOLLEXCLUSIVE | EPOLLWAKEUP);
-		r->data = ev->data;
-		r->disabled = false;
-		r->seen = 0;
-		r->sig_in = r->sig_out = r->sig_fl = 0;
-		r->force_edge = true;
-		if (r->kind == M_SHM)
-			fired_add(e, r);        /* re-arm for this interest */
-		bool gone;
-		bind_quiet = true;
-		reg_eval(e, r, &gone);  /* sets up the watch; may hand back to TCP */
-		bind_quiet = false;
-		if (!gone)
-			check_add(e, r);
+		reg_start(e, r, ev->events, ev->data, false);
 		break;
 	case EPOLL_CTL_DEL:
 		if (r->deleted) {
@@ -660,7 +944,7 @@ bool ep_elsewhere(struct sc_ep *e, struct sc_sock *s)
 			continue;
 		pthread_mutex_lock(&o->lock);
 		for (struct sc_epreg *r = o->regs; r && !found; r = r->next)
-			found = r->s == s && !r->deleted;
+			found = r->s == s && !r->deleted && !r->kernel;
 		pthread_mutex_unlock(&o->lock);
 	}
 	pthread_mutex_unlock(&eps_lock);

@@ -179,6 +179,30 @@ static struct sc_ep *ep_adopt(int fd)
 	return e ? e : ep_new(fd);
 }
 
+/* eps_lock held: e's shadow, an inner set registered in the kernel's set
+ * under a cookie; 0, or -1 with errno (the kernel's EBADF or EINVAL for an
+ * fd that is no epoll set) */
+static int ep_shadow_locked(struct sc_ep *e)
+{
+	static _Atomic uint32_t next_id;
+	e->inner = sc__fd_park(R(epoll_create1)(EPOLL_CLOEXEC));
+	e->id = atomic_fetch_add(&next_id, 1) + 1;
+	e->cookie = ep_mkcookie(EP_MAGIC_SET, e->id);
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = e->cookie };
+	if (e->inner < 0 || R(epoll_ctl)(e->fd, EPOLL_CTL_ADD, e->inner, &ev) < 0) {
+		int err = errno;
+		if (e->inner >= 0)
+			R(close)(e->inner);
+		e->inner = -1;
+		errno = err;
+		return -1;
+	}
+	e->next = eps;
+	eps = e;
+	atomic_fetch_add(&neps, 1);
+	return 0;
+}
+
 /* The shadowed set of epfd; with create, made if need be (the fd's set
  * object too, if it is a copy we did not see made).  NULL, errno set, if
  * it cannot be (the kernel's EBADF or EINVAL for an fd that is no epoll
@@ -191,7 +215,6 @@ struct sc_ep *ep_get(int epfd, bool create)
 		struct sc_ep *e = ep_of(epfd);
 		return e && e->inner >= 0 ? e : NULL;
 	}
-	static _Atomic uint32_t next_id;
 	pthread_mutex_lock(&eps_lock);
 	struct sc_ep *e = ep_of(epfd);
 	bool adopted = false;
@@ -199,30 +222,31 @@ struct sc_ep *ep_get(int epfd, bool create)
 		e = ep_adopt(epfd);
 		adopted = e && e->nfds == 1;
 	}
-	if (e && e->inner < 0) {
-		e->inner = sc__fd_park(R(epoll_create1)(EPOLL_CLOEXEC));
-		e->id = atomic_fetch_add(&next_id, 1) + 1;
-		e->cookie = ep_mkcookie(EP_MAGIC_SET, e->id);
-		struct epoll_event ev = { .events = EPOLLIN, .data.u64 = e->cookie };
-		if (e->inner < 0 || R(epoll_ctl)(e->fd, EPOLL_CTL_ADD, e->inner, &ev) < 0) {
-			int err = errno;
-			if (e->inner >= 0)
-				R(close)(e->inner);
-			e->inner = -1;
-			if (adopted) {          /* no epoll set: forget it */
-				ep_fd_del(e, epfd);
-				ep_free(e);
-			}
-			errno = err;
-			e = NULL;
-		} else {
-			e->next = eps;
-			eps = e;
-			atomic_fetch_add(&neps, 1);
+	if (e && e->inner < 0 && ep_shadow_locked(e) < 0) {
+		int err = errno;
+		if (adopted) {          /* no epoll set: forget it */
+			ep_fd_del(e, epfd);
+			ep_free(e);
 		}
+		errno = err;
+		e = NULL;
 	}
 	pthread_mutex_unlock(&eps_lock);
 	return e;
+}
+
+/* The set e, which an fd of the program's names still (not being closed),
+ * with its shadow, made if need be; false if it cannot be (errno). */
+bool ep_shadow(struct sc_ep *e)
+{
+	pthread_mutex_lock(&eps_lock);
+	int rc = e->nfds ? 0 : -1;
+	if (rc < 0)
+		errno = EBADF;
+	else if (e->inner < 0)
+		rc = ep_shadow_locked(e);
+	pthread_mutex_unlock(&eps_lock);
+	return rc == 0;
 }
 
 /* epfd, which names no set we know, is a copy of one of our shadowed sets
@@ -310,7 +334,7 @@ void ep_switched(struct sc_sock *s, bool child_set)
 		struct sc_epreg *r = e->regs;
 		while (r) {
 			struct sc_epreg *next = r->next;
-			if (r->s == s) {
+			if (r->s == s && !r->kernel) {
 				struct epoll_event ev = { .events = r->events, .data = r->data };
 				if (child_set)
 					atomic_store(&e->child_used, true);
@@ -395,6 +419,7 @@ void ep_atfork_child(void)
 	/* our cookies are not our parent's, in the sets we share with it */
 	atomic_store(&ep_key, key_new(atomic_load(&ep_key)));
 	pthread_mutex_init(&eps_lock, NULL);
+	pthread_mutex_init(&kreg_lock, NULL);
 	pthread_mutex_init(&ep_inh_lock, NULL);
 	pthread_rwlock_init(&ep_life, NULL);
 	struct sc_ep *e = eps;
@@ -424,6 +449,8 @@ void ep_atfork_child(void)
 			struct sc_epreg *r = e->regs;
 			e->regs = r->next;
 			struct ep_inh *x;
+			if (r->kernel)
+				kreg_unlink(r);         /* (the kernel's set keeps it) */
 			if (r->kind == M_SHM && !r->deleted && (x = malloc(sizeof(*x)))) {
 				x->ep = e;
 				x->fd = r->fd;
@@ -447,6 +474,7 @@ void ep_atfork_child(void)
 		e->inner = -1;
 		e->cookie = 0;
 		e->check = e->fired = NULL;
+		atomic_store(&e->npending, 0);
 		e->held = false;
 		e = next;
 	}
@@ -478,6 +506,9 @@ void ep_close(int epfd)
 		return;
 	}
 	bool shadow = e->inner >= 0;
+	/* before the wait for its users: no socket's record leads to it
+	 * after that (ep_kregs_follow finds sets through them) */
+	ep_kregs_purge(e);
 	if (shadow) {
 		struct sc_ep **pp = &eps;
 		while (*pp && *pp != e)
@@ -534,6 +565,8 @@ void ep_close(int epfd)
 /* The last fd of s closed: it leaves every epoll set, as in the kernel. */
 void ep_forget_sock(struct sc_sock *s)
 {
+	if (atomic_load_explicit(&s->kregs, memory_order_acquire))
+		ep_kregs_drop(s);       /* registered while fresh */
 	if (!atomic_load_explicit(&neps, memory_order_acquire))
 		return;
 	pthread_mutex_lock(&eps_lock);

@@ -46,22 +46,11 @@
 #include "epoll.h"
 
 _Atomic int nexp_sig;
-/* EPOLLET: the connection's state as edges are told from (its cursors and
- * flags).  Taken before its readiness is evaluated: a change after that
- * shows at the next look instead of being counted as reported. */
-static void reg_sig(struct sc_epreg *r, uint64_t sig[3])
+/* sig_out of a pending client's entry: room ran out (sends the buffer
+ * could not take, looks that found it wanting) as many times */
+static uint64_t pending_room(const struct sc_epreg *r)
 {
-	sig[0] = r->sig_in;
-	sig[1] = r->sig_out;
-	sig[2] = r->sig_fl;
-	if (!r->s->c || atomic_load(&r->s->mode) != M_SHM)
-		return;
-	struct sc_conn *c = r->s->c;
-	uint64_t fl = atomic_load_explicit(&c->peer->flags, memory_order_acquire) |
-		      (uint64_t)atomic_load(&c->lflags) << 32;
-	sig[0] = atomic_load_explicit(&c->rx.h->prod, memory_order_acquire) ^ fl * 0x9e3779b97f4a7c15ull;
-	sig[1] = atomic_load_explicit(&c->tx.h->cons, memory_order_acquire) ^ fl * 0x9e3779b97f4a7c15ull;
-	sig[2] = fl | (uint64_t)r->s->sent_to_closed << 31;
+	return (uint64_t)r->s->pnospace + r->unwritable;
 }
 
 /* EPOLLET: ev if the state (reg_sig, taken before ev) changed since last
@@ -72,9 +61,23 @@ static void reg_sig(struct sc_epreg *r, uint64_t sig[3])
  * gives IN|OUT to an entry that wants both).  commit records it. */
 static uint32_t reg_edge(struct sc_epreg *r, uint32_t ev, const uint64_t sig[3], bool commit)
 {
-	if (!r->s->c || atomic_load(&r->s->mode) != M_SHM)
-		return ev;
+	if (!r->s->c || atomic_load(&r->s->mode) != M_SHM) {
+		/* pending: room is news after it ran out (its connect not
+		 * complete, its buffer full), or as ADD or MOD poll it; the
+		 * kernel socket's other wake-ups are none of the program's */
+		bool edge = r->force_edge ||
+			    ((r->events & EPOLLOUT) && pending_room(r) != r->sig_out);
+		if (commit) {
+			r->force_edge = false;
+			r->sig_out = pending_room(r);
+		}
+		return edge ? ev : 0;
+	}
+	/* gone to shared memory since it last reported: what a pending
+	 * client never reports (data, an end, an error) is news */
 	bool edge = r->force_edge ||
+		    (r->settled && (ev & (EPOLLIN | EPOLLRDHUP | EPOLLPRI | EPOLLHUP | EPOLLERR |
+					  (r->settled_out ? EPOLLOUT : 0)))) ||
 		    ((ev & (EPOLLHUP | EPOLLERR)) && sig[2] != r->sig_fl) ||
 		    ((r->events & (EPOLLIN | EPOLLRDHUP)) && sig[0] != r->sig_in) ||
 		    ((r->events & EPOLLOUT) && sig[1] != r->sig_out);
@@ -83,6 +86,7 @@ static uint32_t reg_edge(struct sc_epreg *r, uint32_t ev, const uint64_t sig[3],
 		r->sig_out = sig[1];
 		r->sig_fl = sig[2];
 		r->force_edge = false;
+		r->settled = false;
 	}
 	return edge ? ev : 0;
 }
@@ -105,8 +109,11 @@ static int ep_harvest(struct sc_ep *e, struct epoll_event *out, int n, int max, 
 		}
 		bool gone;
 		uint64_t sig[3];
+		int kind = r->kind;
 		reg_sig(r, sig);
 		uint32_t ev = reg_eval(e, r, &gone);
+		if (!gone && r->kind != kind)
+			reg_sig_settled(r, sig);
 		if (!gone && r->foreign && !r->listed)
 			check_add(e, r);        /* its wake-ups may be another set's */
 		if (gone || !ev)
@@ -171,8 +178,10 @@ static bool ep_ready_now(struct sc_ep *e)
 		bool gone;
 		uint32_t ev;
 		uint64_t sig[3];
+		int kind = r->kind;
 		reg_sig(r, sig);
 		if (!r->disabled && !r->deleted && (ev = reg_eval(e, r, &gone)) &&
+		    (r->kind == kind || (reg_sig_settled(r, sig), true)) &&
 		    (!(r->events & EPOLLET) || reg_edge(r, ev, sig, false)))
 			ready = true;
 		r = next;
@@ -560,13 +569,24 @@ static int do_epoll_wait(int epfd, struct epoll_event *out, int max, int timeout
 	return n;
 }
 
+/* A slice of a wait passed with nothing: the entries watching pending
+ * clients are looked at again (their offer may have been declined). */
+static void ep_check_pending(struct sc_ep *e)
+{
+	pthread_mutex_lock(&e->lock);
+	for (struct sc_epreg *r = e->regs; r; r = r->next)
+		if (r->kind == M_PENDING)
+			check_add(e, r);
+	pthread_mutex_unlock(&e->lock);
+}
+
 static int ep_wait(struct sc_ep *e, int epfd, struct epoll_event *out, int max, int timeout,
 		   const sigset_t *mask)
 {
 	/* (a zero timeout reads no clock: one pass, as the kernel's) */
 	uint64_t end = timeout < 0 ? UINT64_MAX : timeout == 0 ? 0 :
 		       sc__now_ns() + (uint64_t)timeout * 1000000u;
-	int n = 0;
+	int n = 0, pslice = 1;  /* (a pending client's: PENDING_SLICE_MS) */
 	bool spun = false;
 	pthread_mutex_lock(&e->lock);
 	uint64_t call = ++e->calls;
@@ -633,6 +653,15 @@ static int ep_wait(struct sc_ep *e, int epfd, struct epoll_event *out, int max, 
 				t = 0;
 			}
 		}
+		/* a pending client's offer may be declined, which wakes
+		 * nobody: look at it again after a slice (PENDING_SLICE_MS) */
+		bool sliced = false;
+		if (t && atomic_load_explicit(&e->npending, memory_order_relaxed) &&
+		    (t < 0 || t > pslice)) {
+			t = pslice;
+			pslice = pending_slice_next(pslice);
+			sliced = true;
+		}
 		/* no more than the room left: every event the kernel hands
 		 * over fits (an EPOLLET one dropped would be lost); when the
 		 * cookie takes a slot, the inner set's entries fill the rest */
@@ -644,6 +673,8 @@ static int ep_wait(struct sc_ep *e, int epfd, struct epoll_event *out, int max, 
 			atomic_fetch_sub(&e->sleepers, 1);
 		if (k < 0)
 			return n ? n : -1;
+		if (sliced && !k)
+			ep_check_pending(e);
 		bool inner = false;
 		int kept = 0;
 		for (int i = 0; i < k; i++) {

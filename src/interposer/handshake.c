@@ -336,8 +336,7 @@ SC_API int connect(int fd, const struct sockaddr *addr, socklen_t alen)
 	uint64_t room = 0;
 	bool marked = false;
 
-	if (!s || atomic_load(&s->mode) != M_TCP || s->counted || !addr ||
-	    alen < sizeof(sa_family_t)) {
+	if (!s || !sock_fresh(s) || !addr || alen < sizeof(sa_family_t)) {
 		LOG(3, "connect(%d) passes: %s", fd, !s ? "untracked" : "not fresh");
 		return R(connect)(fd, addr, alen);
 	}
@@ -374,6 +373,8 @@ SC_API int connect(int fd, const struct sockaddr *addr, socklen_t alen)
 		fallback_stat(s, fd, why);
 	}
 	pthread_mutex_unlock(&s->lock);
+	/* registered in epoll sets before: pending now, or TCP for good */
+	ep_kregs_follow(s);
 	errno = err;
 	return rc;
 }
@@ -409,6 +410,10 @@ SC_API int listen(int fd, int backlog)
 	struct sc_sock *s = sock_get(fd);
 	int rc = R(listen)(fd, backlog);
 
+	if (rc == 0 && s && !s->passive) {
+		s->passive = true;      /* it will not connect */
+		ep_kregs_follow(s);
+	}
 	if (rc < 0 || !s || G.disabled || G.uring || atomic_load(&s->mode) != M_TCP)
 		return rc;
 	int saved = errno;
@@ -720,6 +725,7 @@ SC_API int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
 			else if (s && ls->board)
 				sock_board(s, sc__board(ls->bport, false), ls->bport);
 			if (s) {
+				s->passive = true;
 				/* the kernel's accepted socket has the
 				 * listener's buffer sizes */
 				s->sndbuf = ls->sndbuf;
@@ -736,6 +742,8 @@ SC_API int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
 			 * io_uring was set up: the connection stays on TCP
 			 * for that) */
 			struct sc_sock *s = sock_new(nfd, M_TCP, flags & SOCK_NONBLOCK);
+			if (s)
+				s->passive = true;      /* connected: never connect()s */
 			if (s && (G.disabled || G.uring))
 				fallback_stat(s, nfd, G.disabled ? SC_FB_DISABLED : SC_FB_UNSUPPORTED);
 		}

@@ -102,6 +102,7 @@ enum { M_TCP, M_LISTEN, M_SPENDING, M_PENDING, M_SHM };
 
 #define SC_ZC_RANGES 8
 struct sc_dm_rx;
+struct sc_epreg;
 
 struct sc_sock {
 	pthread_mutex_t lock;   /* mode changes, the pending state */
@@ -113,6 +114,7 @@ struct sc_sock {
 	int refs;               /* fds naming it (dup), under table_lock */
 	bool nonblock;          /* O_NONBLOCK of the open file description */
 	bool counted;           /* an established connection (bytes_tcp_*) */
+	bool passive;           /* accepted or listening: never connect()s (sock_fresh) */
 	bool linger0;
 	bool shut_wr;           /* we shut down writing */
 	bool err_reported;      /* a reset was reported once (as sk_err) */
@@ -165,11 +167,16 @@ struct sc_sock {
 	int efd;                /* readable once the OPEN arrived */
 	bool efd_set;           /* ... and written (under G.rdv_lock) */
 	bool tcp_up;            /* the kernel's connect has completed (pending_tcp_up) */
+	uint32_t pnospace;      /* sends the buffer could not take all of (reg_edge) */
 	bool efd_exposed;       /* ... handed to a poller or an epoll set (kept
 				 * for the socket's life: they may still name it) */
 	struct sc_conn *_Atomic attached;
 	struct sc_sock *pnext;  /* pending list */
 	struct sc_conn_rec *rec;        /* `shortcut stat` record, or NULL */
+	/* its registrations in epoll sets made while it was fresh, which the
+	 * kernel's sets hold (epoll_ctl.c: they follow it once it connects);
+	 * written under kreg_lock, read without as a hint */
+	struct sc_epreg *_Atomic kregs;
 	/* device memory (devmem.c) */
 	struct sc_dm_rx *dmrx;  /* fragments handed out, once it received with devmem */
 	bool zerocopy;          /* SO_ZEROCOPY */
@@ -180,6 +187,13 @@ struct sc_sock {
 		uint8_t code;
 	} zc[SC_ZC_RANGES];
 };
+
+/* Not connected yet, and may still connect (on shared memory or not):
+ * connect() decides its mode. */
+static inline bool sock_fresh(struct sc_sock *s)
+{
+	return atomic_load(&s->mode) == M_TCP && !s->counted && !s->passive;
+}
 
 /* fd -> socket: pages of 4096 pointers, allocated on demand; written
  * under table_lock, read without */
@@ -257,6 +271,17 @@ int64_t lowat_target(struct sc_sock *s, size_t len);
  * the fd when it wakes (the datagram is gone before the poller looks).  So
  * such a poller looks again every SHARED_SLICE_MS. */
 #define SHARED_SLICE_MS 5
+/* A pending client's offer may be declined after its claim, which wakes
+ * nobody (the acceptor only writes the board; the program may be waiting
+ * for an answer to bytes still in our buffer): a poller or an epoll set
+ * watching it looks at the board again after 1 ms, then after twice as
+ * long each time up to PENDING_SLICE_MS (a blocked receive looks every
+ * 20 ms: pending_settle), until it settles. */
+#define PENDING_SLICE_MS 20
+static inline int pending_slice_next(int ms)
+{
+	return ms * 2 < PENDING_SLICE_MS ? ms * 2 : PENDING_SLICE_MS;
+}
 bool on_shared_chan(struct sc_sock *s);
 bool switching(struct sc_conn *c);
 
@@ -334,6 +359,7 @@ void ep_mark_shared(void);
 void ep_atfork_child(void);
 void ep_switched(struct sc_sock *s, bool child_set);
 void ep_forget_sock(struct sc_sock *s);
+void ep_kregs_follow(struct sc_sock *s);
 void ep_expose_fd(int fd);
 void ep_refresh_exposed(void);
 extern _Atomic int nexp_sig;    /* exposed sets we hold readable (ep_expose) */

@@ -157,9 +157,9 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t 
 		return -1;
 	}
 	uint64_t end = timeout_ms < 0 ? UINT64_MAX : sc__now_ns() + (uint64_t)timeout_ms * 1000000u;
-	int ready;
+	int ready, pslice = 1;  /* (a pending client's: PENDING_SLICE_MS) */
 	for (;;) {
-		bool again = false, slice = false;
+		bool again = false, slice = false, pend = false;
 		ready = 0;
 		kn = n;
 		for (nfds_t i = 0; i < n; i++) {
@@ -185,6 +185,7 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t 
 					kev |= POLLOUT;
 				pmap[kn - n] = (int)i;
 				k[kn++] = (struct pollfd){ .fd = fds[i].fd, .events = kev };
+				pend = true;
 			}
 		}
 		uint64_t now = sc__now_ns();
@@ -192,6 +193,10 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t 
 			now >= end ? 0 : (int)((end - now + 999999) / 1000000);
 		if (slice && (t < 0 || t > SHARED_SLICE_MS))
 			t = SHARED_SLICE_MS;
+		if (pend && (t < 0 || t > pslice)) {
+			t = pslice;
+			pslice = pending_slice_next(pslice);
+		}
 		int rc;
 		if (mask) {
 			struct timespec ts = { t / 1000, (t % 1000) * 1000000L };

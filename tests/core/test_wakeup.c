@@ -11,6 +11,7 @@
  * caught by an alarm rather than the runner's time limit.
  */
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,6 +144,47 @@ static int flag_owner(void *arg)
 	return 0;
 }
 
+/* White-box, one process (found with nginx proxy_pass under shortcut run:
+ * a connection per request, each one's cell handed out anew).  A waker
+ * that read a cell's generation just before its owner stored the next one
+ * finds a newer generation already known (its CELL message read): that
+ * cell's wake socket is the one now.  It used to be called a protocol
+ * error, and the connection was reset (nginx answered 502). */
+static int recycled_cell(void *arg)
+{
+	char path[T_PATH_MAX], b[8];
+	struct sc_listener *l;
+	struct sc_conn *cli, *srv;
+
+	t_log("a wake-up that read a recycled cell's older generation is delivered");
+	T_OK(sc_listen(t_listen_path(path), 0, &l));
+	T_OK(sc_connect(path, &cli, 0));
+	T_OK(sc_accept(l, &srv, 0));
+	int fd = sc_conn_fd(srv);               /* srv's cell: its CELL message sent */
+	T_ASSERT(fd >= 0);
+	struct sc_cell *cell = &srv->g->my_cells[srv->cell];
+	uint32_t gen = atomic_load(&cell->wake_gen);
+	sc__group_pump(cli->g);                 /* the peer read it */
+	T_EQ(__atomic_load_n(&cli->g->peer_gen[srv->cell], __ATOMIC_ACQUIRE), gen);
+	/* what the waker reads: the generation before the owner's store */
+	atomic_store(&cell->wake_gen, gen - 1);
+	atomic_store(&cell->armed, SC_ARM_POLL);
+	T_EQ(sc_send(cli, "x", 1, 0), 1);
+	T_EQ(atomic_load(&cli->err), 0);        /* no protocol error */
+	T_EQ(atomic_load(&cell->armed), 0);     /* the token was taken */
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	T_EQ(poll(&p, 1, 5000), 1);             /* and the wake-up came */
+	atomic_store(&cell->wake_gen, gen);
+	T_EQ(sc_recv(srv, b, 1, 0), 1);
+	T_EQ(sc_send(cli, "y", 1, 0), 1);
+	T_EQ(sc_recv(srv, b, 1, 0), 1);
+	T_EQ(atomic_load(&srv->err), 0);
+	sc_close(cli);
+	sc_close(srv);
+	sc_listener_close(l);
+	return 0;
+}
+
 int main(void)
 {
 	static const char *spins[] = { "0", "1", "3" };
@@ -150,6 +192,7 @@ int main(void)
 	uint64_t total = t_scale(32 << 20, 4 << 20);
 
 	t_wait_ok(t_fork(flag_owner, NULL));
+	t_wait_ok(t_fork(recycled_cell, NULL));
 	rounds = (long)t_scale(40000, 3000);
 	for (int k = 0; k < 3; k++) {
 		setenv("SHORTCUT_SPIN_US", spins[k], 1);

@@ -399,6 +399,104 @@ def test_wrk_few_connections_fd_numbers(sc, www):
     check_shm(sc.stats(), 2 * conns, "nginx, wrk with few connections")
 
 
+NGINX_PROXY_CONF = """
+daemon off;
+master_process on;
+worker_processes 1;
+{user}
+pid {tmp}/{name}.pid;
+error_log {tmp}/{name}-error.log info;
+events {{ worker_connections 1024; }}
+http {{
+    access_log {tmp}/{name}-access.log;
+    client_body_temp_path {tmp}/{name}-body;
+    proxy_temp_path {tmp}/{name}-proxy;
+    fastcgi_temp_path {tmp}/{name}-fastcgi;
+    uwsgi_temp_path {tmp}/{name}-uwsgi;
+    scgi_temp_path {tmp}/{name}-scgi;
+    types {{ text/html html; application/octet-stream bin; }}
+    sendfile on;
+    server {{
+        listen 127.0.0.1:{port};
+        {body}
+    }}
+}}
+"""
+
+
+def test_nginx_proxy_pass(sc):
+    """nginx as a reverse proxy: its upstream connect adds the socket to its
+    epoll set (IN|OUT|RDHUP|ET) before connect(), writes the request on
+    EPOLLOUT and reads the reply on EPOLLIN.  Under the interposer the
+    registration stayed the kernel socket's, the reply (in the ring) was
+    never reported, and every proxied request ended in a 504 after
+    proxy_read_timeout.  Both nginx instances and the clients under
+    shortcut run; the upstream connections (one per request) must be on
+    shared memory."""
+    need(("nginx", "nginx"), ("curl", "curl"), ("wrk", "wrk"))
+    # every upstream connection carries one request: shared memory for
+    # them all, not only until the frontend learns they are short
+    sc.env["SHORTCUT_SHORT_TCP"] = "0"
+    d = tempfile.mkdtemp(prefix="sc-www-", dir=sc.tmp)
+    with open(os.path.join(d, "small.html"), "w") as f:
+        f.write("<html><body>" + "upstream " * 40 + "</body></html>\n")
+    big = os.urandom(5 << 20)
+    with open(os.path.join(d, "big.bin"), "wb") as f:
+        f.write(big)
+    os.chmod(d, 0o755)
+    user = ("user %s;" % pwd.getpwuid(os.getuid()).pw_name) if os.getuid() == 0 else ""
+    back, front = free_port(), free_port()
+    procs = {}
+    for name, port, body in (
+            ("backend", back, f"root {d}; location / {{ }}"),
+            # a stuck upstream read fails in seconds, not a minute
+            ("frontend", front, f"location / {{ proxy_pass http://127.0.0.1:{back}; "
+                                "proxy_connect_timeout 5s; proxy_read_timeout 5s; "
+                                "proxy_send_timeout 5s; }")):
+        conf = sc.path(name + ".conf")
+        with open(conf, "w") as f:
+            f.write(NGINX_PROXY_CONF.format(user=user, tmp=sc.tmp, name=name, port=port, body=body))
+        procs[name] = sc.server(name, [which("nginx"), "-p", sc.tmp + "/", "-e",
+                                       sc.path(name + "-error.log"), "-c", conf], port)
+
+    url = f"http://127.0.0.1:{front}"
+    for path, want in (("/big.bin", big), ("/small.html", None)):
+        out = sc.path("got" + path.replace("/", "-"))
+        r = sc.run(["curl", "-sS", "--max-time", "10", "-o", out, "-w", "%{http_code} %{size_download}",
+                    url + path], timeout=30, check=False)
+        with open(out, "rb") as f:
+            got = f.read()
+        if want is None:
+            with open(os.path.join(d, "small.html"), "rb") as f:
+                want = f.read()
+        assert r.stdout.decode().split() == ["200", str(len(want))], \
+            f"{path}: {r.stdout!r} {r.stderr[-500:]!r}" + sc.server_logs()
+        assert hashlib.sha256(got).hexdigest() == hashlib.sha256(want).hexdigest(), \
+            f"{path}: the body came back different"
+
+    r = sc.run(["wrk", "-t1", "-c4", "-d1s", "--timeout", "3s", url + "/small.html"], timeout=30)
+    out = r.stdout.decode()
+    m = re.search(r"(\d+) requests in", out)
+    assert m and int(m.group(1)) > 0, out
+    assert "Socket errors" not in out and "Non-2xx" not in out, out
+
+    sc.wait_idle()
+    for name in ("frontend", "backend"):
+        sc.stop(procs[name], signal.SIGQUIT)
+    logs = {}
+    for name in ("frontend", "backend"):
+        with open(sc.path(name + "-access.log")) as f:
+            logs[name] = re.findall(r'" (\d{3}) ', f.read())
+        # (499: a request wrk left unanswered when its time was up)
+        assert set(logs[name]) <= {"200", "499"} and logs[name].count("499") <= 4, \
+            {name: {c: logs[name].count(c) for c in set(logs[name])}}
+    assert logs["frontend"].count("200") >= int(m.group(1)) + 2, len(logs["frontend"])
+    # every proxied request its own upstream connection (no upstream
+    # keepalive): 2 curl + 4 wrk client connections, one upstream
+    # connection per request the backend logged, 2 ends each
+    check_shm(sc.stats(), 2 * (2 + 4 + len(logs["backend"])), "nginx proxy_pass")
+
+
 # ---- 3. sockperf ---------------------------------------------------------------
 
 def test_sockperf(sc):
