@@ -629,9 +629,13 @@ static int ep_wait(struct sc_ep *e, int epfd, struct epoll_event *out, int max, 
 		if (t && !spun) {
 			spun = true;
 			n = ep_spin(e, epfd, out, n, max, call);
-			if (n)
+			if (n >= max)
 				return n;
-			t = end == UINT64_MAX ? -1 : ms_left(end);
+			/* what the spin found ends the wait, but the kernel's
+			 * part is asked too (no sleep): a pipe or nested set
+			 * ready beside a socket is reported with it, as the
+			 * kernel's wait reports all that is ready */
+			t = n ? 0 : end == UINT64_MAX ? -1 : ms_left(end);
 		}
 		if (t) {
 			/* about to sleep: counted as a sleeper before the last
