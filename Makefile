@@ -33,7 +33,7 @@ CORE_SRC   := $(sort $(wildcard src/core/*.c))
 RUNDIR_SRC := $(sort $(wildcard src/rundir/*.c))
 PRELOAD    := $(sort $(wildcard src/interposer/*.c))
 LIB_SRC    := $(CORE_SRC) $(RUNDIR_SRC)
-HDRS       := $(wildcard src/*/*.h) include/shortcut.h
+HDRS       := $(wildcard src/*/*.h src/*/*.def) include/shortcut.h
 # each layer sees its own headers and those below it
 INC_core       := -Isrc/core
 INC_rundir     := -Isrc/core -Isrc/rundir

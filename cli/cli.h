@@ -69,6 +69,19 @@ int sc__stats_print(const char *dir, const struct sc_stats_sum *s, bool json, bo
 /* The library `shortcut run` preloads (run.c): 0 and its path, or -errno. */
 int sc__find_lib(char *out, size_t len);
 
+/* The counters of src/core/counters.def as `shortcut stats` prints them
+ * (countertab.c), in the order declared. */
+struct sc_counter_desc {
+	size_t off;             /* in struct sc_counters */
+	const char *json, *group;       /* its JSON key, and object (NULL: top level) */
+	const char *family, *labels, *type, *help;      /* Prometheus */
+};
+extern const struct sc_counter_desc sc__counter_descs[];
+extern const size_t sc__ncounter_descs;
+unsigned long long sc__counter_value(const struct sc_counters *s, const struct sc_counter_desc *d);
+/* d is the first entry of its Prometheus family (by_family) or JSON object */
+bool sc__counter_first(const struct sc_counter_desc *d, bool by_family);
+
 /* `shortcut stats --prometheus` (prometheus.c): the summed counters of the
  * run directory dir (procs files, live of them running) in the Prometheus
  * text exposition format.  Returns the exit status. */

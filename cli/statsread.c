@@ -143,42 +143,55 @@ void sc__stats_add_retired(struct sc_stats_sum *s, const struct sc_stats_retired
 	s->procs += r->processes;
 }
 
+/* `shortcut stats --json`: every counter of counters.def by its key, the
+ * fallback reasons in an object, the grouped ones in theirs. */
+static int stats_json(const char *dir, const struct sc_stats_sum *sum,
+		      const struct sc_counters *s)
+{
+	printf("{\"rundir\": ");
+	sc__json_str(dir);
+	printf(", \"processes\": %llu, \"live_processes\": %llu", sum->procs, sum->live);
+	for (size_t i = 0; i < sc__ncounter_descs; i++) {
+		const struct sc_counter_desc *d = &sc__counter_descs[i];
+		if (!d->group)
+			printf(", \"%s\": %llu", d->json, sc__counter_value(s, d));
+	}
+	printf(", \"conns_switched_to_tcp\": %llu, \"fallback\": {",
+	       (unsigned long long)*(const uint64_t *)&s->fallback[SC_FB_SWITCHED]);
+	for (int i = 0, first = 1; i < SC_FB_MAX; i++) {
+		if (!sc__fallback_names[i] || i == SC_FB_SWITCHED)
+			continue;
+		printf("%s\"%s\": %llu", first ? "" : ", ", sc__fallback_names[i],
+		       (unsigned long long)*(const uint64_t *)&s->fallback[i]);
+		first = 0;
+	}
+	printf("}");
+	for (size_t i = 0; i < sc__ncounter_descs; i++) {
+		const struct sc_counter_desc *g = &sc__counter_descs[i];
+		if (!g->group || !sc__counter_first(g, false))
+			continue;
+		printf(", \"%s\": {", g->group);
+		for (size_t j = i, first = 1; j < sc__ncounter_descs; j++) {
+			const struct sc_counter_desc *d = &sc__counter_descs[j];
+			if (!d->group || strcmp(d->group, g->group))
+				continue;
+			printf("%s\"%s\": %llu", first ? "" : ", ", d->json, sc__counter_value(s, d));
+			first = 0;
+		}
+		printf("}");
+	}
+	printf("}\n");
+	return 0;
+}
+
 int sc__stats_print(const char *dir, const struct sc_stats_sum *sum, bool json, bool prom)
 {
 	const struct sc_counters *s = (const struct sc_counters *)sum->c;
 #define V(f) ((unsigned long long)*(const uint64_t *)&s->f)
 	if (prom)
 		return sc__stats_prometheus(dir, sum->procs, sum->live, s);
-	if (json) {
-		printf("{\"rundir\": ");
-		sc__json_str(dir);
-		printf(", \"processes\": %llu, \"live_processes\": %llu, "
-		       "\"conns_accelerated\": %llu, \"conns_fallback\": %llu, "
-		       "\"conns_switched_to_tcp\": %llu, \"fallback\": {",
-		       sum->procs, sum->live, V(conns_accelerated), V(conns_fallback),
-		       V(fallback[SC_FB_SWITCHED]));
-		for (int i = 0, first = 1; i < SC_FB_MAX; i++) {
-			if (!sc__fallback_names[i] || i == SC_FB_SWITCHED)
-				continue;
-			printf("%s\"%s\": %llu", first ? "" : ", ", sc__fallback_names[i],
-			       V(fallback[i]));
-			first = 0;
-		}
-		printf("}, \"bytes_shm_sent\": %llu, \"bytes_shm_received\": %llu, "
-		       "\"bytes_tcp_sent\": %llu, \"bytes_tcp_received\": %llu, "
-		       "\"conns_opened\": %llu, \"conns_closed\": %llu, \"conns_aborted\": %llu, "
-		       "\"conns_refused\": %llu, \"proto_errors\": %llu, \"groups_created\": %llu, "
-		       "\"groups_joined\": %llu, \"wakeups_sent\": %llu, \"sleeps\": %llu, "
-		       "\"spin_hits\": %llu, \"spins_crowded\": %llu, \"devmem\": {\"bindings\": %llu, "
-		       "\"bytes_into_regions\": %llu, \"frags_delivered\": %llu, "
-		       "\"frags_outstanding\": %llu, \"waits\": %llu}}\n",
-		       V(bytes_sent), V(bytes_received), V(bytes_tcp_sent), V(bytes_tcp_received),
-		       V(conns_opened), V(conns_closed), V(conns_aborted), V(conns_refused),
-		       V(proto_errors), V(groups_created), V(groups_joined), V(wakeups_sent),
-		       V(sleeps), V(spin_hits), V(spins_crowded), V(dm_bindings), V(dm_bytes_in), V(dm_frags),
-		       V(dm_frags_out), V(dm_waits));
-		return 0;
-	}
+	if (json)
+		return stats_json(dir, sum, s);
 	printf("run directory       %s\n", dir);
 	printf("processes           %llu (%llu running)\n", sum->procs, sum->live);
 	printf("connections         %llu on shared memory, %llu on TCP\n",

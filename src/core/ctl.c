@@ -559,18 +559,23 @@ void sc__link_atfork_child(void)
 	atomic_store(&ctl.watch_new, false);
 }
 
+/* every field of struct sc_stats is a public entry of counters.def */
+_Static_assert(sizeof(struct sc_stats) == 8 * (0
+#define SC_COUNTER(field, public, ...) + public
+#include "counters.def"
+	       ), "struct sc_stats and counters.def's public entries differ");
+
+#define SC_PUBLIC_1(field) \
+	st->field = atomic_load_explicit(&sc__statp->field, memory_order_relaxed);
+#define SC_PUBLIC_0(field)
 /* The process's totals with its live connections' counters; a closing
  * connection moves its counters to the totals under its group lock, so
  * none is counted twice. */
-#define GET(f) st->f = atomic_load_explicit(&sc__statp->f, memory_order_relaxed)
 SC_API void sc_stats_get(struct sc_stats *st)
 {
 	memset(st, 0, sizeof(*st));
-	GET(conns_opened); GET(conns_closed); GET(conns_aborted); GET(conns_refused);
-	GET(proto_errors); GET(groups_created); GET(groups_joined);
-	GET(bytes_sent); GET(bytes_received); GET(wakeups_sent); GET(sleeps);
-	GET(spin_hits); GET(conns_accelerated); GET(conns_fallback);
-	GET(bytes_tcp_sent); GET(bytes_tcp_received); GET(spins_crowded);
+#define SC_COUNTER(field, public, ...) SC_PUBLIC_##public(field)
+#include "counters.def"
 	pthread_mutex_lock(&ctl.lock);
 	for (struct sc_group *g = ctl.groups; g; g = g->next) {
 		pthread_mutex_lock(&g->lock);

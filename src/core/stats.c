@@ -8,17 +8,9 @@ static struct sc_counters local;
 struct sc_counters *sc__statp = &local;
 
 const char *const sc__fallback_names[SC_FB_MAX] = {
-	[SC_FB_DISABLED] = "disabled",
-	[SC_FB_NO_LISTENER] = "no_listener",
-	[SC_FB_PEER_PLAIN] = "peer_not_accelerated",
-	[SC_FB_CLAIM_TIMEOUT] = "claim_timeout",
-	[SC_FB_UNSUPPORTED] = "unsupported_option",
-	[SC_FB_LIMITS] = "limits",
-	[SC_FB_NOMEM] = "no_memory",
-	[SC_FB_RENDEZVOUS] = "rendezvous_failed",
-	[SC_FB_PEER_CLOSED] = "peer_closed_first",
-	[SC_FB_SHORT] = "short_connections",
-	[SC_FB_SWITCHED] = "switched_to_tcp",
+#define SC_COUNTER(...)
+#define SC_FALLBACK(reason, name, comment) [reason] = name,
+#include "counters.def"
 };
 
 void sc__stats_move(struct sc_counters *to)

@@ -15,7 +15,7 @@
  *
  *     make fuzz FUZZ_SECONDS=600        (tests/fuzz.sh; seeds in corpus/stats)
  *
- * Built with: src/rundir cli/statsread.c cli/prometheus.c cli/pidview.c
+ * Built with: src/rundir cli/statsread.c cli/prometheus.c cli/countertab.c cli/pidview.c
  */
 #include <stdint.h>
 #include <stdio.h>
