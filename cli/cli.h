@@ -66,6 +66,9 @@ void sc__stats_add_retired(struct sc_stats_sum *s, const struct sc_stats_retired
 /* The sums as a table, JSON or Prometheus text; returns the exit status. */
 int sc__stats_print(const char *dir, const struct sc_stats_sum *s, bool json, bool prom);
 
+/* `shortcut config` (config.c): the exit status. */
+int sc__config_main(void);
+
 /* The library `shortcut run` preloads (run.c): 0 and its path, or -errno. */
 int sc__find_lib(char *out, size_t len);
 

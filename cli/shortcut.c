@@ -38,20 +38,13 @@ static void usage(FILE *f)
 		"          shortcut.dev/run=default gives a container the library and a shared\n"
 		"          run directory (--install: the directory and /etc/cdi/shortcut.json)\n"
 		"  config  validate the SHORTCUT_* environment (exit 2 with the reason if invalid)\n"
+		"          and print every setting in effect\n"
 		"  help    this text (--help)\n"
 		"  version the version (--version)\n"
 		"\n"
 		"exit status: 0 success, 1 failure (doctor: a check not ok), 2 bad usage;\n"
 		"run: the program's own (127: it could not be run)\n"
 		"man pages: shortcut(1), shortcut(7), libshortcut(3)\n");
-}
-
-static int cmd_config(void)
-{
-	if (sc_config_check())
-		return 2;
-	printf("configuration valid (see README \"Configuration\" for each variable)\n");
-	return 0;
 }
 
 int main(int argc, char **argv)
@@ -71,7 +64,7 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[1], "off") || !strcmp(argv[1], "on"))
 		return sc__off_main(argc - 1, argv + 1, argv[1][1] == 'f');
 	if (!strcmp(argv[1], "config"))
-		return cmd_config();
+		return sc__config_main();
 	if (!strcmp(argv[1], "doctor"))
 		return sc__doctor_main(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "cdi"))

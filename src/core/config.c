@@ -18,16 +18,14 @@
 #include "layout.h"
 #include "sys.h"
 
-#define DEFAULT_RING   (1u << 20)
-#define DEFAULT_SPIN_US 50u
-
+#define SC_DEFAULT_RING(f, d) .f = (d),
+#define SC_DEFAULT_MICROS(f, d) .f = (d) * 1000u,
+#define SC_DEFAULT_UINT(f, d) .f = (d),
+#define SC_DEFAULT_PATH(f, d)
+#define SC_DEFAULT_GROUP(f, d)
 struct sc_config sc__cfg = {
-	.rmem = DEFAULT_RING,
-	.wmem = DEFAULT_RING,
-	.spin_ns = DEFAULT_SPIN_US * 1000,
-	.max_conns = SC_MAX_SLOTS,
-	.claim_ms = 10000,
-	.short_tcp = 1,
+#define SC_SETTING(name, field, kind, lo, hi, dflt, allowed) SC_DEFAULT_##kind(field, dflt)
+#include "settings.def"
 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -74,31 +72,56 @@ static int bad(const char *name, const char *val, const char *allowed)
 	return -EINVAL;
 }
 
-static int get_ring(const char *name, uint32_t *dst)
+/*
+ * One getter per kind of settings.def: 0 (unset: the default stays, or
+ * valid: stored in *dst), or -EINVAL after naming the variable.
+ */
+static int get_RING(const char *name, uint64_t lo, uint64_t hi, const char *allowed,
+		    uint32_t *dst)
 {
 	const char *v = getenv(name);
 	uint64_t n;
 
 	if (!v)
 		return 0;
-	if (parse_size(v, &n) || n < SC_RING_MIN || n > SC_RING_MAX)
-		return bad(name, v, "ring size in bytes from 16K to 8M "
-			   "(suffix K or M allowed; rounded up to a power of two)");
+	if (parse_size(v, &n) || n < lo || n > hi)
+		return bad(name, v, allowed);
 	*dst = pow2_up((uint32_t)n);
 	return 0;
 }
 
-static int get_uint(const char *name, uint64_t lo, uint64_t hi, const char *allowed,
-		    uint64_t *dst)
+static int get_UINT(const char *name, uint64_t lo, uint64_t hi, const char *allowed,
+		    uint32_t *dst)
 {
 	const char *v = getenv(name);
 	uint64_t n;
 
 	if (!v)
-		return 1;
+		return 0;
 	if (parse_size(v, &n) || n < lo || n > hi || strpbrk(v, "kKmMgG"))
 		return bad(name, v, allowed);
-	*dst = n;
+	*dst = (uint32_t)n;
+	return 0;
+}
+
+/* microseconds, kept in nanoseconds */
+static int get_MICROS(const char *name, uint64_t lo, uint64_t hi, const char *allowed,
+		      uint32_t *dst)
+{
+	uint32_t us = UINT32_MAX;
+	int rc = get_UINT(name, lo, hi, allowed, &us);
+	if (!rc && us != UINT32_MAX)
+		*dst = us * 1000u;
+	return rc;
+}
+
+/* (paths.c reads it: checked here only) */
+static int get_PATH(const char *name, uint64_t lo, uint64_t hi, const char *allowed, void *dst)
+{
+	const char *d = getenv(name);
+	size_t len = d ? strlen(d) : 0;
+	if (d && (d[0] != '/' || len < lo || len > hi))
+		return bad(name, d, allowed);
 	return 0;
 }
 
@@ -115,29 +138,30 @@ static bool in_group(gid_t gid)
 	return false;
 }
 
-/* SHORTCUT_GROUP: a group name, or a number, that this process is in. */
-static int get_group(void)
+/* SHORTCUT_GROUP: a group name, or a number, that this process is in
+ * (the error says which of the two is wrong, not `allowed`). */
+static int get_GROUP(const char *name, uint64_t lo, uint64_t hi, const char *allowed, void *dst)
 {
-	const char *v = getenv("SHORTCUT_GROUP");
+	const char *v = getenv(name);
 	if (!v)
 		return 0;
 	char *end;
 	errno = 0;
 	unsigned long n = strtoul(v, &end, 10);
 	gid_t gid;
-	if (*v >= '0' && *v <= '9' && !*end && !errno && n < UINT32_MAX) {
+	if (*v >= '0' && *v <= '9' && !*end && !errno && n <= hi) {
 		gid = (gid_t)n;
 	} else {
 		struct group *gr = *v ? getgrnam(v) : NULL;
 		if (!gr)
-			return bad("SHORTCUT_GROUP", v, "no such group; allowed: the name or number "
-				   "of a group this user is in");
+			return bad(name, v, "no such group; allowed: the name or number of a group "
+				   "this user is in");
 		gid = gr->gr_gid;
 	}
 	if (!in_group(gid))
-		return bad("SHORTCUT_GROUP", v, "this user is not in that group; allowed: the name "
-			   "or number of a group this user is in, whose members share the run "
-			   "directory (the group's, mode 2770)");
+		return bad(name, v, "this user is not in that group; allowed: the name or number "
+			   "of a group this user is in, whose members share the run directory (the "
+			   "group's, mode 2770)");
 	sc__cfg.group_set = 1;
 	sc__cfg.group_gid = (uint32_t)gid;
 	return 0;
@@ -161,61 +185,17 @@ bool sc__peer_trusted(int sock, const struct ucred *cr)
 	return false;
 }
 
+#define SC_DST_RING(f) &sc__cfg.f
+#define SC_DST_MICROS(f) &sc__cfg.f
+#define SC_DST_UINT(f) &sc__cfg.f
+#define SC_DST_PATH(f) NULL
+#define SC_DST_GROUP(f) NULL
 static void load(void)
 {
-	uint64_t n;
-	int rc;
-
-	if ((load_rc = get_ring("SHORTCUT_RMEM", &sc__cfg.rmem)))
+#define SC_SETTING(name, field, kind, lo, hi, dflt, allowed) \
+	if ((load_rc = get_##kind(#name, lo, hi, allowed, SC_DST_##kind(field)))) \
 		return;
-	if ((load_rc = get_ring("SHORTCUT_WMEM", &sc__cfg.wmem)))
-		return;
-	rc = get_uint("SHORTCUT_SPIN_US", 0, 1000000,
-		      "microseconds to spin before sleeping, 0 (never) to 1000000", &n);
-	if (rc < 0) {
-		load_rc = rc;
-		return;
-	}
-	if (rc == 0)
-		sc__cfg.spin_ns = (uint32_t)(n * 1000);
-	rc = get_uint("SHORTCUT_MAX_CONNS", 1, SC_MAX_SLOTS,
-		      "connections per link group, 1 to 255", &n);
-	if (rc < 0) {
-		load_rc = rc;
-		return;
-	}
-	if (rc == 0)
-		sc__cfg.max_conns = (uint32_t)n;
-	static const struct { const char *name; uint64_t lo, hi; const char *allowed;
-			      uint32_t *dst; } more[] = {
-		{ "SHORTCUT_DISABLE", 0, 1, "0 (accelerate) or 1 (leave every connection on TCP)",
-		  &sc__cfg.disable },
-		{ "SHORTCUT_LOG", 0, 3, "0 (quiet) to 3 (every decision), to stderr",
-		  &sc__cfg.log },
-		{ "SHORTCUT_CLAIM_MS", 1, 600000,
-		  "milliseconds a client waits for its offer to be claimed, 1 to 600000",
-		  &sc__cfg.claim_ms },
-		{ "SHORTCUT_SHORT_TCP", 0, 2,
-		  "1 (a client's short connections to a port go on TCP once learnt, "
-		  "where shared memory loses: a crowded machine, no spinning, a server "
-		  "forking per connection), 2 (always, once learnt) or 0 (accelerate "
-		  "every connection)", &sc__cfg.short_tcp },
-	};
-	for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++) {
-		rc = get_uint(more[i].name, more[i].lo, more[i].hi, more[i].allowed, &n);
-		if (rc < 0) {
-			load_rc = rc;
-			return;
-		}
-		if (rc == 0)
-			*more[i].dst = (uint32_t)n;
-	}
-	const char *d = getenv("SHORTCUT_RUNDIR");
-	if (d && (!*d || d[0] != '/' || strlen(d) >= 80)) {
-		load_rc = bad("SHORTCUT_RUNDIR", d, "an absolute directory path shorter than 80 bytes");
-		return;
-	}
-	load_rc = get_group();
+#include "settings.def"
 }
 
 int sc__config_load(void)

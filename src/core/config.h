@@ -5,23 +5,19 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Validated SHORTCUT_* settings; read once, on first use. */
+/* Validated SHORTCUT_* settings (settings.def); read once, on first use.
+ * rmem, wmem: ring bytes (a power of two); spin_ns: 0 = never spin;
+ * short_tcp: 0 never, 1 where shared memory loses, 2 always; group_set,
+ * group_gid: SHORTCUT_GROUP (users who trust each other share the run
+ * directory and accelerate each other's connections). */
+#define SC_FIELD_RING(f) uint32_t f;
+#define SC_FIELD_MICROS(f) uint32_t f;
+#define SC_FIELD_UINT(f) uint32_t f;
+#define SC_FIELD_PATH(f)
+#define SC_FIELD_GROUP(f) uint32_t f##_set, f##_gid;
 struct sc_config {
-	uint32_t rmem;          /* receive ring bytes (power of two) */
-	uint32_t wmem;          /* send ring bytes (power of two) */
-	uint32_t spin_ns;       /* spin budget before sleeping; 0 = never spin */
-	uint32_t max_conns;     /* connections per link group */
-	/* the interposer */
-	uint32_t disable;       /* 1: every connection stays on TCP */
-	uint32_t log;           /* 0..3 */
-	uint32_t claim_ms;      /* a client's wait for its offer to be claimed */
-	uint32_t short_tcp;     /* short connections learnt per port on TCP: 0 never,
-				 * 1 where shared memory loses, 2 always */
-	/* SHORTCUT_GROUP: users who trust each other share the run
-	 * directory (owned by this group, mode 2770) and accelerate each
-	 * other's connections; unset, only this user's processes do */
-	uint32_t group_set;
-	uint32_t group_gid;
+#define SC_SETTING(name, field, kind, ...) SC_FIELD_##kind(field)
+#include "settings.def"
 };
 
 extern struct sc_config sc__cfg;

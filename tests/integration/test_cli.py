@@ -66,6 +66,8 @@ def test_bad_arguments_exit_2(args):
     ("SHORTCUT_RMEM", "1"), ("SHORTCUT_RMEM", "9M"), ("SHORTCUT_WMEM", "lots"),
     ("SHORTCUT_SPIN_US", "-5"), ("SHORTCUT_SPIN_US", "2000000"),
     ("SHORTCUT_MAX_CONNS", "0"), ("SHORTCUT_MAX_CONNS", "256"),
+    ("SHORTCUT_DISABLE", "2"), ("SHORTCUT_LOG", "4"), ("SHORTCUT_CLAIM_MS", "0"),
+    ("SHORTCUT_RUNDIR", "relative/dir"), ("SHORTCUT_RUNDIR", "/" + "d" * 80),
 ])
 def test_bad_configuration_named(var, val):
     r = run([SHORTCUT, "config"], env={var: val})
@@ -77,6 +79,30 @@ def test_good_configuration():
     r = run([SHORTCUT, "config"], env={"SHORTCUT_RMEM": "64K", "SHORTCUT_WMEM": "1048576",
                                         "SHORTCUT_SPIN_US": "0", "SHORTCUT_MAX_CONNS": "16"})
     assert r.returncode == 0, r.stderr
+    shown = {line.split()[0]: line.split()[1:] for line in r.stdout.splitlines()
+             if line.startswith("SHORTCUT_")}
+    assert shown["SHORTCUT_RMEM"] == ["64K", "set"], r.stdout
+    assert shown["SHORTCUT_WMEM"] == ["1M", "set"], r.stdout
+    assert shown["SHORTCUT_SPIN_US"] == ["0", "set"], r.stdout
+    assert shown["SHORTCUT_MAX_CONNS"] == ["16", "set"], r.stdout
+    assert shown["SHORTCUT_CLAIM_MS"] == ["10000", "default"], r.stdout
+
+
+def test_every_setting_documented():
+    """Each setting `shortcut config` prints (src/core/settings.def) is in
+    the README's configuration table, shortcut(1) and shortcut(7)."""
+    r = run([SHORTCUT, "config"])
+    assert r.returncode == 0, r.stderr
+    names = [line.split()[0] for line in r.stdout.splitlines() if line.startswith("SHORTCUT_")]
+    assert len(names) >= 10, r.stdout
+    def read(*p):
+        with open(os.path.join(ROOT, *p)) as f:
+            return f.read()
+    readme, man1, man7 = read("README.md"), read("man", "shortcut.1"), read("man", "shortcut.7")
+    for n in names:
+        assert f"| `{n}` |" in readme, f"{n} is not in the README's configuration table"
+        assert n in man1, f"{n} is not in shortcut(1)"
+        assert n in man7, f"{n} is not in shortcut(7)"
 
 
 @pytest.mark.skipif(shutil.which("strace") is None, reason="strace (Debian package strace) missing")
