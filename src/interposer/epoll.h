@@ -125,6 +125,7 @@ struct sc_ep {
 	 * bound to it wake it through one wake socket per link group, and one
 	 * collect reports every one that became ready (O(ready)) */
 	struct sc_chan *ch;
+	/* guards the set's entries, lists, nests, channel; order: docs/interposer.md §6b */
 	pthread_mutex_t lock;
 	struct sc_epreg *regs, *check;
 	/* the registration of each fd (at most one per fd): every lookup

@@ -497,7 +497,7 @@ static void ep_wake_sleepers(struct sc_ep *e)
  * state), one that stayed on TCP only loses the record (the kernel's set
  * keeps what it always had).
  */
-pthread_mutex_t kreg_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t kreg_lock = PTHREAD_MUTEX_INITIALIZER;        /* order: docs/interposer.md §6b */
 
 /* kreg_lock held (or a fork child's only thread): r off its socket's
  * list; a registration of ours from now on, or freed */

@@ -46,6 +46,7 @@
 #include "epoll.h"
 
 struct ep_inh *_Atomic ep_inh;
+/* guards ep_inh; order: docs/interposer.md §6b */
 pthread_mutex_t ep_inh_lock = PTHREAD_MUTEX_INITIALIZER;
 /* ---- readiness: epoll ------------------------------------------------------
  *
@@ -59,12 +60,13 @@ pthread_mutex_t ep_inh_lock = PTHREAD_MUTEX_INITIALIZER;
  * ready, so a wait costs O(ready), not O(registered).
  */
 
+/* guards eps, neps, ep_pages, each set's fds and shadow; order: docs/interposer.md §6b */
 pthread_mutex_t eps_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Paths that use a set found by its fd after dropping eps_lock (the exposed
  * and nested-set ones: a read in one thread may expose a set another
  * thread closes) hold this for reading; ep_close frees a set only with it
  * held for writing. */
-pthread_rwlock_t ep_life = PTHREAD_RWLOCK_INITIALIZER;
+pthread_rwlock_t ep_life = PTHREAD_RWLOCK_INITIALIZER;       /* order: docs/interposer.md §6b */
 struct sc_ep *eps;       /* the sets with a shadow */
 _Atomic int neps;        /* fast path: no shadow at all */
 

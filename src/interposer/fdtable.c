@@ -63,6 +63,7 @@ void rec_fill(struct sc_sock *s, int fd, uint32_t mode, int reason, int32_t peer
 	atomic_store_explicit(&r->mode, mode, memory_order_release);
 }
 
+/* guards writes to pages, refs, death_watched; order: docs/interposer.md §6b */
 pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 struct sc_sock *_Atomic *_Atomic pages[NPAGES];
 

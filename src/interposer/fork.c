@@ -60,7 +60,7 @@ _Atomic uint32_t nforks;
 
 /* Children we forked (the last few), for child_may_hold. */
 static struct {
-	pthread_mutex_t lock;
+	pthread_mutex_t lock;   /* the table below; order: docs/interposer.md §6b */
 	int n;
 	pid_t pid[64];
 	uint32_t gen[64];

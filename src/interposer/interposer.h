@@ -84,6 +84,7 @@ struct sc_interposer {
 	bool ok;                /* configuration valid and run directory usable */
 	bool uring;             /* the program set up an io_uring: nothing new */
 	struct sc_listener *rdv;        /* our rendezvous (clients), lazily */
+	/* (the lock order of these and the others: docs/interposer.md §6b) */
 	pthread_mutex_t rdv_lock;       /* pending (taken under a group lock) */
 	pthread_mutex_t create_lock;    /* rdv creation (takes link locks) */
 	struct sc_sock *pending;        /* offers waiting for their OPEN */
@@ -105,7 +106,7 @@ struct sc_dm_rx;
 struct sc_epreg;
 
 struct sc_sock {
-	pthread_mutex_t lock;   /* mode changes, the pending state */
+	pthread_mutex_t lock;   /* mode changes, the pending state; order: docs/interposer.md §6b */
 	pthread_mutex_t wlock;  /* with wcond: sends wait while resending */
 	pthread_cond_t wcond;
 	_Atomic bool resending; /* switched back to TCP, and the bytes the peer

@@ -44,6 +44,7 @@ struct nl_sock {
 	struct nl_sock *next;
 };
 
+/* guards nls, each one's replies and ids; order: docs/interposer.md §6b */
 static pthread_mutex_t nl_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct nl_sock *nls;
 _Atomic int nl_count;           /* tracked netlink sockets (fast path: 0) */

@@ -47,7 +47,7 @@
 #include "interposer.h"
 #include "dmint.h"
 static struct {
-	pthread_mutex_t lock;
+	pthread_mutex_t lock;   /* efd, running, sw_orphans; order: docs/interposer.md §6b */
 	int efd;                /* kicks the switch thread */
 	bool running;
 	_Atomic bool started;   /* running (read without the lock) */
@@ -123,7 +123,7 @@ uint64_t sw_resend(int fd, struct sc_conn *c, uint64_t from, uint64_t to, int ma
 /* fds of ours that name a program's kernel socket (re-sends, the switch
  * thread's batch): a fork child must not keep them (its peer would wait
  * for their close to see EOF) */
-static pthread_mutex_t hidden_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t hidden_lock = PTHREAD_MUTEX_INITIALIZER; /* order: docs/interposer.md §6b */
 static int hidden[64], nhidden;
 
 static void hidden_add(int fd)
@@ -727,6 +727,7 @@ bool off_file(void)
  * switch thread's scan for `off` is switched by another scan. */
 void sw_start(void)
 {
+	/* guards making the watch (off_ino); order: docs/interposer.md §6b */
 	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 	if (atomic_load_explicit(&off_ino, memory_order_acquire) < 0 && sc__rundir()) {
 		pthread_mutex_lock(&lock);

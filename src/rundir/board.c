@@ -46,7 +46,7 @@
  */
 #define SLOT_DEAD INT32_MIN
 
-static pthread_mutex_t board_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t board_lock = PTHREAD_MUTEX_INITIALIZER; /* order: docs/interposer.md §6b */
 static struct board_slot {
 	struct sc_board *_Atomic b;     /* written under board_lock */
 	_Atomic int32_t refs;           /* holders; SLOT_DEAD: being unmapped */
@@ -72,7 +72,8 @@ static int n_lk_ports;
 /* A new description of port's board file (-1: none).  A mapped board
  * keeps no fd open: a client that meets many ports (a new server's each
  * time) would keep one per port (issue 15: 300 rounds, +300 fds).  The
- * flock, and the OFD lock look-ups, use one opened for them. */
+ * flock, and the OFD lock look-ups, use one opened for them (the flock's
+ * place in the lock order: docs/interposer.md §6b). */
 static bool board_path(uint16_t port, char path[320])
 {
 	const char *d = sc__rundir();

@@ -53,7 +53,7 @@ static int stats_open(bool child);
 
 /* A fork child's own file, not made yet (sc__stats_file_child) */
 static _Atomic bool child_owes;
-static pthread_mutex_t child_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t child_lock = PTHREAD_MUTEX_INITIALIZER; /* order: docs/interposer.md §6b */
 
 void sc__stats_file_child(void)
 {
@@ -198,6 +198,7 @@ static int stats_open(bool child)
 
 static struct sc_stats_retired *_Atomic retired;
 static int retired_fd = -1;
+/* guards mapping the retired counts once; order: docs/interposer.md §6b */
 static pthread_mutex_t retired_lock = PTHREAD_MUTEX_INITIALIZER;
 
 struct sc_stats_retired *sc__stats_retired(int *fdp)
@@ -347,7 +348,8 @@ void sc__stats_collect(bool force)
 	int dfd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	DIR *dp = dfd >= 0 ? fdopendir(dfd) : NULL;
 	/* a description of our own for the lock (a fork child shares the
-	 * mapping's with its parent, and flock would not keep them apart) */
+	 * mapping's with its parent, and flock would not keep them apart;
+	 * its place in the lock order: docs/interposer.md §6b) */
 	int lfd = dp ? openat(dfd, SC_RETIRED_FILE, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) : -1;
 	if (lfd < 0) {
 		if (dp)
