@@ -722,15 +722,16 @@ bool off_file(void)
 	return off_access();
 }
 
+/* guards making the watch (off_ino); order: docs/interposer.md §6b */
+static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+
 /* The first accelerated connection (and each after it): watch the kill
  * switch from now on.  A connection that became shared memory after the
  * switch thread's scan for `off` is switched by another scan. */
 void sw_start(void)
 {
-	/* guards making the watch (off_ino); order: docs/interposer.md §6b */
-	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 	if (atomic_load_explicit(&off_ino, memory_order_acquire) < 0 && sc__rundir()) {
-		pthread_mutex_lock(&lock);
+		pthread_mutex_lock(&start_lock);
 		if (atomic_load(&off_ino) < 0) {
 			int ino = sc__fd_park(inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
 			if (ino >= 0 &&
@@ -746,7 +747,7 @@ void sw_start(void)
 				atomic_store(&off_ino, ino);
 			}
 		}
-		pthread_mutex_unlock(&lock);
+		pthread_mutex_unlock(&start_lock);
 	}
 	if (off_file())
 		sw_kick();
@@ -866,6 +867,7 @@ void sw_rights(const struct msghdr *m)
  * the parent, and so did our dups of kernel sockets. */
 void sw_atfork_child(void)
 {
+	pthread_mutex_init(&start_lock, NULL);      /* (a parent's thread may have held it) */
 	hidden_atfork_child();
 	for (struct sw_orphan *o = sw_orphans, *next; o; o = next) {
 		next = o->next;         /* (their fds were hidden ones) */

@@ -293,6 +293,16 @@ bool sc__board_recheck(uint16_t port)
 	return other;
 }
 
+/* Let go of a board's flock and its fd.  Unlocked first, not by the
+ * close: a thread's fork while we held it gave the child a copy of fd, and
+ * a flock lives as long as any fd of its description (the child would hold
+ * the board for good, its own listener_inherit waiting on it). */
+static void flock_close(int fd)
+{
+	flock(fd, LOCK_UN);
+	close(fd);
+}
+
 bool sc__board_collect(int dfd, const char *name, uint16_t port)
 {
 	int saved = errno;
@@ -320,7 +330,7 @@ bool sc__board_collect(int dfd, const char *name, uint16_t port)
 	if (!live)
 		gone = unlinkat(dfd, name, 0) == 0;
 out:
-	close(fd);      /* (the flock with it) */
+	flock_close(fd);
 	errno = saved;
 	return gone;
 }
@@ -511,7 +521,7 @@ int sc__board_listen(struct sc_board *b, const struct sc_addr16 *addr, uint64_t 
 	 * collection since we mapped it (it holds no live entry then) */
 	rc = board_stale((uint16_t)b->port, b, fd) ? -ESTALE :
 	     board_put(b, sc__self(), sc__pid(), false, &t);
-	close(fd);      /* (the flock with it) */
+	flock_close(fd);
 	errno = saved;
 	return rc;
 }
@@ -558,7 +568,7 @@ int sc__board_listen_inherit(struct sc_board *b, uint64_t sock_ino, uint64_t par
 		memcpy(&t, from, sizeof(t));
 		rc = board_put(b, sc__self(), kid, false, &t);
 	}
-	close(fd);      /* (the flock with it) */
+	flock_close(fd);
 	errno = saved;
 	return rc;
 }
@@ -577,7 +587,7 @@ void sc__board_defer(struct sc_board *b, uint64_t sock_ino, bool deferred)
 			atomic_store(&l->deferred, deferred);
 	}
 	if (fd >= 0)
-		close(fd);      /* (the flock with it) */
+		flock_close(fd);
 	errno = saved;
 }
 
@@ -599,7 +609,7 @@ void sc__board_unlisten(struct sc_board *b, uint64_t sock_ino)
 		}
 	}
 	if (fd >= 0)
-		close(fd);      /* (the flock with it) */
+		flock_close(fd);
 	errno = saved;
 }
 

@@ -54,6 +54,8 @@ static int stats_open(bool child);
 /* A fork child's own file, not made yet (sc__stats_file_child) */
 static _Atomic bool child_owes;
 static pthread_mutex_t child_lock = PTHREAD_MUTEX_INITIALIZER; /* order: docs/interposer.md §6b */
+/* guards mapping the retired counts once; order: docs/interposer.md §6b */
+static pthread_mutex_t retired_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void sc__stats_file_child(void)
 {
@@ -62,6 +64,8 @@ void sc__stats_file_child(void)
 	if (atomic_exchange(&stats_file, NULL))
 		atomic_store(&child_owes, true);
 	pthread_mutex_init(&child_lock, NULL);
+	/* (a thread of the parent's may have held it) */
+	pthread_mutex_init(&retired_lock, NULL);
 }
 
 static struct sc_stats_file *child_file(void)
@@ -198,8 +202,6 @@ static int stats_open(bool child)
 
 static struct sc_stats_retired *_Atomic retired;
 static int retired_fd = -1;
-/* guards mapping the retired counts once; order: docs/interposer.md §6b */
-static pthread_mutex_t retired_lock = PTHREAD_MUTEX_INITIALIZER;
 
 struct sc_stats_retired *sc__stats_retired(int *fdp)
 {
@@ -422,7 +424,10 @@ void sc__stats_collect(bool force)
 				close(fd);
 		}
 	}
-	close(lfd);             /* (the lock goes with it) */
+	/* unlocked first: a fork meanwhile gave the child a copy of lfd, which
+	 * would keep the flock with its description */
+	flock(lfd, LOCK_UN);
+	close(lfd);
 	closedir(dp);
 	errno = saved;
 }
