@@ -367,20 +367,24 @@ int sock_switch_bounded(int fd, struct sc_sock *s, uint64_t wait_ns, int resend_
 	}
 	atomic_store(&s->resending, true);      /* sends wait (tcp_gate) */
 	atomic_store_explicit(&s->mode, M_TCP, memory_order_release);
-	/* the kernel's epoll sets watch it from now on (at once: a process
-	 * sharing a set with us may be waiting in it) */
-	ep_switched(s, atomic_load(&c->sw_child_set));
-	/* pollers and epoll sets look again: readers go on over TCP now,
-	 * while we re-send (the peer may have to read for it to go) */
-	pthread_mutex_lock(&c->g->lock);
-	sc__notify_self(c);
-	pthread_mutex_unlock(&c->g->lock);
 	SC_STAT_ADD(fallback[SC_FB_SWITCHED], 1);
 	if (s->rec) {
 		s->rec->reason = SC_FB_SWITCHED + 1;
 		atomic_store_explicit(&s->rec->mode, SC_REC_TCP, memory_order_release);
 	}
 	pthread_mutex_unlock(&s->lock);
+	/* the kernel's epoll sets watch it from now on (at once: a process
+	 * sharing a set with us may be waiting in it).  Not under s->lock: a
+	 * set's lock comes before a socket's (an epoll_wait evaluating a
+	 * pending socket holds its set's and takes the socket's:
+	 * docs/interposer.md §6b); our reference keeps s, and an fd closed
+	 * meanwhile is not added (ep_switched) */
+	ep_switched(s, atomic_load(&c->sw_child_set));
+	/* pollers and epoll sets look again: readers go on over TCP now,
+	 * while we re-send (the peer may have to read for it to go) */
+	pthread_mutex_lock(&c->g->lock);
+	sc__notify_self(c);
+	pthread_mutex_unlock(&c->g->lock);
 	if (!j) {
 		/* no memory for the job: do it here */
 		struct sw_job local = { .s = s, .c = c, .kfd = kfd, .from = from, .to = to,
