@@ -25,7 +25,7 @@
 # Writes bench/results/latest.md (printed at the end), latest.json (every
 # sample) and latest.png (bench/plot.py: speed-up over kernel TCP).
 #   bench/run.sh [--quick] [--reps N]
-#     default: 7 repetitions, 2 s runs (about 20 minutes on a 2-vCPU VM)
+#     default: 7 repetitions, 2 s runs (about 30 minutes on a 2-vCPU VM)
 #     --quick: 3 repetitions, 1 s runs (about 5 minutes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
