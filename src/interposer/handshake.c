@@ -198,6 +198,11 @@ static int offer_prepare(int fd, struct sc_sock *s, const struct sockaddr *addr,
 		*why = SC_FB_NO_LISTENER;
 		return -1;
 	}
+	if (off_file()) {       /* (looked at only where a listener is) */
+		sc__board_put(dport);
+		*why = SC_FB_DISABLED;
+		return -1;
+	}
 	sock_board(s, b, dport);
 	if (short_skip(dport)) {
 		*why = SC_FB_SHORT;
@@ -341,7 +346,7 @@ SC_API int connect(int fd, const struct sockaddr *addr, socklen_t alen)
 		return R(connect)(fd, addr, alen);
 	}
 	pthread_mutex_lock(&s->lock);
-	if (G.disabled || off_file())
+	if (G.disabled)
 		why = SC_FB_DISABLED;
 	else if (G.uring)
 		why = SC_FB_UNSUPPORTED;

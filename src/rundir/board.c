@@ -168,6 +168,10 @@ struct sc_board *sc__board(uint16_t port, bool create)
 
 	if (b && slot_hold(sl, b))
 		return b;
+	if (create)
+		sc__port_mark(port);
+	else if (!sc__port_listened(port))
+		return NULL;            /* never listened on: no board to open */
 	if (!sc__rundir())
 		return NULL;
 	pthread_mutex_lock(&board_lock);

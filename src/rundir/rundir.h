@@ -250,11 +250,20 @@ bool sc__addr_is_any(const struct sc_addr16 *a);
  * store, or a load, in a hole raises SIGBUS.  0, or -ENOSPC. */
 int sc__backed(void *p, size_t len);
 
+/* Ports that ever had an accelerated listener (ports.c): a bit each in
+ * <rundir>/ports-v5, set by a listener before it makes or writes its
+ * board; clear, a client knows there is no board without opening it.
+ * sc__port_listened is true where the map is unusable. */
+#define SC_PORTS_FILE   "ports-v5"
+void sc__port_mark(uint16_t port);
+bool sc__port_listened(uint16_t port);
+
 /* The board of a port, created if create, with a reference held on it
  * (sc__board_put gives it back).  A board stays mapped while held, and
  * then among the SC_BOARD_CACHE mapped (the least recently looked up goes
  * when another is mapped).  A look-up of a mapped board is a few atomics,
- * no system call. */
+ * no system call; so is one of a port whose bit is clear (NULL).  create
+ * sets the bit first. */
 #define SC_BOARD_CACHE 64
 struct sc_board *sc__board(uint16_t port, bool create);
 void sc__board_put(uint16_t port);

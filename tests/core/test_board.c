@@ -42,6 +42,10 @@
  *     and unmapped read only mapped boards (the ASan and TSan builds).
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -909,6 +913,36 @@ static void cleanup(void)
 		fprintf(stderr, "could not remove %s\n", rundir);
 }
 
+/* The ports map (ports.c): a port nobody listened on has no board, and a
+ * look-up makes none (no file, nothing mapped); making a board sets its
+ * port's bit first, in the shared file, which every process sees. */
+static void ports_map(void)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	T_ASSERT(!sc__port_listened(2000));
+	T_ASSERT(sc__board(2000, false) == NULL);
+	snprintf(path, sizeof(path), "%s/tcp-v%u-2000", rundir, SC_BOARD_VERSION);
+	T_ASSERT(stat(path, &st) < 0 && errno == ENOENT);
+	struct sc_board *b = sc__board(2000, true);
+	T_ASSERT(b);
+	T_ASSERT(sc__port_listened(2000));
+	T_ASSERT(!sc__port_listened(1999) && !sc__port_listened(2001));
+	sc__board_put(2000);
+	T_ASSERT(sc__port_listened(1000));      /* (main's board) */
+	/* the bit is in the shared file: a look from its own mapping */
+	snprintf(path, sizeof(path), "%s/" SC_PORTS_FILE, rundir);
+	int fd = open(path, O_RDONLY);
+	T_ASSERT(fd >= 0 && fstat(fd, &st) == 0 && st.st_size == 65536 / 8);
+	uint8_t *m = mmap(NULL, 65536 / 8, PROT_READ, MAP_SHARED, fd, 0);
+	T_ASSERT(m != MAP_FAILED);
+	T_EQ(m[2000 / 8] >> (2000 % 8) & 1, 1);
+	T_EQ(m[1999 / 8] >> (1999 % 8) & 1, 0);
+	munmap(m, 65536 / 8);
+	close(fd);
+	t_log("ports map: ok");
+}
+
 int main(void)
 {
 	if (!mkdtemp(rundir))
@@ -935,6 +969,7 @@ int main(void)
 	early(b);
 	lead_race(b);
 	bounded();
+	ports_map();
 	t_log("board: ok");
 	return 0;
 }
