@@ -68,6 +68,10 @@ static _Atomic int unmapping = -1;
 static int board_lkfd[65536];
 static uint16_t lk_ports[64];
 static int n_lk_ports;
+/* guards the three above: threads of ours on different ports (or on one
+ * port whose board file is gone, sc__board_unlisten) met in them; a leaf,
+ * taken under a board's flock (order: docs/interposer.md §6b) */
+static pthread_mutex_t lk_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* A new description of port's board file (-1: none).  A mapped board
  * keeps no fd open: a client that meets many ports (a new server's each
@@ -366,9 +370,8 @@ static int local_addrs(struct sc_addr16 *out, int max)
 /* board flock held: our lock description of b's file (opened on first use;
  * again if the one we have is of a board removed since: our locks there
  * are of entries long dead, or the board would not have been removed) */
-static int lock_fd(struct sc_board *b)
+static int lock_fd_locked(uint16_t port)
 {
-	uint16_t port = (uint16_t)b->port;
 	struct stat st;
 	if (board_lkfd[port] && (fstat(board_lkfd[port] - 1, &st) < 0 ||
 				 (uint64_t)st.st_ino != atomic_load(&slots[port].ino))) {
@@ -387,6 +390,15 @@ static int lock_fd(struct sc_board *b)
 			lk_ports[n_lk_ports++] = port;
 	}
 	return board_lkfd[port] - 1;
+}
+
+/* (lk_lock held across it) */
+static int lock_fd(struct sc_board *b)
+{
+	pthread_mutex_lock(&lk_lock);
+	int fd = lock_fd_locked((uint16_t)b->port);
+	pthread_mutex_unlock(&lk_lock);
+	return fd;
 }
 
 static struct flock entry_range(int i, short type)
@@ -445,6 +457,7 @@ void sc__board_atfork_child(void)
 	 * named, it is still mapped (the pointer goes first); gone, it is
 	 * the parent's unmapping (or left to us, mapped but unnamed) */
 	pthread_mutex_init(&board_lock, NULL);
+	pthread_mutex_init(&lk_lock, NULL);
 	int p = atomic_exchange(&unmapping, -1);
 	if (p >= 0 && atomic_load(&slots[p].refs) == SLOT_DEAD)
 		atomic_store(&slots[p].refs, 0);
