@@ -365,6 +365,11 @@ bool sc__offer_withdraw(struct sc_board *b, int idx, uint64_t tag);
  * sc__early_backed: the same for its early bytes, before a claim takes
  * them (a plain client's connection never meets that page). */
 int sc__offer_backed(struct sc_board *b, uint16_t cport);
+/* offer.c: forget what was seen backed of port's board (it is mapped
+ * anew: the file may have been replaced); board.c: the boards' clock
+ * (CLOCK_MONOTONIC_COARSE, ms), in offers' and connecting slots' times */
+void sc__offers_backed_forget(uint16_t port);
+uint64_t sc__board_ms(void);
 int sc__early_backed(struct sc_board *b, uint16_t cport);
 /* Server: claim the offer for a connection we accepted; returns its index
  * (state CLAIMED, pid and tag copied out) or -1 (none yet). */
