@@ -70,11 +70,10 @@ SC_API int shutdown(int fd, int how)
 	struct sc_sock *s = sock_get(fd);
 	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
 		return R(shutdown)(fd, how);    /* the kernel's EINVAL (or EBADF...) */
-	if (s && atomic_load(&s->mode) == M_SPENDING)
-		server_settle(fd, s);
-	if (s && atomic_load(&s->mode) == M_PENDING) {
+	enum sc_route rt = s ? sock_route(fd, s) : RT_TCP;
+	if (rt == RT_PENDING) {
 		pthread_mutex_lock(&s->lock);
-		if (atomic_load(&s->mode) == M_PENDING && how != SHUT_RD) {
+		if (sock_mode(s) == M_PENDING && how != SHUT_RD) {
 			/* our FIN would push what we hold, and a listener
 			 * that defers its accepts takes the connection then:
 			 * a lead byte held back goes; with nothing sent, the
@@ -85,15 +84,20 @@ SC_API int shutdown(int fd, int how)
 		}
 		pending_settle(fd, s, true, -1);
 		pthread_mutex_unlock(&s->lock);
+		rt = sock_where(s);
 	}
-	if (s && atomic_load(&s->mode) == M_SHM && s->owner != sc__pid())
-		sw_request_owner(fd, s);        /* inherited: the FIN goes on TCP */
-	if (s && atomic_load(&s->mode) == M_SHM && s->owner == sc__pid() && switching(s->c))
+	if (rt == RT_INHERITED) {
+		sw_request_owner(fd, s);        /* the FIN goes on TCP */
+		rt = sock_where(s);
+	}
+	if (rt == RT_SHM && switching(s->c)) {
 		sock_switch(fd, s);             /* the re-send goes before our FIN */
-	if (s && atomic_load(&s->mode) == M_SHM && s->owner == sc__pid()) {
+		rt = sock_where(s);
+	}
+	if (rt == RT_SHM) {
 		/* (under the lock: a switch to TCP re-sends before our FIN) */
 		pthread_mutex_lock(&s->lock);
-		if (atomic_load(&s->mode) == M_SHM) {
+		if (sock_mode(s) == M_SHM) {
 			/* Our FIN waits on the kernel socket until the
 			 * connection goes back to TCP (or the socket closes):
 			 * what the peer has not read yet is re-sent ahead of

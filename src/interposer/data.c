@@ -193,7 +193,7 @@ int64_t lowat_target(struct sc_sock *s, size_t len)
 
 bool on_shared_chan(struct sc_sock *s)
 {
-	if (atomic_load(&s->mode) != M_SHM || !s->c)
+	if (sock_mode(s) != M_SHM || !s->c)
 		return false;
 	struct sc_chan *ch = atomic_load(&s->c->chan);
 	return ch && !ch->private_;
@@ -394,123 +394,149 @@ static ssize_t xfer_tcp(int fd, const struct xfer *x, int flags, tcp_fn tcp, boo
 		    R(splice)(fd, NULL, x->pipe->fd, NULL, x->len, sf);
 }
 
-static ssize_t do_send(int fd, struct sc_sock *s, const struct xfer *x, int flags, tcp_fn tcp)
-{
-	if (atomic_load_explicit(&s->mode, memory_order_relaxed) == M_SPENDING)
-		server_settle(fd, s);
-	size_t total = x->len;
+static ssize_t recv_tcp(int fd, struct sc_sock *s, const struct xfer *x, int flags, tcp_fn tcp);
 
-	if (atomic_load_explicit(&s->mode, memory_order_acquire) == M_PENDING) {
-		pthread_mutex_lock(&s->lock);
-		ssize_t n = 0;
-		if (atomic_load(&s->mode) == M_PENDING) {
-			if (atomic_load(&s->attached))
-				pending_settle(fd, s, false, 0);
-			if (atomic_load(&s->mode) == M_PENDING &&
-			    (s->nonblock || (flags & MSG_DONTWAIT)) && !pending_tcp_up(fd, s)) {
-				/* not connected yet: as the kernel says */
-				pthread_mutex_unlock(&s->lock);
-				errno = EAGAIN;
-				return -1;
-			}
-			if (atomic_load(&s->mode) == M_PENDING) {
-				n = pending_send(fd, s, x, flags);
-				if (n < 0) {
-					pthread_mutex_unlock(&s->lock);
-					errno = (int)-n;
-					return -1;
-				}
-				if (s->rec)
-					rec_add(&s->rec->bytes_sent, n);
-				if (n == 0 && total && s->plen >= PBUF_CAP) {
-					/* buffer full: wait for the claim like a
-					 * full socket buffer */
-					if (s->nonblock || (flags & MSG_DONTWAIT)) {
-						pthread_mutex_unlock(&s->lock);
-						errno = EAGAIN;
-						return -1;
-					}
-					pending_settle(fd, s, true, -1);
-				}
-			}
-		}
-		bool block = !(s->nonblock || (flags & MSG_DONTWAIT));
-		if (n > 0 && (size_t)n < total && block && !xfer_dry(x)) {
-			/* a blocking send is not cut short by the buffer's
-			 * size: wait for the claim, then send the rest */
-			pending_settle(fd, s, true, -1);
-			pthread_mutex_unlock(&s->lock);
-			struct iovec rest[IOV_MAX];
-			struct xfer r;
-			xfer_rest(x, (size_t)n, &r, rest);
-			ssize_t more = do_send(fd, s, &r, flags, tcp);
-			return more > 0 ? n + more : n;
-		}
-		pthread_mutex_unlock(&s->lock);
-		if (n > 0 || total == 0 || xfer_dry(x))
-			return n;
-	}
-	int mode = atomic_load_explicit(&s->mode, memory_order_acquire);
-	if (mode == M_SHM && s->owner == sc__pid() && (flags & MSG_OOB)) {
-		/* urgent data is TCP's: the connection goes back to it (after
-		 * every byte sent before), and the kernel marks the byte */
-		sock_switch(fd, s);
-		mode = atomic_load_explicit(&s->mode, memory_order_acquire);
-	}
-	if (mode == M_SHM && s->owner == sc__pid()) {
-		int f = sc_flags(s, flags, false);
-		if (f < 0) {
-			errno = -f;
-			return -1;
-		}
-		ssize_t rc = shm_call(fd, s, true, f, sendv_op, x);
-		if (rc > 0)
-			rec_add(&s->shm_calls, 1);
-		if (s->rec)
-			rec_add(&s->rec->bytes_sent, rc);
-		if (rc == -SC_ESWITCHED || (rc > 0 && (size_t)rc < total && !(f & SC_NONBLOCK) &&
-					    !xfer_dry(x) && switching(s->c))) {
-			/* the connection went back to TCP (an exec, the peer):
-			 * the rest goes there */
-			if (sock_switch(fd, s) < 0) {
-				errno = ENOTCONN;
-				return -1;
-			}
-			if (rc > 0) {
-				struct iovec rest[IOV_MAX];
-				struct xfer r;
-				xfer_rest(x, (size_t)rc, &r, rest);
-				tcp_gate(s);
-				ssize_t more = xfer_tcp(fd, &r, flags, tcp, true, true);
-				if (more > 0)
-					tcp_count(s, true, more);
-				return rc + (more > 0 ? more : 0);
-			}
-			goto tcp;
-		}
-		if (rc == -EPIPE && !s->shut_wr && !s->sent_to_closed) {
-			/* TCP: the first send to a peer that closed succeeds
-			 * (the peer answers it with a reset); then EPIPE */
-			s->sent_to_closed = true;
-			return x->pipe ? (ssize_t)pipe_discard(x->pipe, x->len) : (ssize_t)total;
-		}
-		if (rc == -ECONNRESET) {
-			/* reported once, as sk_err; then the socket is dead */
-			if (s->err_reported)
-				rc = -EPIPE;
-			s->err_reported = true;
-		}
-		return shm_result(rc, flags, true);
-	}
-	if (mode == M_SHM && sw_request_owner(fd, s) < 0) {
-		errno = ENOTCONN;       /* inherited, and its owner did not switch it */
-		return -1;
-	}
-tcp:;
+/* A blocking send on TCP, after a switch's re-send (tcp_gate). */
+static ssize_t send_tcp(int fd, struct sc_sock *s, const struct xfer *x, int flags, tcp_fn tcp)
+{
 	tcp_gate(s);                    /* switched: after the re-send */
 	ssize_t n = xfer_tcp(fd, x, flags, tcp, true, false);
 	tcp_count(s, true, n);
 	return n;
+}
+
+/* A pending client's bytes into its buffer (s->lock held, M_PENDING):
+ * how many it took, or -errno.  A full buffer waits for the claim, as a
+ * full socket buffer would (or EAGAIN). */
+static ssize_t pending_take(int fd, struct sc_sock *s, const struct xfer *x, int flags, bool nb)
+{
+	ssize_t n = pending_send(fd, s, x, flags);
+	if (n < 0)
+		return n;
+	if (s->rec)
+		rec_add(&s->rec->bytes_sent, n);
+	if (n == 0 && x->len && s->plen >= PBUF_CAP) {
+		if (nb)
+			return -EAGAIN;
+		pending_settle(fd, s, true, -1);
+	}
+	return n;
+}
+
+static ssize_t do_send(int fd, struct sc_sock *s, const struct xfer *x, int flags, tcp_fn tcp);
+
+/* A pending client's send: bytes taken, -errno, or 0 when none were and
+ * they go by the route the socket has now (claimed, or TCP). */
+static ssize_t send_pending(int fd, struct sc_sock *s, const struct xfer *x, int flags, tcp_fn tcp)
+{
+	bool nb = s->nonblock || (flags & MSG_DONTWAIT);
+	ssize_t n = 0;
+	pthread_mutex_lock(&s->lock);
+	if (sock_mode(s) == M_PENDING && atomic_load(&s->attached))
+		pending_settle(fd, s, false, 0);
+	if (sock_mode(s) == M_PENDING)
+		n = nb && !pending_tcp_up(fd, s) ? -EAGAIN :    /* not connected yet */
+		    pending_take(fd, s, x, flags, nb);
+	/* a blocking send is not cut short by the buffer's size: wait for
+	 * the claim, then send the rest */
+	bool rest = n > 0 && (size_t)n < x->len && !nb && !xfer_dry(x);
+	if (rest)
+		pending_settle(fd, s, true, -1);
+	pthread_mutex_unlock(&s->lock);
+	if (rest) {
+		struct iovec left[IOV_MAX];
+		struct xfer r;
+		xfer_rest(x, (size_t)n, &r, left);
+		ssize_t more = do_send(fd, s, &r, flags, tcp);
+		return more > 0 ? n + more : n;
+	}
+	return n;
+}
+
+/* What is left of a call cut short by a switch to TCP goes there (rc:
+ * what shared memory moved). */
+static ssize_t xfer_switched(int fd, struct sc_sock *s, const struct xfer *x, ssize_t rc,
+			     int flags, tcp_fn tcp, bool tx)
+{
+	if (sock_switch(fd, s) < 0) {
+		errno = ENOTCONN;
+		return -1;
+	}
+	if (rc <= 0)
+		return tx ? send_tcp(fd, s, x, flags, tcp) : recv_tcp(fd, s, x, flags, tcp);
+	if (!tx && s->rec)
+		rec_add(&s->rec->bytes_received, rc);
+	struct iovec rest[IOV_MAX];
+	struct xfer r;
+	xfer_rest(x, (size_t)rc, &r, rest);
+	if (tx)
+		tcp_gate(s);
+	ssize_t more = xfer_tcp(fd, &r, flags, tcp, tx, true);
+	if (more > 0)
+		tcp_count(s, tx, more);
+	return rc + (more > 0 ? more : 0);
+}
+
+/* A send on a connection of ours on shared memory. */
+static ssize_t send_shm(int fd, struct sc_sock *s, const struct xfer *x, int flags, tcp_fn tcp)
+{
+	int f = sc_flags(s, flags, false);
+	if (f < 0) {
+		errno = -f;
+		return -1;
+	}
+	size_t total = x->len;
+	ssize_t rc = shm_call(fd, s, true, f, sendv_op, x);
+	if (rc > 0)
+		rec_add(&s->shm_calls, 1);
+	if (s->rec)
+		rec_add(&s->rec->bytes_sent, rc);
+	if (rc == -SC_ESWITCHED || (rc > 0 && (size_t)rc < total && !(f & SC_NONBLOCK) &&
+				    !xfer_dry(x) && switching(s->c)))
+		return xfer_switched(fd, s, x, rc, flags, tcp, true);  /* an exec, the peer */
+	if (rc == -EPIPE && !s->shut_wr && !s->sent_to_closed) {
+		/* TCP: the first send to a peer that closed succeeds
+		 * (the peer answers it with a reset); then EPIPE */
+		s->sent_to_closed = true;
+		return x->pipe ? (ssize_t)pipe_discard(x->pipe, x->len) : (ssize_t)total;
+	}
+	if (rc == -ECONNRESET) {
+		/* reported once, as sk_err; then the socket is dead */
+		if (s->err_reported)
+			rc = -EPIPE;
+		s->err_reported = true;
+	}
+	return shm_result(rc, flags, true);
+}
+
+/* The send family's one path: route, then the pending buffer, shared
+ * memory or TCP. */
+static ssize_t do_send(int fd, struct sc_sock *s, const struct xfer *x, int flags, tcp_fn tcp)
+{
+	enum sc_route rt = sock_route(fd, s);
+	if (rt == RT_PENDING) {
+		ssize_t n = send_pending(fd, s, x, flags, tcp);
+		if (n < 0) {
+			errno = (int)-n;
+			return -1;
+		}
+		if (n > 0 || !x->len || xfer_dry(x))
+			return n;
+		rt = sock_where(s);
+	}
+	if (rt == RT_SHM && (flags & MSG_OOB)) {
+		/* urgent data is TCP's: the connection goes back to it (after
+		 * every byte sent before), and the kernel marks the byte */
+		sock_switch(fd, s);
+		rt = sock_where(s);
+	}
+	if (rt == RT_SHM)
+		return send_shm(fd, s, x, flags, tcp);
+	if (rt == RT_INHERITED && sw_request_owner(fd, s) < 0) {
+		errno = ENOTCONN;       /* inherited, and its owner did not switch it */
+		return -1;
+	}
+	return send_tcp(fd, s, x, flags, tcp);
 }
 
 static ssize_t do_sendv(int fd, struct sc_sock *s, const struct iovec *iov, int iovcnt,
@@ -522,11 +548,87 @@ static ssize_t do_sendv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 	return do_send(fd, s, &x, flags, tcp);
 }
 
+/* A receive on TCP (a peek is not counted). */
+static ssize_t recv_tcp(int fd, struct sc_sock *s, const struct xfer *x, int flags, tcp_fn tcp)
+{
+	ssize_t n = xfer_tcp(fd, x, flags, tcp, false, false);
+	if (!(flags & MSG_PEEK))
+		tcp_count(s, false, n);
+	return n;
+}
+
+/* SO_RCVLOWAT with SO_RCVTIMEO (polled here): a blocking receive waits
+ * for the mark first, and at the timeout takes what there is.  Returns
+ * the flags to receive with, or -EINTR (a socket timeout: never
+ * restarted). */
+static int lowat_wait(int fd, struct sc_sock *s, size_t total, int f)
+{
+	uint64_t dl = sc__now_ns() + s->rcvtimeo_ns;
+	int64_t want = lowat_target(s, total);
+	if (rx_avail(s->c) < want)
+		want = lowat_target(s, SIZE_MAX);
+	while (rx_avail(s->c) < want && !switching(s->c) &&
+	       !(sc_conn_events(s->c) & (SC_EV_RDHUP | SC_EV_HUP | SC_EV_ERR))) {
+		int w = shm_wait_until(fd, s, false, dl);
+		if (w == -EINTR)
+			return -EINTR;
+		if (w < 0)
+			return f | SC_NONBLOCK;         /* timed out */
+	}
+	return f;
+}
+
+/* A receive on a connection of ours on shared memory. */
+static ssize_t recv_shm(int fd, struct sc_sock *s, const struct xfer *x, int flags, tcp_fn tcp)
+{
+	int f = sc_flags(s, flags, true);
+	if (f < 0) {
+		errno = -f;
+		return -1;
+	}
+	size_t total = x->len;
+	if (!total) {
+		/* as TCP: nothing to read yet is EAGAIN, else 0 */
+		if ((f & SC_NONBLOCK) && !(sc_conn_events(s->c) & (SC_EV_IN | SC_EV_ERR))) {
+			errno = EAGAIN;
+			return -1;
+		}
+		return 0;
+	}
+	/* SO_RCVLOWAT: the blocking receive waits in the core (splice
+	 * ignores the mark) */
+	s->c->rcvlowat = s->rcvlowat > 1 ? (uint32_t)s->rcvlowat : 0;
+	if (s->rcvlowat > 1 && s->rcvtimeo_ns && !x->pipe &&
+	    !(f & (SC_NONBLOCK | SC_WAITALL | SC_PEEK)) && (f = lowat_wait(fd, s, total, f)) < 0) {
+		errno = -f;
+		return -1;
+	}
+	ssize_t rc = shm_call(fd, s, false, f, flags & MSG_TRUNC ? trunc_op : recvv_op, x);
+	if (rc > 0 && !(f & SC_PEEK))
+		rec_add(&s->shm_calls, 1);
+	if (rc == -SC_ESWITCHED || (rc > 0 && (size_t)rc < total && (f & SC_WAITALL) &&
+				    switching(s->c)))
+		/* the rest comes from TCP (what the peer had sent us is
+		 * re-sent first) */
+		return xfer_switched(fd, s, x, rc, flags, tcp, false);
+	if (atomic_load_explicit(&nexp_sig, memory_order_relaxed) && rc > 0)
+		ep_refresh_exposed();   /* a nested set may not be ready now */
+	if (s->rec && !(f & SC_PEEK))
+		rec_add(&s->rec->bytes_received, rc);
+	if (rc == -ECONNRESET) {
+		if (s->err_reported)
+			rc = 0;
+		s->err_reported = true;
+	}
+	return shm_result(rc, flags, false);
+}
+
+/* The receive family's one path: route, then shared memory or TCP (a
+ * pending client waits for its claim first). */
 static ssize_t do_recv(int fd, struct sc_sock *s, const struct xfer *x, int flags, tcp_fn tcp)
 {
-	if (atomic_load_explicit(&s->mode, memory_order_relaxed) == M_SPENDING)
-		server_settle(fd, s);
-	if (atomic_load_explicit(&s->mode, memory_order_acquire) == M_PENDING) {
+	enum sc_route rt = sock_route(fd, s);
+	if (rt == RT_PENDING) {
 		pthread_mutex_lock(&s->lock);
 		int rc = pending_settle(fd, s, !(s->nonblock || (flags & MSG_DONTWAIT)), -1);
 		pthread_mutex_unlock(&s->lock);
@@ -534,9 +636,9 @@ static ssize_t do_recv(int fd, struct sc_sock *s, const struct xfer *x, int flag
 			errno = EAGAIN;
 			return -1;
 		}
+		rt = sock_where(s);
 	}
-	int mode = atomic_load_explicit(&s->mode, memory_order_acquire);
-	if (mode == M_SHM && s->owner == sc__pid() && (flags & MSG_OOB)) {
+	if (rt == RT_SHM && (flags & MSG_OOB)) {
 		/* a connection on shared memory has no urgent byte (a sender
 		 * of one switches to TCP first): the kernel's answer is
 		 * EINVAL, unless the peer's switch is under way */
@@ -545,90 +647,15 @@ static ssize_t do_recv(int fd, struct sc_sock *s, const struct xfer *x, int flag
 			return -1;
 		}
 		sock_switch(fd, s);
-		mode = atomic_load_explicit(&s->mode, memory_order_acquire);
+		rt = sock_where(s);
 	}
-	if (mode == M_SHM && s->owner == sc__pid()) {
-		int f = sc_flags(s, flags, true);
-		if (f < 0) {
-			errno = -f;
-			return -1;
-		}
-		size_t total = x->len;
-		if (!total) {
-			/* as TCP: nothing to read yet is EAGAIN, else 0 */
-			if ((f & SC_NONBLOCK) && !(sc_conn_events(s->c) & (SC_EV_IN | SC_EV_ERR))) {
-				errno = EAGAIN;
-				return -1;
-			}
-			return 0;
-		}
-		/* SO_RCVLOWAT: the blocking receive waits in the core; with
-		 * SO_RCVTIMEO (polled here) wait for the mark first, and at
-		 * the timeout take what there is (splice ignores the mark) */
-		s->c->rcvlowat = s->rcvlowat > 1 ? (uint32_t)s->rcvlowat : 0;
-		if (s->rcvlowat > 1 && s->rcvtimeo_ns && !x->pipe &&
-		    !(f & (SC_NONBLOCK | SC_WAITALL | SC_PEEK))) {
-			uint64_t dl = sc__now_ns() + s->rcvtimeo_ns;
-			int64_t want = lowat_target(s, total);
-			if (rx_avail(s->c) < want)
-				want = lowat_target(s, SIZE_MAX);
-			while (rx_avail(s->c) < want && !switching(s->c) &&
-			       !(sc_conn_events(s->c) & (SC_EV_RDHUP | SC_EV_HUP | SC_EV_ERR))) {
-				int w = shm_wait_until(fd, s, false, dl);
-				if (w == -EINTR) {
-					errno = EINTR;  /* a socket timeout: never restarted */
-					return -1;
-				}
-				if (w < 0) {
-					f |= SC_NONBLOCK;       /* timed out */
-					break;
-				}
-			}
-		}
-		ssize_t rc = shm_call(fd, s, false, f, flags & MSG_TRUNC ? trunc_op : recvv_op, x);
-		if (rc > 0 && !(f & SC_PEEK))
-			rec_add(&s->shm_calls, 1);
-		if (rc == -SC_ESWITCHED || (rc > 0 && (size_t)rc < total && (f & SC_WAITALL) &&
-					    switching(s->c))) {
-			/* the connection went back to TCP: the rest comes from
-			 * there (what the peer had sent us is re-sent first) */
-			if (sock_switch(fd, s) < 0) {
-				errno = ENOTCONN;
-				return -1;
-			}
-			if (rc > 0) {
-				if (s->rec)
-					rec_add(&s->rec->bytes_received, rc);
-				struct iovec rest[IOV_MAX];
-				struct xfer r;
-				xfer_rest(x, (size_t)rc, &r, rest);
-				ssize_t more = xfer_tcp(fd, &r, flags, tcp, false, true);
-				if (more > 0)
-					tcp_count(s, false, more);
-				return rc + (more > 0 ? more : 0);
-			}
-			goto tcp;
-		}
-		if (atomic_load_explicit(&nexp_sig, memory_order_relaxed) && rc > 0)
-			ep_refresh_exposed();   /* a nested set may not be ready now */
-		if (s->rec && !(f & SC_PEEK))
-			rec_add(&s->rec->bytes_received, rc);
-		if (rc == -ECONNRESET) {
-			if (s->err_reported)
-				rc = 0;
-			s->err_reported = true;
-		}
-		return shm_result(rc, flags, false);
-	}
-	if (mode == M_SHM && sw_request_owner(fd, s) < 0) {
+	if (rt == RT_SHM)
+		return recv_shm(fd, s, x, flags, tcp);
+	if (rt == RT_INHERITED && sw_request_owner(fd, s) < 0) {
 		errno = ENOTCONN;
 		return -1;
 	}
-tcp:;
-	ssize_t n = xfer_tcp(fd, x, flags, tcp, false, false);
-	if (!(flags & MSG_PEEK))
-		tcp_count(s, false, n);
-	return n;
+	return recv_tcp(fd, s, x, flags, tcp);
 }
 
 static ssize_t do_recvv(int fd, struct sc_sock *s, const struct iovec *iov, int iovcnt,
@@ -718,7 +745,7 @@ SC_API ssize_t send(int fd, const void *buf, size_t len, int flags)
 	if (!s)
 		return R(send)(fd, buf, len, flags);
 	struct iovec v = { (void *)buf, len };
-	if ((flags & MSG_ZEROCOPY) && atomic_load(&s->mode) != M_TCP) {
+	if ((flags & MSG_ZEROCOPY) && sock_mode(s) != M_TCP) {
 		struct msghdr m = { .msg_iov = &v, .msg_iovlen = 1 };
 		bool handled;
 		ssize_t n = dm_sendmsg(fd, s, &m, flags, &handled);
@@ -743,14 +770,14 @@ SC_API ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 		if (handled)
 			return n;
 	}
-	if (s && (flags & MSG_FASTOPEN) && atomic_load(&s->mode) == M_TCP && !s->counted) {
+	if (s && (flags & MSG_FASTOPEN) && sock_mode(s) == M_TCP && !s->counted) {
 		/* data in the SYN: shared memory cannot take part */
 		ssize_t n = R(sendto)(fd, buf, len, flags, to, tolen);
 		if (n >= 0 || errno == EINPROGRESS)
 			fallback_stat(s, fd, SC_FB_UNSUPPORTED);
 		return n;
 	}
-	if (!s || (to && atomic_load(&s->mode) == M_TCP))
+	if (!s || (to && sock_mode(s) == M_TCP))
 		return R(sendto)(fd, buf, len, flags, to, tolen);
 	/* a connected TCP socket ignores the address (EISCONN only for
 	 * MSG_FASTOPEN-style use, which we decline) */
@@ -782,7 +809,7 @@ SC_API ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 		if (handled)
 			return n;
 	}
-	if (s && atomic_load(&s->mode) != M_TCP &&
+	if (s && sock_mode(s) != M_TCP &&
 	    ((flags & MSG_ZEROCOPY) || (m->msg_control && m->msg_controllen))) {
 		/* zerocopy completions, devmem transmit (devmem.c) */
 		bool handled;
@@ -790,7 +817,7 @@ SC_API ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 		if (handled)
 			return n;
 	}
-	if (!s || atomic_load(&s->mode) == M_TCP || m->msg_controllen) {
+	if (!s || sock_mode(s) == M_TCP || m->msg_controllen) {
 		tcp_gate(s);
 		return R(sendmsg)(fd, m, flags);
 	}
@@ -806,7 +833,7 @@ SC_API int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 	for (unsigned int i = 0; v && i < n; i++)
 		sw_rights(&v[i].msg_hdr);
 	struct sc_sock *s = sock_get(fd);
-	if (!s || atomic_load(&s->mode) == M_TCP) {
+	if (!s || sock_mode(s) == M_TCP) {
 		tcp_gate(s);
 		return R(sendmmsg)(fd, v, n, flags);
 	}
@@ -874,7 +901,7 @@ SC_API ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct sockadd
 		if (handled)
 			return n;
 	}
-	if (!s || atomic_load(&s->mode) == M_TCP)
+	if (!s || sock_mode(s) == M_TCP)
 		return R(recvfrom)(fd, buf, len, flags, from, fromlen);
 	struct iovec v = { buf, len };
 	ssize_t n = do_recvv(fd, s, &v, 1, flags, tcp_recvv);
@@ -920,14 +947,14 @@ SC_API ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 			return n;
 		return R(recvmsg)(fd, m, flags);
 	}
-	if (s && (flags & MSG_SOCK_DEVMEM) && atomic_load(&s->mode) != M_TCP) {
+	if (s && (flags & MSG_SOCK_DEVMEM) && sock_mode(s) != M_TCP) {
 		bool handled;
 		ssize_t n = dm_recvmsg(fd, s, m, flags, &handled);
 		if (handled)
 			return n;
 		flags &= ~MSG_SOCK_DEVMEM;      /* plain bytes, as the kernel's loopback */
 	}
-	if (!s || atomic_load(&s->mode) == M_TCP)
+	if (!s || sock_mode(s) == M_TCP)
 		return R(recvmsg)(fd, m, flags);
 	if (m->msg_iovlen > IOV_MAX) {
 		errno = EMSGSIZE;
@@ -946,7 +973,7 @@ SC_API int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags,
 		    struct timespec *timeout)
 {
 	struct sc_sock *s = sock_get(fd);
-	if (!s || atomic_load(&s->mode) == M_TCP)
+	if (!s || sock_mode(s) == M_TCP)
 		return R(recvmmsg)(fd, v, n, flags, timeout);
 	unsigned int i;
 	for (i = 0; i < n; i++) {
@@ -1201,8 +1228,8 @@ SC_API ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t l
 		      unsigned int flags)
 {
 	struct sc_sock *so = sock_get(out), *si = sock_get(in);
-	bool to_shm = so && atomic_load(&so->mode) >= M_SPENDING;
-	bool from_shm = si && atomic_load(&si->mode) >= M_SPENDING;
+	bool to_shm = so && route_off_kernel(sock_where(so));
+	bool from_shm = si && route_off_kernel(sock_where(si));
 	struct pipe_io p;
 	/* the kernel refuses: no length, an unknown flag, an offset on either
 	 * side (the socket has none, the pipe's is ESPIPE), no pipe on the
@@ -1234,7 +1261,7 @@ SC_API ssize_t sendfile(int out, int in, off_t *off, size_t count)
 {
 	struct sc_sock *so = sock_get(out), *si = sock_get(in);
 	struct pipe_io p;
-	if (si && atomic_load(&si->mode) >= M_SPENDING && !off && count &&
+	if (si && route_off_kernel(sock_where(si)) && !off && count &&
 	    pipe_open(&p, out, false)) {
 		int saved = errno;
 		ssize_t n = splice_from_sock(in, si, &p, count, 0);
@@ -1244,7 +1271,7 @@ SC_API ssize_t sendfile(int out, int in, off_t *off, size_t count)
 		return n;
 	}
 	struct stat st;
-	if (!so || atomic_load(&so->mode) == M_TCP || fstat(in, &st) < 0 ||
+	if (!so || sock_mode(so) == M_TCP || fstat(in, &st) < 0 ||
 	    (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))) {
 		tcp_gate(so);
 		ssize_t n = R(sendfile)(out, in, off, count);

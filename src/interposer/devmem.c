@@ -60,9 +60,7 @@ static void dm_cmsgs(struct msghdr *m, size_t linear, const struct sc_dm_frag *f
 ssize_t dm_recvmsg(int fd, struct sc_sock *s, struct msghdr *m, int flags, bool *handled)
 {
 	*handled = false;
-	if (atomic_load(&s->mode) == M_SPENDING)
-		server_settle(fd, s);
-	if (atomic_load(&s->mode) == M_PENDING) {
+	if (sock_route(fd, s) == RT_PENDING) {
 		pthread_mutex_lock(&s->lock);
 		int rc = pending_settle(fd, s, !(s->nonblock || (flags & MSG_DONTWAIT)), -1);
 		pthread_mutex_unlock(&s->lock);
@@ -72,7 +70,7 @@ ssize_t dm_recvmsg(int fd, struct sc_sock *s, struct msghdr *m, int flags, bool 
 			return -1;
 		}
 	}
-	if (atomic_load(&s->mode) != M_SHM || s->owner != sc__pid())
+	if (sock_where(s) != RT_SHM)
 		return 0;
 	pthread_mutex_lock(&s->lock);
 	if (!s->dmrx && sc__dm_rx_new(&s->dmrx) < 0)
@@ -163,7 +161,7 @@ int dm_dontneed(struct sc_sock *s, const void *val, socklen_t len, bool *handled
 	struct sc_dm_token t[SC_DONTNEED_MAX_TOKENS];
 	memcpy(t, val, len);    /* (the same layout: two __u32) */
 	int freed = sc__dm_release(s->dmrx, t, n, SC_DONTNEED_MAX_FRAGS);
-	if (freed && atomic_load(&s->mode) == M_SHM && s->owner == sc__pid() && s->c)
+	if (freed && sock_where(s) == RT_SHM && s->c)
 		sc__dm_space_freed(s->c);       /* a sender waiting for a chunk */
 	return freed;
 }
@@ -302,7 +300,7 @@ void dm_sock_release(struct sc_sock *s)
 {
 	if (!s->dmrx)
 		return;
-	if (s->c && atomic_load(&s->mode) == M_SHM && s->owner == sc__pid())
+	if (s->c && sock_where(s) == RT_SHM)
 		sc__dm_rx_end(s->c, s->dmrx);   /* chunks taken and never handed out */
 	sc__dm_rx_free(s->dmrx);
 	s->dmrx = NULL;

@@ -360,7 +360,7 @@ uint32_t reg_eval(struct sc_ep *e, struct sc_epreg *r, bool *gone)
 	int wfd;
 	*gone = false;
 	short rv = sock_revents(r->fd, s, want, &wfd, false);
-	int mode = atomic_load(&s->mode);
+	int mode = sock_mode(s);
 	if (rv < 0 && mode != M_SHM) {
 		/* fell back to TCP: hand the fd to the kernel's own set */
 		struct epoll_event ev = { .events = r->events, .data = r->data };
@@ -380,7 +380,7 @@ uint32_t reg_eval(struct sc_ep *e, struct sc_epreg *r, bool *gone)
 		int efd = -1;
 		if (mode == M_PENDING) {
 			pthread_mutex_lock(&s->lock);
-			mode = atomic_load(&s->mode);
+			mode = sock_mode(s);
 			if (mode == M_PENDING) {
 				s->efd_exposed = true;  /* the inner set watches it */
 				efd = s->efd;
@@ -398,7 +398,7 @@ uint32_t reg_eval(struct sc_ep *e, struct sc_epreg *r, bool *gone)
 			 * and the connect's completion (pending_tcp_up); each
 			 * change once, the registration is looked at anew */
 			reg_watch_fd(e, r, 1, r->fd, EPOLLOUT | EPOLLET);
-		} else if (mode == M_SHM && s->owner == sc__pid()) {
+		} else if (mode == M_SHM && sock_ours(s)) {
 			if (ep_bind(e, r, s->c) == 0) {
 				r->shared = true;
 				sc__conn_poll_arm(s->c, (r->events & EPOLLOUT) ||
@@ -659,9 +659,9 @@ static void kregs_each(struct sc_sock *s, bool release)
 		pthread_mutex_unlock(&kreg_lock);
 		if (!r)
 			break;
-		int mode = atomic_load(&s->mode);
+		int mode = sock_mode(s);
 		kreg_follow(e, r, fd, s, !release && (mode == M_PENDING || mode == M_SHM) &&
-					s->owner == sc__pid());
+					sock_ours(s));
 	}
 	pthread_rwlock_unlock(&ep_life);
 	errno = saved;
@@ -675,9 +675,13 @@ void ep_kregs_drop(struct sc_sock *s)
 }
 
 /* s is no longer fresh (connect() decided, or it listens): the
- * registrations made while it was follow it.  No lock held. */
+ * registrations made while it was follow it.  No lock held.  Called
+ * after each side's store (connect: the mode; kreg_ctl: s->kregs): the
+ * fence makes one of the two see the other's (Dekker's pattern), so that
+ * no registration is left behind. */
 void ep_kregs_follow(struct sc_sock *s)
 {
+	atomic_thread_fence(memory_order_seq_cst);
 	if (atomic_load_explicit(&s->kregs, memory_order_acquire) && !sock_fresh(s))
 		kregs_each(s, false);
 }
@@ -696,44 +700,186 @@ SC_API int epoll_create1(int flags)
 	return fd;
 }
 
+/* An epoll set of the program's going into another one (fd is a set):
+ * the outer set gets a shadow that checks it before reporting, and the
+ * kernel's set knows it by a cookie of ours (the program's data may be
+ * another fd's too). */
+static int nested_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+{
+	struct sc_ep *o = op == EPOLL_CTL_DEL || !ev ? NULL : ep_get(epfd, op == EPOLL_CTL_ADD);
+	if (o) {
+		pthread_mutex_lock(&o->lock);
+		uint64_t had = ep_nest_cookie(o, fd);
+		ep_nest_set(o, fd, EPOLL_CTL_ADD, ev->data.u64);
+		struct epoll_event kev = *ev;
+		kev.data.u64 = ep_nest_cookie(o, fd);
+		int rc = kev.data.u64 ? R(epoll_ctl)(epfd, op, fd, &kev)
+				      : R(epoll_ctl)(epfd, op, fd, ev);
+		if (rc < 0 && !had) {
+			int e = errno;
+			ep_nest_set(o, fd, EPOLL_CTL_DEL, 0);
+			errno = e;
+		}
+		pthread_mutex_unlock(&o->lock);
+		if (rc == 0)
+			ep_expose_fd(fd);
+		return rc;
+	}
+	int rc = R(epoll_ctl)(epfd, op, fd, ev);
+	if (rc == 0 && op == EPOLL_CTL_DEL && (o = ep_get(epfd, false))) {
+		pthread_mutex_lock(&o->lock);
+		ep_nest_set(o, fd, EPOLL_CTL_DEL, 0);
+		pthread_mutex_unlock(&o->lock);
+	}
+	return rc;
+}
+
+/* fd's registration in our shadow of e, with e locked; NULL (e unlocked)
+ * if there is none, or only a stale one (the fd number now names another
+ * socket, or it records a registration of the kernel's). */
+static struct sc_epreg *reg_held(struct sc_ep *e, int fd, struct sc_sock *s)
+{
+	pthread_mutex_lock(&e->lock);
+	struct sc_epreg *r = reg_find(e, fd);
+	if (r && (r->s != s || r->kernel)) {
+		reg_free(e, r);
+		r = NULL;
+	}
+	if (!r)
+		pthread_mutex_unlock(&e->lock);
+	return r;
+}
+
+/* A registration our shadow does not hold yet: is it ours to make (an ADD
+ * of a socket pending or on shared memory), rather than the kernel's?  A
+ * socket accepted but not claimed is settled first; one on shared memory
+ * goes back to TCP if a child waits in the set too (it can only see a
+ * kernel socket, so long as it lives). */
+static bool ctl_ours(int epfd, int op, int fd, struct sc_sock *s, const struct epoll_event *ev)
+{
+	if (!s || op != EPOLL_CTL_ADD || !ev)
+		return false;
+	enum sc_route rt = sock_route(fd, s);
+	struct sc_ep *f = ep_of(epfd);
+	if ((rt == RT_SHM || rt == RT_INHERITED) && f && atomic_load(&f->child_used)) {
+		if (child_may_hold(0)) {
+			sock_switch(fd, s);
+			rt = sock_where(s);
+		} else {
+			atomic_store(&f->child_used, false);
+		}
+	}
+	return rt == RT_PENDING || rt == RT_SHM || rt == RT_INHERITED;
+}
+
+/* A new, dormant registration of fd in epfd's shadow (made now: that
+ * registers the cookie in epfd, and the kernel checks epfd there: EBADF,
+ * EINVAL), linked, with *ep locked; NULL with errno set. */
+static struct sc_epreg *reg_new_locked(struct sc_ep **ep, int epfd, int fd, struct sc_sock *s)
+{
+	struct sc_ep *e = *ep = ep_get(epfd, true);
+	if (!e)
+		return NULL;
+	struct sc_epreg *r = calloc(1, sizeof(*r));
+	if (!r) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	r->fd = fd;
+	r->s = s;
+	r->deleted = true;
+	r->wfd[0] = r->wfd[1] = -1;
+	pthread_mutex_lock(&e->lock);
+	if (reg_find(e, fd) || reg_link(e, r) < 0) {
+		/* (another thread registered it meanwhile: the kernel
+		 * would have told one of us EEXIST) */
+		bool dup = reg_find(e, fd);
+		pthread_mutex_unlock(&e->lock);
+		free(r);
+		errno = dup ? EEXIST : ENOMEM;
+		return NULL;
+	}
+	return r;
+}
+
+/* ADD, DEL or MOD of a registration of ours (e locked), by the kernel's
+ * rules: 0 or -errno.  A deleted registration stays (dormant, its watch
+ * in place) so that the DEL/ADD pairs event loops make per request cost
+ * no system call; *unbind: it held a shared channel, which it may now
+ * have to let go of (reg_let_go). */
+static int reg_op(struct sc_ep *e, struct sc_epreg *r, int op, const struct epoll_event *ev,
+		  bool *unbind)
+{
+	switch (op) {
+	case EPOLL_CTL_ADD:
+		if (!r->deleted)
+			return -EEXIST;
+		/* the kernel's rule: EPOLLEXCLUSIVE goes with these only */
+		if ((ev->events & EPOLLEXCLUSIVE) &&
+		    (ev->events & ~(uint32_t)(EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP | EPOLLWAKEUP |
+					      EPOLLET | EPOLLEXCLUSIVE)))
+			return -EINVAL;
+		reg_start(e, r, ev->events, ev->data, false);
+		return 0;
+	case EPOLL_CTL_DEL:
+		if (r->deleted)
+			return -ENOENT;
+		r->deleted = true;
+		*unbind = r->shared && !r->second;     /* (a second channel stays) */
+		return 0;
+	case EPOLL_CTL_MOD:
+		if (r->deleted)
+			return -ENOENT;
+		if (!ev || (ev->events & EPOLLEXCLUSIVE) || r->exclusive)
+			return -EINVAL;
+		r->events = ev->events & ~EPOLLWAKEUP;
+		r->data = ev->data;
+		r->disabled = false;
+		r->force_edge = true;   /* polled afresh: an edge if ready */
+		check_add(e, r);
+		fired_add(e, r);        /* re-arm for the new interest before sleeping */
+		return 0;
+	default:
+		return -EINVAL;
+	}
+}
+
+/* A deleted registration (token) of s, whose shared channel another set
+ * watches it through (which only our waits arm): unless another live
+ * entry of ours holds it (a dup'd fd), every entry of the chain lets go
+ * of the channel for good, and is watched anew if it is ADDed again. */
+static void reg_let_go(struct sc_ep *e, struct sc_epreg *r, struct sc_sock *s, uint64_t token)
+{
+	pthread_mutex_lock(&e->lock);
+	struct sc_epreg *q = reg_of_token(e, token);
+	bool sibs = false;
+	if (q && s->c)
+		for (struct sc_epreg *x = sc_conn_user(s->c); x; x = x->sib)
+			sibs |= x != r && !x->deleted;
+	if (q && r->deleted && r->shared && s->c && !sibs) {
+		for (struct sc_epreg *x = sc_conn_user(s->c), *nx; x; x = nx) {
+			nx = x->sib;
+			x->sib = NULL;
+			if (x != r) {
+				x->shared = false;
+				reg_unwatch(e, x);
+			}
+		}
+		sc_conn_set_user(s->c, NULL);
+		sc_chan_bind(s->c, NULL);
+		r->shared = false;
+		reg_unwatch(e, r);
+	}
+	pthread_mutex_unlock(&e->lock);
+	ep_rewatch(e, &s, 1);
+}
+
 SC_API int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
 	if (atomic_load_explicit(&ep_inh, memory_order_relaxed))
 		ep_inherited_use(ep_of(epfd));
-	if (ep_of(fd)) {
-		/* an epoll set of the program's going into another one: the
-		 * outer set gets a shadow that checks it before reporting, and
-		 * the kernel's set knows it by a cookie of ours (the program's
-		 * data may be another fd's too) */
-		struct sc_ep *o = op == EPOLL_CTL_DEL || !ev ? NULL :
-				  ep_get(epfd, op == EPOLL_CTL_ADD);
-		struct epoll_event kev;
-		if (o) {
-			pthread_mutex_lock(&o->lock);
-			uint64_t had = ep_nest_cookie(o, fd);
-			ep_nest_set(o, fd, EPOLL_CTL_ADD, ev->data.u64);
-			kev = *ev;
-			kev.data.u64 = ep_nest_cookie(o, fd);
-			int rc = kev.data.u64 ? R(epoll_ctl)(epfd, op, fd, &kev)
-					      : R(epoll_ctl)(epfd, op, fd, ev);
-			if (rc < 0 && !had) {
-				int e = errno;
-				ep_nest_set(o, fd, EPOLL_CTL_DEL, 0);
-				errno = e;
-			}
-			pthread_mutex_unlock(&o->lock);
-			if (rc == 0)
-				ep_expose_fd(fd);
-			return rc;
-		}
-		int rc = R(epoll_ctl)(epfd, op, fd, ev);
-		if (rc == 0 && op == EPOLL_CTL_DEL && (o = ep_get(epfd, false))) {
-			pthread_mutex_lock(&o->lock);
-			ep_nest_set(o, fd, EPOLL_CTL_DEL, 0);
-			pthread_mutex_unlock(&o->lock);
-		}
-		return rc;
-	}
+	if (ep_of(fd))
+		return nested_ctl(epfd, op, fd, ev);
 
 	struct sc_sock *s = sock_get(fd);
 	if (s && (atomic_load_explicit(&s->kregs, memory_order_acquire) ||
@@ -743,167 +889,36 @@ SC_API int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		ep_kregs_follow(s);     /* (connected in another thread) */
 	}
 	struct sc_ep *e = ep_get(epfd, false);
-	struct sc_epreg *r = NULL;
 	if (!e && s && atomic_load_explicit(&neps, memory_order_acquire) && !ep_of(epfd))
 		e = ep_copy_of(epfd, false);    /* a copy of a set of ours we did not see made? */
-
-	if (e) {
-		pthread_mutex_lock(&e->lock);
-		r = reg_find(e, fd);
-		if (r && (r->s != s || r->kernel)) {
-			/* the fd number now names another socket (or a
-			 * record of the kernel's registration is stale) */
-			reg_free(e, r);
-			r = NULL;
-		}
-		if (!r)
-			pthread_mutex_unlock(&e->lock);
-	}
+	struct sc_epreg *r = e ? reg_held(e, fd, s) : NULL;
 	if (!r) {
-		if (s && op == EPOLL_CTL_ADD && atomic_load(&s->mode) == M_SPENDING)
-			server_settle(fd, s);
-		int mode = s ? atomic_load(&s->mode) : M_TCP;
-		struct sc_ep *f = ep_of(epfd);
-		if (mode == M_SHM && op == EPOLL_CTL_ADD && f && atomic_load(&f->child_used)) {
-			/* a child waits in this set too: it can only see a
-			 * kernel socket (so long as it lives) */
-			if (child_may_hold(0)) {
-				sock_switch(fd, s);
-				mode = atomic_load(&s->mode);
-			} else {
-				atomic_store(&f->child_used, false);
-			}
-		}
-		if (op != EPOLL_CTL_ADD || (mode != M_PENDING && mode != M_SHM) || !ev)
+		if (!ctl_ours(epfd, op, fd, s, ev))
 			return R(epoll_ctl)(epfd, op, fd, ev);
 		if (fd == epfd) {
 			errno = EINVAL;
 			return -1;
 		}
-		/* creating our shadow registers the cookie in epfd: the
-		 * kernel checks epfd there (EBADF, EINVAL) */
-		e = ep_get(epfd, true);
-		if (!e)
+		if (!(r = reg_new_locked(&e, epfd, fd, s)))
 			return -1;
-		r = calloc(1, sizeof(*r));
-		if (!r) {
-			errno = ENOMEM;
-			return -1;
-		}
-		r->fd = fd;
-		r->s = s;
-		r->deleted = true;
-		r->wfd[0] = r->wfd[1] = -1;
-		pthread_mutex_lock(&e->lock);
-		if (reg_find(e, fd) || reg_link(e, r) < 0) {
-			/* (another thread registered it meanwhile: the kernel
-			 * would have told one of us EEXIST) */
-			bool dup = reg_find(e, fd);
-			pthread_mutex_unlock(&e->lock);
-			free(r);
-			errno = dup ? EEXIST : ENOMEM;
-			return -1;
-		}
 	}
-	/* r is ours, e locked.  A deleted registration stays (dormant, its
-	 * watch in place) so that the DEL/ADD pairs event loops make per
-	 * request cost no system call. */
-	int rc = 0;
 	bool unbind = false;
-	switch (op) {
-	case EPOLL_CTL_ADD:
-		if (!r->deleted) {
-			errno = EEXIST;
-			rc = -1;
-			break;
-		}
-		/* the kernel's rule: EPOLLEXCLUSIVE goes with these only */
-		if ((ev->events & EPOLLEXCLUSIVE) &&
-		    (ev->events & ~(uint32_t)(EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP | EPOLLWAKEUP |
-					      EPOLLET | EPOLLEXCLUSIVE))) {
-			errno = EINVAL;
-			rc = -1;
-			break;
-		}
-		reg_start(e, r, ev->events, ev->data, false);
-		break;
-	case EPOLL_CTL_DEL:
-		if (r->deleted) {
-			errno = ENOENT;
-			rc = -1;
-			break;
-		}
-		r->deleted = true;
-		unbind = r->shared && !r->second;     /* (a second channel stays) */
-		break;
-	case EPOLL_CTL_MOD:
-		if (r->deleted) {
-			errno = ENOENT;
-			rc = -1;
-			break;
-		}
-		if (!ev || (ev->events & EPOLLEXCLUSIVE) || r->exclusive) {
-			errno = EINVAL;
-			rc = -1;
-			break;
-		}
-		r->events = ev->events & ~EPOLLWAKEUP;
-		r->data = ev->data;
-		r->disabled = false;
-		r->force_edge = true;   /* polled afresh: an edge if ready */
-		check_add(e, r);
-		fired_add(e, r);        /* re-arm for the new interest before sleeping */
-		break;
-	default:
-		errno = EINVAL;
-		rc = -1;
-	}
+	int rc = reg_op(e, r, op, ev, &unbind);
 	uint64_t token = reg_token(r);  /* (r may be freed once we unlock) */
 	pthread_mutex_unlock(&e->lock);
-	if (rc == 0 && op != EPOLL_CTL_DEL && atomic_load(&e->sleepers)) {
+	int saved = errno;
+	if (rc == 0 && op != EPOLL_CTL_DEL && atomic_load(&e->sleepers))
 		/* another thread is asleep in the kernel's wait on this set
 		 * (in ours, or passed through before the set had a shadow):
 		 * the kernel would wake it for an entry ready now, and for
 		 * the next event of this one */
-		int saved = errno;
 		ep_wake_sleepers(e);
-		errno = saved;
-	}
-	if (unbind && ep_elsewhere(e, s)) {
-		/* another set watches it through our channel, which only our
-		 * waits arm: the dormant entry lets go of it for good */
-		pthread_mutex_lock(&e->lock);
-		struct sc_epreg *q = reg_of_token(e, token);
-		bool sibs = false;      /* another live entry of ours (a dup'd fd) */
-		if (q && s->c)
-			for (struct sc_epreg *x = sc_conn_user(s->c); x; x = x->sib)
-				sibs |= x != r && !x->deleted;
-		if (q && r->deleted && r->shared && s->c && !sibs) {
-			/* every entry of the chain lets go, and is watched
-			 * anew if it is ADDed again */
-			for (struct sc_epreg *x = sc_conn_user(s->c), *nx; x; x = nx) {
-				nx = x->sib;
-				x->sib = NULL;
-				if (x != r) {
-					x->shared = false;
-					reg_unwatch(e, x);
-				}
-			}
-			sc_conn_set_user(s->c, NULL);
-			sc_chan_bind(s->c, NULL);
-			r->shared = false;
-			reg_unwatch(e, r);
-		}
-		pthread_mutex_unlock(&e->lock);
-		ep_rewatch(e, &s, 1);
-	}
-	if (e->exposed) {
-		/* watched from outside: readable as its entries now are */
-		int saved = errno;
-		ep_expose(e);
-		errno = saved;
-	}
-	return rc;
+	if (unbind && ep_elsewhere(e, s))
+		reg_let_go(e, r, s, token);
+	if (e->exposed)
+		ep_expose(e);   /* watched from outside: readable as its entries now are */
+	errno = rc < 0 ? -rc : saved;
+	return rc < 0 ? -1 : 0;
 }
 
 /* Connections in socks left a channel that other sets watched them

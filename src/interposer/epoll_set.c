@@ -383,7 +383,7 @@ void ep_inherited_use(struct sc_ep *e)
 		struct ep_inh *x = mine;
 		mine = x->next;
 		struct sc_sock *s = sock_get(x->fd);
-		if (s && atomic_load(&s->mode) == M_SHM)
+		if (s && sock_mode(s) == M_SHM)
 			sw_request_owner_for(x->fd, s, SC_SWREQ_USE | SC_SWREQ_EPOLL, 30000000000ull);
 		free(x);
 	}

@@ -145,7 +145,7 @@ bool ep_arm(struct sc_ep *e, bool sleep)
 		e->fired = r->fnext;
 		r->fired = false;
 		struct sc_sock *s = r->s;
-		if (atomic_load(&s->mode) == M_SHM && s->owner == sc__pid()) {
+		if (sock_where(s) == RT_SHM) {
 			if (!r->shared)
 				sc__chan_rearm_poll(s->c);
 			sc__conn_poll_arm(s->c, (r->events & EPOLLOUT) ||

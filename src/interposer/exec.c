@@ -75,7 +75,7 @@ static bool survives_exec(int fd)
 /* sockets still being set up that survive the exec: decided now */
 static void exec_settle(int fd, struct sc_sock *s, bool vforked)
 {
-	int mode = atomic_load(&s->mode);
+	int mode = sock_mode(s);
 	if ((mode == M_SPENDING || mode == M_PENDING) && survives_exec(fd))
 		settle_now(fd, s);
 }
@@ -102,7 +102,7 @@ static void exec_records(int fd, struct sc_sock *s, bool vforked)
  * the new image may never use them (and a stopped peer cannot answer) */
 static void exec_inherited(int fd, struct sc_sock *s, bool vforked)
 {
-	if (atomic_load(&s->mode) == M_SHM && (vforked || s->owner != sc__pid()) &&
+	if (sock_mode(s) == M_SHM && (vforked || !sock_ours(s)) &&
 	    survives_exec(fd))
 		sw_request_owner_for(fd, s, SC_SWREQ_USE, 2000000000ull);
 }

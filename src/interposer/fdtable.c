@@ -173,19 +173,19 @@ void sock_release(struct sc_sock *s, int fd_of_release)
 	dm_sock_release(s);     /* its fragments are freed, as at the kernel's close */
 	/* bytes the program sent are the peer's: settle first (as the
 	 * kernel delivers them after close), then close as settled */
-	if (atomic_load(&s->mode) == M_PENDING && s->plen) {
+	if (sock_mode(s) == M_PENDING && s->plen) {
 		/* (the close pushes what was held: a lead byte held back,
 		 * to a listener that defers its accepts) */
 		pending_push(fd_of_release, s);
 		pending_settle(fd_of_release, s, true, (int)G.claim_ms);
 	}
-	int mode = atomic_load(&s->mode);
+	int mode = sock_mode(s);
 	if (mode == M_TCP && s->c) {
 		/* switched back to TCP: the kernel socket's close is the close */
-		if (s->owner == sc__pid())
+		if (sock_ours(s))
 			sc__switch_release(s->c);
 		s->c = NULL;
-	} else if (mode == M_SHM && s->c && s->owner == sc__pid() && fd_of_release >= 0 &&
+	} else if (mode == M_SHM && s->c && sock_ours(s) && fd_of_release >= 0 &&
 		   (child_may_hold(s->fork_gen) || peer_left_child(s->c)) &&
 		   sw_orphan(fd_of_release, s)) {
 		/* a child forked since may hold the socket too (the kernel's
@@ -196,7 +196,7 @@ void sock_release(struct sc_sock *s, int fd_of_release)
 		pthread_mutex_unlock(&s->lock);
 		return;
 	} else if (mode == M_SHM && s->c) {
-		if (s->owner == sc__pid()) {
+		if (sock_ours(s)) {
 			if (s->tag)     /* the client's end: did it pay? (bytes:
 					 * its cursors, early bytes included) */
 				short_learn(s->bport,
@@ -215,7 +215,7 @@ void sock_release(struct sc_sock *s, int fd_of_release)
 		struct sc_conn *c = atomic_exchange(&s->attached, NULL);
 		if (c)
 			sc_close(c);
-	} else if (mode == M_LISTEN && s->board && s->owner == sc__pid()) {
+	} else if (mode == M_LISTEN && s->board && sock_ours(s)) {
 		sc__board_unlisten(s->board, s->ino);
 	}
 	if (s->declined >= 0 && s->board)

@@ -173,7 +173,7 @@ int sw_request_owner_for(int fd, struct sc_sock *s, uint32_t why, uint64_t wait_
 	int saved = errno;
 	struct sc_conn *c = s->c;
 	int rc = 0;
-	if (atomic_load(&s->mode) != M_SHM || s->owner == getpid() || !c) {
+	if (sock_mode(s) != M_SHM || s->owner == getpid() || !c) {
 		errno = saved;
 		return 0;
 	}
@@ -212,7 +212,7 @@ int sw_request_owner_for(int fd, struct sc_sock *s, uint32_t why, uint64_t wait_
 	}
 	if (rc == 0) {
 		pthread_mutex_lock(&s->lock);
-		atomic_store_explicit(&s->mode, M_TCP, memory_order_release);
+		sock_set_mode(s, M_TCP);
 		s->counted = true;
 		pthread_mutex_unlock(&s->lock);
 	} else {
@@ -236,11 +236,9 @@ void sw_hook(struct sc_conn *c)
  * that the peer neither waits for a claim nor loses bytes. */
 void settle_now(int fd, struct sc_sock *s)
 {
-	if (atomic_load(&s->mode) == M_SPENDING)
-		server_settle(fd, s);
-	if (atomic_load(&s->mode) == M_PENDING && s->owner == sc__pid()) {
+	if (sock_route(fd, s) == RT_PENDING && sock_ours(s)) {
 		pthread_mutex_lock(&s->lock);
-		if (atomic_load(&s->mode) == M_PENDING) {
+		if (sock_mode(s) == M_PENDING) {
 			s->deadline_ns = 0;     /* withdraw now, unless claimed */
 			pending_settle(fd, s, true, -1);
 		}
@@ -286,7 +284,7 @@ static void sock_inherit(struct sc_sock *s, pid_t parent, pid_t child)
 static void mark_forked(struct sc_sock *s, pid_t parent, pid_t child)
 {
 	(void)child;
-	if (atomic_load(&s->mode) == M_SHM && s->owner == parent && s->c &&
+	if (sock_mode(s) == M_SHM && s->owner == parent && s->c &&
 	    !(atomic_load_explicit(&s->c->me->flags, memory_order_relaxed) & SC_SF_FORKED))
 		sc__conn_set_flags(s->c, SC_SF_FORKED);
 }
@@ -306,7 +304,7 @@ static __thread uint64_t fork_parent_id;
 
 static bool will_prereg(struct sc_sock *s, pid_t me)
 {
-	return atomic_load(&s->mode) == M_LISTEN && s->board && s->owner == me &&
+	return sock_mode(s) == M_LISTEN && s->board && s->owner == me &&
 	       s->inherits < PREREG_FORKS;
 }
 
@@ -333,7 +331,7 @@ static bool owns_shm(void)
 		struct sc_sock *_Atomic *pg = atomic_load(&pages[p]);
 		for (int i = 0; pg && i < (1 << PAGE_BITS); i++) {
 			struct sc_sock *s = atomic_load(&pg[i]);
-			if (s && atomic_load(&s->mode) == M_SHM && s->owner == me)
+			if (s && sock_mode(s) == M_SHM && s->owner == me)
 				return true;
 		}
 	}

@@ -326,7 +326,7 @@ static int offer_post(int fd, struct sc_sock *s, int family, const struct sc_add
 	/* a listener there that defers its accepts gets our first byte on
 	 * TCP (pending_lead) */
 	s->lead = sc__board_defers(s->board, dst) ? LEAD_WANT : LEAD_NO;
-	atomic_store(&s->mode, M_PENDING);
+	sock_set_mode(s, M_PENDING);
 	rec_fill(s, fd, SC_REC_PENDING, -1, 0);
 	LOG(3, "offer %d posted", s->offer);
 	return 0;
@@ -419,7 +419,7 @@ SC_API int listen(int fd, int backlog)
 		s->passive = true;      /* it will not connect */
 		ep_kregs_follow(s);
 	}
-	if (rc < 0 || !s || G.disabled || G.uring || atomic_load(&s->mode) != M_TCP)
+	if (rc < 0 || !s || G.disabled || G.uring || sock_mode(s) != M_TCP)
 		return rc;
 	int saved = errno;
 	struct sockaddr_storage me;
@@ -434,7 +434,7 @@ SC_API int listen(int fd, int backlog)
 		pthread_mutex_lock(&s->lock);
 		s->ino = fd_ino(fd);
 		if (board_register(fd, s, port, &a) == 0) {
-			atomic_store(&s->mode, M_LISTEN);
+			sock_set_mode(s, M_LISTEN);
 			LOG(2, "listening on port %u, accelerated", port);
 		} else {
 			LOG(1, "cannot register the listener on port %u", port);
@@ -663,7 +663,7 @@ static void server_claim(int nfd, struct sc_sock *s)
 	s->counted = true;
 	sc_set_bufs(c, s->sndbuf, s->rcvbuf);
 	sc_set_cork(c, s->cork);
-	atomic_store_explicit(&s->mode, M_SHM, memory_order_release);
+	sock_set_mode(s, M_SHM);
 	SC_STAT_ADD(conns_accelerated, 1);
 	s->owner_id = sc__self();
 	rec_fill(s, nfd, SC_REC_SHM, -1, c->g->peer_pid);
@@ -677,16 +677,25 @@ static void server_claim(int nfd, struct sc_sock *s)
 void server_settle(int fd, struct sc_sock *s)
 {
 	pthread_mutex_lock(&s->lock);
-	if (atomic_load(&s->mode) == M_SPENDING) {
+	if (sock_mode(s) == M_SPENDING) {
 		server_claim(fd, s);
 		/* TCP only once decided: a thread that meets M_SPENDING
 		 * meanwhile waits here for the outcome (an M_TCP published
 		 * during the claim sent another thread's bytes to the
 		 * kernel socket, which the peer on shared memory never reads) */
-		if (atomic_load(&s->mode) == M_SPENDING)
-			atomic_store(&s->mode, M_TCP);
+		if (sock_mode(s) == M_SPENDING)
+			sock_set_mode(s, M_TCP);
 	}
 	pthread_mutex_unlock(&s->lock);
+}
+
+enum sc_route sock_route(int fd, struct sc_sock *s)
+{
+	enum sc_route r = sock_where(s);
+	if (r != RT_SETTLING)
+		return r;
+	server_settle(fd, s);
+	return sock_where(s);
 }
 
 /* A listening socket we inherited across fork, that we now accept on: a
@@ -696,7 +705,7 @@ void server_settle(int fd, struct sc_sock *s)
 static void listener_adopt(int fd, struct sc_sock *ls)
 {
 	pthread_mutex_lock(&ls->lock);
-	if (atomic_load(&ls->mode) == M_LISTEN && ls->board && ls->owner != sc__pid() &&
+	if (sock_mode(ls) == M_LISTEN && ls->board && !sock_ours(ls) &&
 	    !G.uring) {
 		struct sockaddr_storage me;
 		socklen_t ml = sizeof(me);
@@ -712,7 +721,7 @@ static void listener_adopt(int fd, struct sc_sock *ls)
 SC_API int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
 {
 	struct sc_sock *ls = sock_get(fd);
-	if (ls && ls->owner != sc__pid() && atomic_load(&ls->mode) == M_LISTEN) {
+	if (ls && !sock_ours(ls) && sock_mode(ls) == M_LISTEN) {
 		int saved = errno;
 		listener_adopt(fd, ls);
 		errno = saved;
@@ -721,7 +730,7 @@ SC_API int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
 
 	if (nfd >= 0 && ls) {
 		int saved = errno;
-		if (atomic_load(&ls->mode) == M_LISTEN) {
+		if (sock_mode(ls) == M_LISTEN) {
 			/* claimed at its first use (see server_claim) */
 			struct sc_sock *s = sock_new(nfd, G.disabled ? M_TCP : M_SPENDING,
 						     flags & SOCK_NONBLOCK);

@@ -23,6 +23,10 @@
  *   epoll_set.c   epoll sets: one per open file description, cookies, life
  *   epoll_ctl.c   registrations, channels, epoll_ctl
  *   epoll_wait.c  the waits, nested and exposed sets
+ *
+ * Every call on a socket of ours is lookup (sock_get), route (sock_route:
+ * settle, then one read of the mode and the owner), dispatch on the route;
+ * a call on any other fd passes through to libc.
  */
 #ifndef SC_INTERPOSER_H
 #define SC_INTERPOSER_H
@@ -189,11 +193,79 @@ struct sc_sock {
 	} zc[SC_ZC_RANGES];
 };
 
+/* ---- routing: where a call on a socket goes ------------------------------ */
+
+/* A socket's mode (M_*).  sock_mode is an acquire load: it pairs with
+ * sock_set_mode's release store, so that what the mode names (the
+ * connection, the board, the pending offer, the owner) is visible.
+ * sock_mode_hint is relaxed: for a test made again under s->lock, or one
+ * that only picks a fast path.  The mode changes under s->lock. */
+static inline int sock_mode(struct sc_sock *s)
+{
+	return atomic_load_explicit(&s->mode, memory_order_acquire);
+}
+
+static inline int sock_mode_hint(struct sc_sock *s)
+{
+	return atomic_load_explicit(&s->mode, memory_order_relaxed);
+}
+
+static inline void sock_set_mode(struct sc_sock *s, int mode)
+{
+	atomic_store_explicit(&s->mode, mode, memory_order_release);
+}
+
+/* Its shared-memory state is this process's (not a parent's or a child's,
+ * across fork: they share the socket, one of them owns the connection). */
+static inline bool sock_ours(const struct sc_sock *s)
+{
+	return s->owner == sc__pid();
+}
+
+/* Where a call on a socket goes. */
+enum sc_route {
+	RT_TCP,         /* the kernel's socket: a TCP connection, or none yet */
+	RT_LISTEN,      /* a listener on the board */
+	RT_SETTLING,    /* accepted, not claimed yet (sock_where only) */
+	RT_PENDING,     /* a client whose offer is not answered yet */
+	RT_SHM,         /* on shared memory, ours */
+	RT_INHERITED,   /* on shared memory, another process's (fork) */
+};
+
+/* Where a call on s goes now, from one read of its mode. */
+static inline enum sc_route sock_where(struct sc_sock *s)
+{
+	switch (sock_mode(s)) {
+	case M_LISTEN:
+		return RT_LISTEN;
+	case M_SPENDING:
+		return RT_SETTLING;
+	case M_PENDING:
+		return RT_PENDING;
+	case M_SHM:
+		return sock_ours(s) ? RT_SHM : RT_INHERITED;
+	default:
+		return RT_TCP;
+	}
+}
+
+/* The routing step of every call that uses a connection: one accepted but
+ * not claimed yet is claimed (or made TCP) first, in this process
+ * (handshake.c: server_settle); then as sock_where.  Never RT_SETTLING. */
+enum sc_route sock_route(int fd, struct sc_sock *s);
+
+/* Its bytes may be elsewhere than on the kernel's socket: on shared
+ * memory, in a pending client's buffer, or not decided yet. */
+static inline bool route_off_kernel(enum sc_route r)
+{
+	return r == RT_SETTLING || r == RT_PENDING || r == RT_SHM || r == RT_INHERITED;
+}
+
 /* Not connected yet, and may still connect (on shared memory or not):
  * connect() decides its mode. */
 static inline bool sock_fresh(struct sc_sock *s)
 {
-	return atomic_load(&s->mode) == M_TCP && !s->counted && !s->passive;
+	return sock_mode(s) == M_TCP && !s->counted && !s->passive;
 }
 
 /* fd -> socket: pages of 4096 pointers, allocated on demand; written

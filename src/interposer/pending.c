@@ -194,7 +194,7 @@ static void rdv_after(void)
 			return;
 		/* the socket is ours to settle (a caller holding its lock
 		 * would settle it itself) */
-		if (atomic_load(&found->mode) == M_PENDING && atomic_load(&found->attached))
+		if (sock_mode(found) == M_PENDING && atomic_load(&found->attached))
 			pending_to_shm(found);
 		pthread_mutex_unlock(&found->lock);
 	}
@@ -263,7 +263,7 @@ static int pending_to_tcp(int fd, struct sc_sock *s, enum sc_fallback why)
 	s->pbuf = NULL;
 	s->plen = 0;
 	fallback_stat(s, fd, why);
-	atomic_store_explicit(&s->mode, M_TCP, memory_order_release);
+	sock_set_mode(s, M_TCP);
 	return rc;
 }
 
@@ -313,7 +313,7 @@ static int pending_to_shm(struct sc_sock *s)
 	SC_STAT_ADD(conns_accelerated, 1);
 	sc_set_bufs(c, s->sndbuf, s->rcvbuf);
 	sc_set_cork(c, s->cork);
-	atomic_store_explicit(&s->mode, M_SHM, memory_order_release);
+	sock_set_mode(s, M_SHM);
 	if (s->rec) {
 		struct sc_conn_info ci;
 		sc_conn_info(c, &ci);
@@ -488,7 +488,7 @@ int pending_settle(int fd, struct sc_sock *s, bool block, int max_ms)
 	uint64_t looked = start;
 
 	for (;;) {
-		if (atomic_load(&s->mode) != M_PENDING)
+		if (sock_mode(s) != M_PENDING)
 			return 0;
 		if (!atomic_load(&s->attached) && G.rdv &&
 		    sc__offer_state(s->board, s->offer, s->tag) == SC_OFFER_CLAIMED)

@@ -51,12 +51,11 @@
 short sock_revents(int fd, struct sc_sock *s, short want, int *waitfd, bool arm)
 {
 	*waitfd = -1;
-	if (atomic_load(&s->mode) == M_SPENDING)
-		server_settle(fd, s);
-	if (atomic_load(&s->mode) == M_PENDING) {
+	enum sc_route rt = sock_route(fd, s);
+	if (rt == RT_PENDING) {
 		pthread_mutex_lock(&s->lock);
 		pending_settle(fd, s, false, 0);
-		bool pending = atomic_load(&s->mode) == M_PENDING;
+		bool pending = sock_mode(s) == M_PENDING;
 		short r = 0;
 		if (pending) {
 			r = s->plen < PBUF_CAP && pending_tcp_up(fd, s) ? (want & POLLOUT) : 0;
@@ -66,10 +65,13 @@ short sock_revents(int fd, struct sc_sock *s, short want, int *waitfd, bool arm)
 		pthread_mutex_unlock(&s->lock);
 		if (pending)
 			return r;
+		rt = sock_where(s);
 	}
-	if (atomic_load(&s->mode) == M_SHM && s->owner != sc__pid())
-		sw_request_owner(fd, s);        /* inherited: on TCP it is ours too */
-	if (atomic_load(&s->mode) != M_SHM || s->owner != sc__pid())
+	if (rt == RT_INHERITED) {
+		sw_request_owner(fd, s);        /* on TCP it is ours too */
+		rt = sock_where(s);
+	}
+	if (rt != RT_SHM)
 		return -1;
 	/* zerocopy completions queued: POLLERR, as the kernel's error queue */
 	short zc_err = dm_errqueue_pending(s) ? POLLERR : 0;
@@ -125,7 +127,7 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t 
 			ep_expose_fd(fds[i].fd);        /* a polled epoll set */
 	for (nfds_t i = 0; i < n && !any; i++) {
 		struct sc_sock *s = fds[i].fd >= 0 ? sock_get(fds[i].fd) : NULL;
-		any = s && atomic_load(&s->mode) >= M_SPENDING;
+		any = s && route_off_kernel(sock_where(s));
 	}
 	if (!any) {
 		if (mask) {
@@ -177,7 +179,7 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t 
 				ready++;
 			k[i].fd = stale[i] && on_shared_chan(s) ? -1 : wfd;
 			k[i].events = POLLIN;
-			if (atomic_load(&s->mode) == M_PENDING) {
+			if (sock_mode(s) == M_PENDING) {
 				/* its kernel socket: data or an end (a plain
 				 * peer), and the connect's completion */
 				short kev = POLLIN | POLLRDHUP;
@@ -221,12 +223,12 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t 
 		for (nfds_t i = 0; i < n; i++) {
 			struct sc_sock *s = fds[i].fd >= 0 ? sock_get(fds[i].fd) : NULL;
 			int wfd;
-			if (s && k[i].fd != fds[i].fd && atomic_load(&s->mode) < M_SPENDING) {
+			if (s && k[i].fd != fds[i].fd && !route_off_kernel(sock_where(s))) {
 				/* switched back to TCP meanwhile: the kernel
 				 * answers on the next round */
 				if (k[i].revents)
 					again = true;
-			} else if (s && atomic_load(&s->mode) >= M_SPENDING) {
+			} else if (s && route_off_kernel(sock_where(s))) {
 				if (k[i].revents && !fds[i].revents) {
 					short r = sock_revents(fds[i].fd, s, fds[i].events, &wfd, true);
 					if (r > 0) {
@@ -290,7 +292,7 @@ static int do_select(int nfds, fd_set *r, fd_set *w, fd_set *e, int timeout_ms,
 			ep_expose_fd(fd);               /* a selected epoll set */
 	for (int fd = 0; fd < nfds && !any; fd++) {
 		struct sc_sock *s = sock_get(fd);
-		any = s && atomic_load(&s->mode) >= M_SPENDING &&
+		any = s && route_off_kernel(sock_where(s)) &&
 		      ((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) || (e && FD_ISSET(fd, e)));
 	}
 	if (!any)

@@ -93,6 +93,23 @@ SC_API int fcntl64(int fd, int cmd, ...)
 	return rc;
 }
 
+/* FIONREAD (bytes to read) or SIOCOUTQ (bytes the peer has not read) of
+ * a connection on shared memory, as the kernel caps them. */
+static int shm_queued(struct sc_conn *c, unsigned long req)
+{
+	int64_t v;
+	if (req == FIONREAD) {
+		v = rx_avail(c);
+	} else {
+		sc__lock(&c->txlock);
+		v = (int64_t)(c->tx.prod - atomic_load_explicit(&c->tx.h->cons, memory_order_acquire));
+		sc__unlock(&c->txlock);
+		if (v > (int64_t)c->tx.size)
+			v = 0;
+	}
+	return v < 0 ? 0 : v > INT32_MAX ? INT32_MAX : (int)v;
+}
+
 SC_API int ioctl(int fd, unsigned long req, ...)
 {
 	va_list ap;
@@ -108,43 +125,34 @@ SC_API int ioctl(int fd, unsigned long req, ...)
 			s->nonblock = *(int *)arg != 0;
 		return rc;
 	}
-	if (atomic_load(&s->mode) == M_SPENDING && (req == FIONREAD || req == SIOCOUTQ))
-		server_settle(fd, s);
-	if (atomic_load(&s->mode) == M_PENDING && (req == FIONREAD || req == SIOCOUTQ)) {
+	bool queue = req == FIONREAD || req == SIOCOUTQ;
+	if (!queue && req != SIOCATMARK)
+		return R(ioctl)(fd, req, arg);
+	enum sc_route rt = queue ? sock_route(fd, s) : sock_where(s);
+	if (rt == RT_PENDING && queue) {
 		pthread_mutex_lock(&s->lock);
-		if (req == SIOCOUTQ && atomic_load(&s->mode) == M_PENDING) {
+		if (req == SIOCOUTQ && sock_mode(s) == M_PENDING) {
 			*(int *)arg = (int)s->plen;
 			pthread_mutex_unlock(&s->lock);
 			return 0;
 		}
 		pending_settle(fd, s, false, 0);
 		pthread_mutex_unlock(&s->lock);
-		if (atomic_load(&s->mode) == M_PENDING) {
+		if ((rt = sock_where(s)) == RT_PENDING) {
 			*(int *)arg = 0;
 			return 0;
 		}
 	}
-	if (atomic_load(&s->mode) == M_SHM && s->owner != sc__pid() &&
-	    (req == FIONREAD || req == SIOCOUTQ || req == SIOCATMARK))
-		sw_request_owner(fd, s);        /* inherited: then the kernel's */
-	if (req == SIOCATMARK && atomic_load(&s->mode) == M_SHM && s->owner == sc__pid() &&
-	    switching(s->c))
+	if (rt == RT_INHERITED) {
+		sw_request_owner(fd, s);        /* then the kernel's */
+		rt = sock_where(s);
+	}
+	if (req == SIOCATMARK && rt == RT_SHM && switching(s->c)) {
 		sock_switch(fd, s);     /* urgent data on its way: the kernel's */
-	if (atomic_load(&s->mode) == M_SHM && s->owner == sc__pid() &&
-	    (req == FIONREAD || req == SIOCOUTQ)) {
-		struct sc_conn *c = s->c;
-		int64_t v;
-		if (req == FIONREAD) {
-			v = rx_avail(c);
-		} else {
-			sc__lock(&c->txlock);
-			v = (int64_t)(c->tx.prod -
-				      atomic_load_explicit(&c->tx.h->cons, memory_order_acquire));
-			sc__unlock(&c->txlock);
-			if (v > (int64_t)c->tx.size)
-				v = 0;
-		}
-		*(int *)arg = v < 0 ? 0 : v > INT32_MAX ? INT32_MAX : (int)v;
+		rt = sock_where(s);
+	}
+	if (rt == RT_SHM && queue) {
+		*(int *)arg = shm_queued(s->c, req);
 		return 0;
 	}
 	return R(ioctl)(fd, req, arg);
@@ -153,8 +161,8 @@ SC_API int ioctl(int fd, unsigned long req, ...)
 SC_API int getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
 {
 	struct sc_sock *s = sock_get(fd);
-	if (s && level == SOL_SOCKET && opt == SO_ERROR && atomic_load(&s->mode) == M_SHM &&
-	    s->owner == sc__pid() && val && len && *len >= sizeof(int)) {
+	if (s && level == SOL_SOCKET && opt == SO_ERROR && sock_where(s) == RT_SHM &&
+	    val && len && *len >= sizeof(int)) {
 		struct sc_conn_info ci;
 		sc_conn_info(s->c, &ci);
 		if ((ci.state & SC_EV_ERR) || s->sent_to_closed) {
@@ -182,13 +190,13 @@ SC_API int setsockopt(int fd, int level, int opt, const void *val, socklen_t len
 	}
 	int rc = R(setsockopt)(fd, level, opt, val, len);
 	if (rc == 0 && s && level == IPPROTO_TCP && opt == TCP_DEFER_ACCEPT &&
-	    atomic_load(&s->mode) == M_LISTEN) {
+	    sock_mode(s) == M_LISTEN) {
 		/* clients of a listener that defers its accepts put their
 		 * first byte on TCP (the kernel's word: it rounds) */
 		int v = 0;
 		socklen_t vl = sizeof(v);
 		pthread_mutex_lock(&s->lock);
-		if (atomic_load(&s->mode) == M_LISTEN && s->board &&
+		if (sock_mode(s) == M_LISTEN && s->board &&
 		    R(getsockopt)(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &v, &vl) == 0)
 			sc__board_defer(s->board, s->ino, v > 0);
 		pthread_mutex_unlock(&s->lock);
@@ -221,7 +229,7 @@ SC_API int setsockopt(int fd, int level, int opt, const void *val, socklen_t len
 		socklen_t vl = sizeof(v);
 		if (R(getsockopt)(fd, SOL_SOCKET, snd ? SO_SNDBUF : SO_RCVBUF, &v, &vl) == 0) {
 			*(snd ? &s->sndbuf : &s->rcvbuf) = v / 2 > 0 ? v / 2 : 1;
-			if (atomic_load(&s->mode) == M_SHM && s->owner == sc__pid() && s->c)
+			if (sock_where(s) == RT_SHM && s->c)
 				sc_set_bufs(s->c, snd ? s->sndbuf : -1, snd ? -1 : s->rcvbuf);
 		}
 	}
@@ -234,13 +242,13 @@ SC_API int setsockopt(int fd, int level, int opt, const void *val, socklen_t len
 		if (opt == TCP_CORK)
 			s->cork = on;
 		bool push = opt == TCP_CORK ? !on : on;
-		if (push && atomic_load(&s->mode) == M_PENDING) {
+		if (push && sock_mode(s) == M_PENDING) {
 			/* the kernel pushed our lead byte (pending_lead) */
 			pthread_mutex_lock(&s->lock);
 			s->lead_held = false;
 			pthread_mutex_unlock(&s->lock);
 		}
-		if (atomic_load(&s->mode) == M_SHM && s->owner == sc__pid() && s->c) {
+		if (sock_where(s) == RT_SHM && s->c) {
 			if (opt == TCP_CORK)
 				sc_set_cork(s->c, on);
 			else if (on)

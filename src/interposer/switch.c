@@ -297,7 +297,7 @@ void tcp_gate(struct sc_sock *s)
 {
 	if (!s || !s->c || !atomic_load_explicit(&s->resending, memory_order_acquire))
 		return;
-	if (s->owner != sc__pid()) {
+	if (!sock_ours(s)) {
 		uint64_t dl = sc__now_ns() + 30000000000ull;
 		while (!(atomic_load_explicit(&s->c->me->flags, memory_order_acquire) & SC_SF_ONTCP) &&
 		       sc__now_ns() < dl)
@@ -325,8 +325,8 @@ int sock_switch_bounded(int fd, struct sc_sock *s, uint64_t wait_ns, int resend_
 	int saved = errno;
 	pthread_mutex_lock(&s->lock);
 	struct sc_conn *c = s->c;
-	if (atomic_load(&s->mode) != M_SHM || s->owner != sc__pid() || !c) {
-		int mode = atomic_load(&s->mode);
+	if (sock_where(s) != RT_SHM || !c) {
+		int mode = sock_mode(s);
 		pthread_mutex_unlock(&s->lock);
 		errno = saved;
 		return mode == M_SHM ? -ENOTCONN : 1;
@@ -366,7 +366,7 @@ int sock_switch_bounded(int fd, struct sc_sock *s, uint64_t wait_ns, int resend_
 		s->plen = 0;
 	}
 	atomic_store(&s->resending, true);      /* sends wait (tcp_gate) */
-	atomic_store_explicit(&s->mode, M_TCP, memory_order_release);
+	sock_set_mode(s, M_TCP);
 	SC_STAT_ADD(fallback[SC_FB_SWITCHED], 1);
 	if (s->rec) {
 		s->rec->reason = SC_FB_SWITCHED + 1;
@@ -507,8 +507,7 @@ static void deaths_scan(void)
 				sw_deaths_more = true;
 				break;
 			}
-			if (!s || s->death_watched || atomic_load(&s->mode) != M_SHM ||
-			    s->owner != sc__pid() || !s->c ||
+			if (!s || s->death_watched || sock_where(s) != RT_SHM || !s->c ||
 			    !(atomic_load(&s->c->lflags) & SC_LF_DEATH_SWITCH))
 				continue;
 			struct sw_death *d = malloc(sizeof(*d));
@@ -541,7 +540,7 @@ static void deaths_run(void)
 		pthread_mutex_lock(&table_lock);
 		bool closed = s->refs == 1;
 		pthread_mutex_unlock(&table_lock);
-		bool done = closed || atomic_load(&s->mode) != M_SHM || !c ||
+		bool done = closed || sock_mode(s) != M_SHM || !c ||
 			    atomic_load(&c->sw) != SC_SW_NONE ||
 			    (atomic_load_explicit(&c->peer->flags, memory_order_acquire) &
 			     SC_SF_FROZEN);
@@ -555,7 +554,7 @@ static void deaths_run(void)
 			dp = &d->next;
 			continue;
 		}
-		if (closed && atomic_load(&s->mode) == M_SHM && c &&
+		if (closed && sock_mode(s) == M_SHM && c &&
 		    (atomic_load(&c->lflags) & SC_LF_DEATH_SWITCH))
 			/* closed: to TCP first, as an orphan (sock_release),
 			 * so that what the dead peer left unread reaches a
@@ -588,7 +587,7 @@ void sw_scan(bool all, bool cloexec_too, bool block)
 		for (int i = 0; i < (1 << PAGE_BITS); i++) {
 			struct sc_sock *s = atomic_load(&pg[i]);
 			int fd = (p << PAGE_BITS) | i;
-			if (!s || atomic_load(&s->mode) != M_SHM || s->owner != sc__pid() || !s->c)
+			if (!s || sock_where(s) != RT_SHM || !s->c)
 				continue;
 			int sw = atomic_load(&s->c->sw);
 			if (!all && sw != SC_SW_ASKED && sw != SC_SW_FROZEN)
@@ -826,9 +825,9 @@ void sw_ask(struct sc_conn *c)
 void listener_withdraw(struct sc_sock *s)
 {
 	pthread_mutex_lock(&s->lock);
-	if (atomic_load(&s->mode) == M_LISTEN && s->board && s->owner == sc__pid()) {
+	if (sock_mode(s) == M_LISTEN && s->board && sock_ours(s)) {
 		sc__board_unlisten(s->board, s->ino);
-		atomic_store(&s->mode, M_TCP);
+		sock_set_mode(s, M_TCP);
 		LOG(2, "listener withdrawn from the board");
 	}
 	pthread_mutex_unlock(&s->lock);
@@ -837,12 +836,17 @@ void listener_withdraw(struct sc_sock *s)
 static void sw_fd(int fd)
 {
 	struct sc_sock *s = sock_get(fd);
-	if (s && atomic_load(&s->mode) == M_LISTEN)
+	enum sc_route rt = s ? sock_where(s) : RT_TCP;
+	if (rt == RT_LISTEN)
 		listener_withdraw(s);   /* the receiver accepts past us */
-	if (s && (atomic_load(&s->mode) == M_SPENDING || atomic_load(&s->mode) == M_PENDING))
+	if (rt == RT_SETTLING || rt == RT_PENDING) {
 		settle_now(fd, s);
-	if (s && atomic_load(&s->mode) == M_SHM)
-		s->owner == sc__pid() ? (void)sock_switch(fd, s) : (void)sw_request_owner(fd, s);
+		rt = sock_where(s);
+	}
+	if (rt == RT_SHM)
+		sock_switch(fd, s);
+	else if (rt == RT_INHERITED)
+		sw_request_owner(fd, s);
 	tcp_gate(s);            /* the receiver writes after our re-send */
 }
 

@@ -66,7 +66,7 @@ struct io_uring_params;
  * counted with its reason. */
 static void uring_sock(int fd, struct sc_sock *s, bool vforked)
 {
-	int mode = atomic_load(&s->mode);
+	int mode = sock_mode(s);
 	if (mode == M_LISTEN)
 		listener_withdraw(s);
 	else if (mode == M_SPENDING || mode == M_PENDING)
