@@ -13,6 +13,84 @@
 #include <time.h>
 #include <unistd.h>
 
+/* ---- scenarios ------------------------------------------------------- */
+
+static const char *t_prog = "test";     /* the program's base name */
+static const char *t_cur;               /* the scenario running, or NULL */
+static pid_t t_main_pid;                /* the process running them */
+static uint64_t t_seed_v;               /* t_seed's, once t_seed_have */
+static int t_seed_have;
+
+static void t_usage(FILE *f, const struct t_test *tests)
+{
+	fprintf(f, "usage: %s [--list | SCENARIO...]  (none: all, in order)\n"
+		"scenarios:", t_prog);
+	for (const struct t_test *t = tests; t->name; t++)
+		fprintf(f, " %s", t->name);
+	fputc('\n', f);
+}
+
+int t_main(int argc, char **argv, void (*setup)(void), const struct t_test *tests)
+{
+	const struct t_test **run;
+	size_t n = 0, nrun = 0;
+
+	if (argc > 0 && argv[0] && *argv[0]) {
+		const char *slash = strrchr(argv[0], '/');
+
+		t_prog = slash ? slash + 1 : argv[0];
+	}
+	while (tests[n].name)
+		n++;
+	if (argc == 2 && !strcmp(argv[1], "--list")) {
+		for (size_t i = 0; i < n; i++)
+			printf("%s\n", tests[i].name);
+		return 0;
+	}
+	if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+		t_usage(stdout, tests);
+		return 0;
+	}
+	run = calloc(n + (size_t)(argc > 1 ? argc : 1), sizeof *run);
+	if (!run)
+		T_FAIL("out of memory");
+	for (int i = 1; i < argc; i++) {
+		size_t k;
+
+		for (k = 0; k < n; k++)
+			if (!strcmp(argv[i], tests[k].name))
+				break;
+		if (k == n) {
+			if (argv[i][0] == '-')
+				fprintf(stderr, "%s: unknown option '%s'\n", t_prog, argv[i]);
+			else
+				fprintf(stderr, "%s: no scenario named '%s'\n", t_prog, argv[i]);
+			t_usage(stderr, tests);
+			return 2;
+		}
+		run[nrun++] = &tests[k];
+	}
+	if (argc < 2)
+		for (size_t i = 0; i < n; i++)
+			run[nrun++] = &tests[i];
+
+	t_main_pid = getpid();
+	if (setup)
+		setup();
+	for (size_t i = 0; i < nrun; i++) {
+		uint64_t t0 = t_now_ms();
+
+		t_cur = run[i]->name;
+		t_log("scenario %s", t_cur);
+		run[i]->fn();
+		t_log("scenario %s: ok (%llu ms)", t_cur,
+		      (unsigned long long)(t_now_ms() - t0));
+	}
+	t_cur = NULL;
+	free(run);
+	return 0;
+}
+
 /* ---- assertions ------------------------------------------------------ */
 
 void t_fail_(const char *file, int line, const char *fmt, ...)
@@ -25,6 +103,17 @@ void t_fail_(const char *file, int line, const char *fmt, ...)
 	va_end(ap);
 	fflush(stdout);
 	fprintf(stderr, "[%d] %s:%d: FAIL: %s\n", (int)getpid(), file, line, msg);
+	if (t_cur && getpid() == t_main_pid) {
+		char seed[48] = "";
+		const char *san = t_sanitizer();
+
+		if (t_seed_have)
+			snprintf(seed, sizeof seed, "SC_TEST_SEED=0x%llx ",
+				 (unsigned long long)t_seed_v);
+		fprintf(stderr, "[%d] scenario %s failed; alone: %smake check T=%s:%s%s%s\n",
+			(int)getpid(), t_cur, seed, t_prog, t_cur, san ? " SAN=" : "",
+			san ? san : "");
+	}
 	fflush(NULL);
 	/* _exit: other threads may still be inside the library. */
 	_exit(1);
@@ -120,21 +209,19 @@ void t_shuffle(struct t_rng *r, int *v, size_t n)
 
 uint64_t t_seed(void)
 {
-	static uint64_t seed;
-	static int have;
 	const char *e;
 
-	if (have)
-		return seed;
+	if (t_seed_have)
+		return t_seed_v;
 	e = getenv("SC_TEST_SEED");
 	if (e && *e)
-		seed = strtoull(e, NULL, 0);
+		t_seed_v = strtoull(e, NULL, 0);
 	else
-		seed = t_mix64(t_now_us() ^ ((uint64_t)getpid() << 32));
-	have = 1;
-	printf("seed: SC_TEST_SEED=0x%llx\n", (unsigned long long)seed);
+		t_seed_v = t_mix64(t_now_us() ^ ((uint64_t)getpid() << 32));
+	t_seed_have = 1;
+	printf("seed: SC_TEST_SEED=0x%llx\n", (unsigned long long)t_seed_v);
 	fflush(stdout);
-	return seed;
+	return t_seed_v;
 }
 
 #define T_PAT_K 0xd6e8feb86659fd93ull

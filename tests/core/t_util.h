@@ -2,11 +2,12 @@
 /*
  * Test helpers shared by tests/core/test_*.c (all names start with t_ / T_).
  *
- * Conventions: a test program exits 0 on success, 1 on failure, 77 when it
- * skips.  Failures print "[pid] file:line: message" to stderr.  Two-process
- * tests fork children with t_fork (children die with their parent), and the
- * main process of a test should not call the library before forking, so that
- * every child starts with fresh library state.
+ * Conventions: a test program is a list of named scenarios (T_MAIN below)
+ * and exits 0 on success, 1 on failure, 77 when it skips.  Failures print
+ * "[pid] file:line: message" to stderr.  Two-process tests fork children
+ * with t_fork (children die with their parent), and the main process of a
+ * test should not call the library before forking, so that every child
+ * starts with fresh library state.
  */
 #ifndef T_UTIL_H
 #define T_UTIL_H
@@ -18,6 +19,50 @@
 #include <sys/types.h>
 
 #include "shortcut.h"
+
+/* ---- scenarios -------------------------------------------------------- */
+
+/*
+ * A test program is a list of named scenarios, each a function:
+ *
+ *	T_TEST(shut_rd)
+ *	{
+ *		...assertions...
+ *	}
+ *	...
+ *	T_MAIN(NULL, T_ENTRY(shut_wr), T_ENTRY(shut_rd))
+ *
+ * T_MAIN defines main(): with no argument it runs every scenario in the
+ * order listed, in this one process; `prog NAME...` runs those (in the
+ * order given); `prog --list` prints the names.  An unknown name, or any
+ * other option, prints the usage and exits 2.  The first argument of T_MAIN
+ * is the program's setup (NULL: none), called once after the arguments are
+ * checked and before the first scenario: what every scenario needs (pipes,
+ * a run directory, a skip when the machine cannot run the test).  A
+ * scenario must not rely on one run before it, so that it runs alone.  A
+ * program whose main does more (test_scribble) calls t_main itself with a
+ * table ending in { NULL, NULL }.
+ *
+ * When a scenario fails, the main process names it and how to run it alone
+ * (with the seed, when the program drew one).  make check T=PROG:NAME runs
+ * one scenario; tests/run-tests.sh takes PROG:NAME too.
+ */
+struct t_test {
+	const char *name;
+	void (*fn)(void);
+};
+
+#define T_TEST(name) static void t_test_##name(void)
+#define T_ENTRY(name) { #name, t_test_##name }
+
+int t_main(int argc, char **argv, void (*setup)(void), const struct t_test *tests);
+
+#define T_MAIN(setup, ...) \
+int main(int argc, char **argv) \
+{ \
+	static const struct t_test t_tests_[] = { __VA_ARGS__, { NULL, NULL } }; \
+	return t_main(argc, argv, (setup), t_tests_); \
+}
 
 /* ---- assertions ------------------------------------------------------ */
 
