@@ -943,7 +943,11 @@ static void ports_map(void)
 	t_log("ports map: ok");
 }
 
-int main(void)
+/* every scenario: a run directory of our own, removed at exit, and port
+ * 1000's board, which this process keeps */
+static struct sc_board *board;
+
+static void setup(void)
 {
 	if (!mkdtemp(rundir))
 		T_FAIL("mkdtemp: %s", strerror(errno));
@@ -951,25 +955,38 @@ int main(void)
 	atexit(cleanup);
 	T_ASSERT(sc__rundir() && !strcmp(sc__rundir(), rundir));
 
-	struct sc_board *b = sc__board(1000, true);
-	T_ASSERT(b);
-	T_EQ(b->magic, SC_BOARD_MAGIC);
-	T_EQ(b->version, SC_BOARD_VERSION);
-	T_EQ(b->port, 1000);
-
-	withdrawn(b);
-	declines(b);
-	tags(b);
-	pairing(b);
-	connecting(b);
-	listeners();
-	race(b, R_POST_DECLINE, "post vs claim/decline");
-	race(b, R_WITHDRAW_CLAIM, "withdraw vs claim");
-	race(b, R_CLAIM_CLAIM, "claim vs claim");
-	early(b);
-	lead_race(b);
-	bounded();
-	ports_map();
-	t_log("board: ok");
-	return 0;
+	board = sc__board(1000, true);
+	T_ASSERT(board);
+	T_EQ(board->magic, SC_BOARD_MAGIC);
+	T_EQ(board->version, SC_BOARD_VERSION);
+	T_EQ(board->port, 1000);
 }
+
+T_TEST(withdrawn) { withdrawn(board); }
+T_TEST(declines) { declines(board); }
+T_TEST(tags) { tags(board); }
+T_TEST(pairing) { pairing(board); }
+T_TEST(connecting) { connecting(board); }
+T_TEST(listeners) { listeners(); }
+T_TEST(race_post_decline) { race(board, R_POST_DECLINE, "post vs claim/decline"); }
+T_TEST(race_withdraw_claim) { race(board, R_WITHDRAW_CLAIM, "withdraw vs claim"); }
+T_TEST(race_claim_claim) { race(board, R_CLAIM_CLAIM, "claim vs claim"); }
+T_TEST(early) { early(board); }
+T_TEST(lead_race) { lead_race(board); }
+T_TEST(bounded) { bounded(); }
+T_TEST(ports_map) { ports_map(); }
+
+T_MAIN(setup,
+       T_ENTRY(withdrawn),
+       T_ENTRY(declines),
+       T_ENTRY(tags),
+       T_ENTRY(pairing),
+       T_ENTRY(connecting),
+       T_ENTRY(listeners),
+       T_ENTRY(race_post_decline),
+       T_ENTRY(race_withdraw_claim),
+       T_ENTRY(race_claim_claim),
+       T_ENTRY(early),
+       T_ENTRY(lead_race),
+       T_ENTRY(bounded),
+       T_ENTRY(ports_map))

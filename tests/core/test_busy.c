@@ -74,7 +74,7 @@ static int client(const char *path, void *arg)
 	return 0;
 }
 
-int main(void)
+T_TEST(ping_pong)
 {
 	char path[T_PATH_MAX];
 
@@ -83,5 +83,6 @@ int main(void)
 	/* one second of spin: longer than any turn-around here */
 	setenv("SHORTCUT_SPIN_US", "1000000", 1);
 	t_run_pair(t_listen_path(path), server, client, NULL);
-	return 0;
 }
+
+T_MAIN(NULL, T_ENTRY(ping_pong))

@@ -134,16 +134,27 @@ static int gone_client(const char *path, void *arg)
 	return 0;
 }
 
-int main(void)
+/* no spin: a waiter sleeps on the channel at once (both scenarios) */
+static void setup(void)
+{
+	setenv("SHORTCUT_SPIN_US", "0", 1);
+}
+
+T_TEST(shared)
 {
 	char path[T_PATH_MAX];
 
 	t_log("two blocked threads, two connections, one shared channel, no spin");
-	setenv("SHORTCUT_SPIN_US", "0", 1);
 	rounds = (long)t_scale(3000, 500);
 	t_run_pair(t_listen_path(path), shared_server, shared_client, NULL);
+}
+
+T_TEST(peer_gone)
+{
+	char path[T_PATH_MAX];
 
 	t_log("a connection whose peer sent, closed and exited can still be polled");
 	t_run_pair(t_listen_path(path), gone_server, gone_client, NULL);
-	return 0;
 }
+
+T_MAIN(setup, T_ENTRY(shared), T_ENTRY(peer_gone))

@@ -121,17 +121,33 @@ static void run(const char *var, const char *val, int expect)
 		  "want exactly one line on stderr, got %d (%zu bytes)", lines, len);
 }
 
-int main(void)
+T_TEST(none)
 {
 	run(NULL, NULL, 0);
+}
+
+T_TEST(bufs)
+{
 	run("SHORTCUT_RMEM", "65536", 0);
 	run("SHORTCUT_WMEM", "65536", 0);
 	run("SHORTCUT_RMEM", "1", -EINVAL);
 	run("SHORTCUT_WMEM", "1", -EINVAL);
+}
+
+T_TEST(spin_us)
+{
 	run("SHORTCUT_SPIN_US", "abc", -EINVAL);
+}
+
+T_TEST(max_conns)
+{
 	run("SHORTCUT_MAX_CONNS", "0", -EINVAL);
-	/* SHORTCUT_GROUP: a group we are in (our own, by number), not one that
-	 * does not exist, nor one we are not in */
+}
+
+/* SHORTCUT_GROUP: a group we are in (our own, by number), not one that
+ * does not exist, nor one we are not in */
+T_TEST(group)
+{
 	char gid[16];
 	snprintf(gid, sizeof(gid), "%u", (unsigned)getegid());
 	run("SHORTCUT_GROUP", gid, 0);
@@ -149,5 +165,11 @@ int main(void)
 			break;
 		}
 	}
-	return 0;
 }
+
+T_MAIN(NULL,
+       T_ENTRY(none),
+       T_ENTRY(bufs),
+       T_ENTRY(spin_us),
+       T_ENTRY(max_conns),
+       T_ENTRY(group))

@@ -240,11 +240,17 @@ static void unsealed_region_not_mapped(void)
 	}
 }
 
-int main(void)
+T_TEST(unsealed_region)
+{
+	unsealed_region_not_mapped();
+}
+
+/* 1-6 above, on one connection */
+T_TEST(stream)
 {
 	char path[T_PATH_MAX];
-	unsealed_region_not_mapped();
 	t_listen_path(path);
 	t_run_pair(path, server, client, NULL);
-	return 0;
 }
+
+T_MAIN(NULL, T_ENTRY(unsealed_region), T_ENTRY(stream))

@@ -130,10 +130,11 @@ static int client(const char *path, void *arg)
 	return 0;
 }
 
-int main(void)
+T_TEST(forged)
 {
 	char path[T_PATH_MAX];
 	t_listen_path(path);
 	t_run_pair(path, server, client, NULL);
-	return 0;
 }
+
+T_MAIN(NULL, T_ENTRY(forged))

@@ -225,7 +225,7 @@ static int rdwr_client(const char *path, void *arg)
 	return 0;
 }
 
-int main(void)
+static void halfclose(int closer_is_client)
 {
 	char path[T_PATH_MAX];
 	uint64_t seed = t_seed();
@@ -233,26 +233,53 @@ int main(void)
 
 	a.seed1 = t_mix64(seed + 1);
 	a.seed2 = t_mix64(seed + 2);
+	a.closer_is_client = closer_is_client;
+	t_run_pair(t_listen_path(path), hc_server, hc_client, &a);
+}
 
+T_TEST(client_shut_wr)
+{
 	t_log("halfclose: client SHUT_WR -> server reads all then EOF, replies; "
 	      "client send after SHUT_WR = -EPIPE");
-	a.closer_is_client = 1;
-	t_run_pair(t_listen_path(path), hc_server, hc_client, &a);
+	halfclose(1);
+}
 
+T_TEST(server_shut_wr)
+{
 	t_log("halfclose: server SHUT_WR -> client reads all then EOF, replies; "
 	      "server send after SHUT_WR = -EPIPE");
-	a.closer_is_client = 0;
-	t_run_pair(t_listen_path(path), hc_server, hc_client, &a);
+	halfclose(0);
+}
+
+T_TEST(shut_rd)
+{
+	char path[T_PATH_MAX];
 
 	t_log("halfclose: SHUT_RD on the server -> its recv returns 0 at once, "
 	      "it can still send");
 	t_run_pair(t_listen_path(path), rd_server, rd_client, NULL);
+}
+
+T_TEST(shut_rd_fresh)
+{
+	char path[T_PATH_MAX];
 
 	t_log("halfclose: SHUT_RD on a fresh client connection -> recv 0");
 	t_run_pair(t_listen_path(path), rd2_server, rd2_client, NULL);
+}
+
+T_TEST(shut_rdwr)
+{
+	char path[T_PATH_MAX];
 
 	t_log("halfclose: SHUT_RDWR -> peer gets data then EOF, own send -EPIPE, "
 	      "own recv 0");
 	t_run_pair(t_listen_path(path), rdwr_server, rdwr_client, NULL);
-	return 0;
 }
+
+T_MAIN(NULL,
+       T_ENTRY(client_shut_wr),
+       T_ENTRY(server_shut_wr),
+       T_ENTRY(shut_rd),
+       T_ENTRY(shut_rd_fresh),
+       T_ENTRY(shut_rdwr))

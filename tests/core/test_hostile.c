@@ -300,16 +300,44 @@ static int zero_server(const char *path, void *arg)
 	return 0;
 }
 
-int main(void)
+/* the pipes that sequence a pair, for every scenario */
+static void setup(void)
 {
-	char path[T_PATH_MAX];
-
 	T_OK(pipe(go));
 	T_OK(pipe(done_));
 	T_OK(pipe(ready));
-	t_run_pair(t_listen_path(path), server, client, NULL);
-	t_run_pair(t_listen_path(path), raw_server, raw_unsealed, NULL);
-	t_run_pair(t_listen_path(path), pipe_server, pipe_client, NULL);
-	t_run_pair(t_listen_path(path), zero_server, zero_client, NULL);
-	return 0;
 }
+
+T_TEST(scribble)
+{
+	char path[T_PATH_MAX];
+
+	t_run_pair(t_listen_path(path), server, client, NULL);
+}
+
+T_TEST(unsealed_memfd)
+{
+	char path[T_PATH_MAX];
+
+	t_run_pair(t_listen_path(path), raw_server, raw_unsealed, NULL);
+}
+
+T_TEST(pipe_for_eventfd)
+{
+	char path[T_PATH_MAX];
+
+	t_run_pair(t_listen_path(path), pipe_server, pipe_client, NULL);
+}
+
+T_TEST(zero_length_msgs)
+{
+	char path[T_PATH_MAX];
+
+	t_run_pair(t_listen_path(path), zero_server, zero_client, NULL);
+}
+
+T_MAIN(setup,
+       T_ENTRY(scribble),
+       T_ENTRY(unsealed_memfd),
+       T_ENTRY(pipe_for_eventfd),
+       T_ENTRY(zero_length_msgs))

@@ -298,7 +298,7 @@ static int client(const char *path, void *arg)
 	return 0;
 }
 
-int main(void)
+T_TEST(thousand)
 {
 	char path[T_PATH_MAX];
 	long lim = t_raise_nofile();
@@ -315,5 +315,6 @@ int main(void)
 	t_log("many: %d connections between two processes, one completion channel "
 	      "on the server", NCONN);
 	t_run_pair(t_listen_path(path), server, client, NULL);
-	return 0;
 }
+
+T_MAIN(NULL, T_ENTRY(thousand))

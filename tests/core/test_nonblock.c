@@ -222,7 +222,8 @@ static int client(const char *path, void *arg)
 	return 0;
 }
 
-int main(void)
+/* the steps above, on one pair of processes */
+T_TEST(readiness)
 {
 	char path[T_PATH_MAX];
 
@@ -231,5 +232,6 @@ int main(void)
 	setenv("SHORTCUT_RMEM", "65536", 1);
 	setenv("SHORTCUT_WMEM", "65536", 1);
 	t_run_pair(t_listen_path(path), server, client, NULL);
-	return 0;
 }
+
+T_MAIN(NULL, T_ENTRY(readiness))

@@ -126,16 +126,29 @@ static int our_client(const char *path, void *arg)
 	return 0;
 }
 
-int main(void)
+static void setup(void)
 {
-	char path[T_PATH_MAX];
-
 	if (geteuid() != 0)
 		t_skip("needs root to be another user");
 	T_OK(pipe(ready));
 	T_OK(pipe(done_));
 	T_OK(pipe(ours));
-	t_run_pair(t_listen_path(path), our_server, other_client, NULL);
-	t_run_pair(t_listen_path(path), other_server, our_client, NULL);
-	return 0;
 }
+
+/* we listen; another user connects, then one of ours */
+T_TEST(other_connects)
+{
+	char path[T_PATH_MAX];
+
+	t_run_pair(t_listen_path(path), our_server, other_client, NULL);
+}
+
+/* another user listens; we must not connect */
+T_TEST(other_listens)
+{
+	char path[T_PATH_MAX];
+
+	t_run_pair(t_listen_path(path), other_server, our_client, NULL);
+}
+
+T_MAIN(setup, T_ENTRY(other_connects), T_ENTRY(other_listens))

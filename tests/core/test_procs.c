@@ -119,14 +119,34 @@ static uint64_t read_id(void)
 	return id;
 }
 
-int main(void)
+static pid_t main_pid;
+
+/* (at exit of this process, not of a child leaving through exit()) */
+static void cleanup(void)
+{
+	char cmd[128];
+	if (getpid() != main_pid)
+		return;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", rundir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", rundir);
+}
+
+/* every scenario: a run directory of our own (removed when the program
+ * passes), the pipes to the children */
+static void setup(void)
 {
 	if (!mkdtemp(rundir))
 		T_FAIL("mkdtemp: %s", strerror(errno));
 	setenv("SHORTCUT_RUNDIR", rundir, 1);
+	main_pid = getpid();
+	atexit(cleanup);
 	T_ASSERT(pipe(up) == 0 && pipe(down) == 0);
+}
 
-	/* 1 */
+/* 1 */
+T_TEST(self)
+{
 	uint64_t me = sc__self();
 	T_ASSERT(me != 0 && !(me & ~SC_PROC_ID_MASK));
 	T_EQ(sc__self(), me);
@@ -139,8 +159,15 @@ int main(void)
 	struct stat st;
 	T_ASSERT(stat("/proc/self/ns/pid", &st) == 0);
 	T_EQ(info.pidns, (uint64_t)st.st_ino);
+}
 
-	/* 2 */
+/* 2: the killed child's identity, which 5 uses too */
+static uint64_t dead_kid_id;
+
+static uint64_t killed_child(void)
+{
+	uint64_t me = sc__self();
+	struct sc_proc info;
 	pid_t kid = t_fork(own_child, NULL);
 	uint64_t kid_id = read_id();
 	T_ASSERT(kid_id && kid_id != me);
@@ -153,9 +180,19 @@ int main(void)
 	T_EQ(t_state_of(kid, kid), 'Z');        /* dead before it is reaped */
 	t_wait_status(kid);
 	T_ASSERT(sc__proc_alive(me));
+	return kid_id;
+}
 
-	/* 3 */
-	kid = t_fork(forker, NULL);
+T_TEST(killed_child)
+{
+	dead_kid_id = killed_child();
+}
+
+/* 3 */
+T_TEST(killed_forker)
+{
+	sc__self();                     /* ours made before the fork */
+	pid_t kid = t_fork(forker, NULL);
 	uint64_t fid = read_id();
 	pid_t grandkid = (pid_t)read_id();
 	T_ASSERT(sc__proc_alive(fid));
@@ -165,9 +202,16 @@ int main(void)
 	T_ASSERT(!sc__proc_alive(fid));
 	char go = 'g';
 	t_write_full(down[1], &go, 1);  /* the grandchild goes */
+}
 
-	/* 4 */
-	kid = t_fork(ns_parent, NULL);
+/* 4 */
+T_TEST(pid_namespace)
+{
+	struct sc_proc info;
+	struct stat st;
+	T_ASSERT(stat("/proc/self/ns/pid", &st) == 0);
+	sc__self();                     /* ours made before the fork */
+	pid_t kid = t_fork(ns_parent, NULL);
 	uint64_t ns_id = read_id();
 	if (ns_id) {
 		T_ASSERT(sc__proc_alive(ns_id));
@@ -182,18 +226,25 @@ int main(void)
 		t_log("no PID namespace (not root?): part 4 skipped");
 	}
 	t_wait_status(kid);
+}
 
-	/* 5 */
+/* 5 (run alone: 2 first, for a dead child's identity) */
+T_TEST(nonsense)
+{
+	uint64_t me = sc__self();
+	struct sc_proc info;
+	if (!dead_kid_id)
+		dead_kid_id = killed_child();
 	T_ASSERT(!sc__proc_alive(0));
 	T_ASSERT(!sc__proc_alive(me | 1ull << 60));
 	T_ASSERT(!sc__proc_alive(me ^ 1ull << 40));     /* our slot, another generation */
-	T_ASSERT(!sc__proc_alive(kid_id));
-	T_ASSERT(sc__proc_info(kid_id ^ 1ull << 40, &info) < 0);
-
-	char cmd[128];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", rundir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "could not remove %s\n", rundir);
-	t_log("procs: ok");
-	return 0;
+	T_ASSERT(!sc__proc_alive(dead_kid_id));
+	T_ASSERT(sc__proc_info(dead_kid_id ^ 1ull << 40, &info) < 0);
 }
+
+T_MAIN(setup,
+       T_ENTRY(self),
+       T_ENTRY(killed_child),
+       T_ENTRY(killed_forker),
+       T_ENTRY(pid_namespace),
+       T_ENTRY(nonsense))

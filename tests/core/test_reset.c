@@ -177,32 +177,51 @@ static int clean_client(const char *path, void *arg)
 	return 0;
 }
 
-int main(void)
+static void pair(int (*server)(const char *, void *), int (*client)(const char *, void *),
+		 struct rst_arg a)
 {
 	char path[T_PATH_MAX];
-	struct rst_arg a;
 
+	t_run_pair(t_listen_path(path), server, client, &a);
+}
+
+T_TEST(unread)
+{
 	t_log("reset: server closes with 1000 unread bytes -> client recv -ECONNRESET, "
 	      "send -ECONNRESET/-EPIPE");
-	a = (struct rst_arg){ .c2s = 1000, .s2c = 0, .linger0 = 0 };
-	t_run_pair(t_listen_path(path), rst_server, rst_client, &a);
+	pair(rst_server, rst_client, (struct rst_arg){ .c2s = 1000, .s2c = 0, .linger0 = 0 });
+}
 
+T_TEST(unread_after_data)
+{
 	t_log("reset: server sends 5000 bytes, then closes with unread bytes -> "
 	      "client gets a prefix of them, then -ECONNRESET (never EOF)");
-	a = (struct rst_arg){ .c2s = 1000, .s2c = 5000, .linger0 = 0 };
-	t_run_pair(t_listen_path(path), rst_server, rst_client, &a);
+	pair(rst_server, rst_client, (struct rst_arg){ .c2s = 1000, .s2c = 5000, .linger0 = 0 });
+}
 
+T_TEST(one_unread_byte)
+{
 	t_log("reset: server closes with 1 unread byte -> client -ECONNRESET");
-	a = (struct rst_arg){ .c2s = 1, .s2c = 0, .linger0 = 0 };
-	t_run_pair(t_listen_path(path), rst_server, rst_client, &a);
+	pair(rst_server, rst_client, (struct rst_arg){ .c2s = 1, .s2c = 0, .linger0 = 0 });
+}
 
+T_TEST(linger0)
+{
 	t_log("reset: sc_set_linger0 + close with nothing unread -> client -ECONNRESET");
-	a = (struct rst_arg){ .c2s = 0, .s2c = 0, .linger0 = 1 };
-	t_run_pair(t_listen_path(path), rst_server, rst_client, &a);
+	pair(rst_server, rst_client, (struct rst_arg){ .c2s = 0, .s2c = 0, .linger0 = 1 });
+}
 
+T_TEST(clean_close)
+{
 	t_log("reset: clean close after reading everything -> client gets all "
 	      "1000000 bytes (more than a ring), then 0");
-	a = (struct rst_arg){ .c2s = 3000, .s2c = 1000000, .linger0 = 0 };
-	t_run_pair(t_listen_path(path), clean_server, clean_client, &a);
-	return 0;
+	pair(clean_server, clean_client, (struct rst_arg){ .c2s = 3000, .s2c = 1000000,
+							   .linger0 = 0 });
 }
+
+T_MAIN(NULL,
+       T_ENTRY(unread),
+       T_ENTRY(unread_after_data),
+       T_ENTRY(one_unread_byte),
+       T_ENTRY(linger0),
+       T_ENTRY(clean_close))

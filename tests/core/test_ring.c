@@ -176,15 +176,21 @@ static void test_geometry(void)
 	T_EQ(sz, d + 255ull * (16384 + 65536));
 }
 
-int main(void)
-{
-	test_threshold();
-	test_cursor_valid();
-	test_wrap(0);
-	test_wrap(UINT64_MAX - 3 * SC_RING_MIN);
-	test_iov_skip();
-	test_hostile();
-	test_blocked_publishes();
-	test_geometry();
-	return 0;
-}
+T_TEST(threshold) { test_threshold(); }
+T_TEST(cursor_valid) { test_cursor_valid(); }
+T_TEST(wrap) { test_wrap(0); }
+T_TEST(wrap_u64) { test_wrap(UINT64_MAX - 3 * SC_RING_MIN); }
+T_TEST(iov_skip) { test_iov_skip(); }
+T_TEST(hostile) { test_hostile(); }
+T_TEST(blocked_publishes) { test_blocked_publishes(); }
+T_TEST(geometry) { test_geometry(); }
+
+T_MAIN(NULL,
+       T_ENTRY(threshold),
+       T_ENTRY(cursor_valid),
+       T_ENTRY(wrap),
+       T_ENTRY(wrap_u64),
+       T_ENTRY(iov_skip),
+       T_ENTRY(hostile),
+       T_ENTRY(blocked_publishes),
+       T_ENTRY(geometry))

@@ -237,10 +237,8 @@ static long victim_wait(struct sc_conn *c, int how, struct sc_chan *ch)
 	return -EINVAL;
 }
 
-int main(int argc, char **argv)
+T_TEST(attacks)
 {
-	if (argc == 7 && !strcmp(argv[1], "attacker"))
-		return attacker(argv);
 	uint64_t seed = t_seed();
 	int rounds = (int)t_scale(2 * W_MAX * S_MAX, 2 * W_MAX * S_MAX);
 	char lpath[T_PATH_MAX];
@@ -331,5 +329,17 @@ int main(int argc, char **argv)
 		t_fd_dump("after the rounds");
 	T_EQ(fds, fds0);
 	T_EQ(maps, maps0);
-	return 0;
+}
+
+static const struct t_test tests[] = {
+	T_ENTRY(attacks),
+	{ NULL, NULL }
+};
+
+int main(int argc, char **argv)
+{
+	/* an attacker: this program run again by spawn_attacker */
+	if (argc == 7 && !strcmp(argv[1], "attacker"))
+		return attacker(argv);
+	return t_main(argc, argv, NULL, tests);
 }

@@ -185,7 +185,8 @@ static int client(const char *path, void *arg)
 	return 0;
 }
 
-int main(void)
+/* 1-4 above, on one connection */
+T_TEST(reader_writer)
 {
 	char path[T_PATH_MAX];
 
@@ -194,5 +195,6 @@ int main(void)
 	setenv("SHORTCUT_RMEM", "65536", 1);
 	setenv("SHORTCUT_WMEM", "65536", 1);
 	t_run_pair(t_listen_path(path), server, client, NULL);
-	return 0;
 }
+
+T_MAIN(NULL, T_ENTRY(reader_writer))

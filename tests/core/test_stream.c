@@ -363,16 +363,26 @@ static void run_case(const char *name, uint64_t total, uint32_t ring)
 	t_log("stream %s: ok (%llu ms)", name, (unsigned long long)(t_now_ms() - t0));
 }
 
-int main(void)
+/* The main process never calls the library: each case runs in fresh
+ * children, which read SHORTCUT_* on first use. */
+static uint64_t total_bytes(void)
 {
-	/* The main process never calls the library: each case runs in fresh
-	 * children, which read SHORTCUT_* on first use. */
 	uint64_t total = t_scale(64u << 20, 8u << 20);
 	const char *mb = getenv("SC_TEST_STREAM_MB");   /* override, for debugging */
 
 	if (mb && *mb)
 		total = strtoull(mb, NULL, 0) << 20;
-	run_case("default rings", total, 0);
-	run_case("SHORTCUT_RMEM=SHORTCUT_WMEM=16384", total, 16384);
-	return 0;
+	return total;
 }
+
+T_TEST(default_rings)
+{
+	run_case("default rings", total_bytes(), 0);
+}
+
+T_TEST(small_rings)
+{
+	run_case("SHORTCUT_RMEM=SHORTCUT_WMEM=16384", total_bytes(), 16384);
+}
+
+T_MAIN(NULL, T_ENTRY(default_rings), T_ENTRY(small_rings))

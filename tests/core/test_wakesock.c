@@ -103,7 +103,7 @@ static int honest(void *arg)
 	return 0;
 }
 
-int main(void)
+T_TEST(hostile_peer)
 {
 	T_OK(pipe(bound));
 	T_OK(pipe(tampered));
@@ -121,5 +121,6 @@ int main(void)
 	kill(o, SIGKILL);
 	t_wait_status(h);
 	t_wait_status(o);
-	return 0;
 }
+
+T_MAIN(NULL, T_ENTRY(hostile_peer))

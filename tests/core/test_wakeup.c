@@ -185,14 +185,22 @@ static int recycled_cell(void *arg)
 	return 0;
 }
 
-int main(void)
-{
-	static const char *spins[] = { "0", "1", "3" };
-	char path[T_PATH_MAX];
-	uint64_t total = t_scale(32 << 20, 4 << 20);
+static const char *spins[] = { "0", "1", "3" };
 
+T_TEST(flag_owner)
+{
 	t_wait_ok(t_fork(flag_owner, NULL));
+}
+
+T_TEST(recycled_cell)
+{
 	t_wait_ok(t_fork(recycled_cell, NULL));
+}
+
+T_TEST(ping_pong)
+{
+	char path[T_PATH_MAX];
+
 	rounds = (long)t_scale(40000, 3000);
 	for (int k = 0; k < 3; k++) {
 		setenv("SHORTCUT_SPIN_US", spins[k], 1);
@@ -201,6 +209,14 @@ int main(void)
 			t_run_pair(t_listen_path(path), server, client, NULL);
 		}
 	}
+	unsetenv("SHORTCUT_SPIN_US");
+}
+
+T_TEST(stream)
+{
+	char path[T_PATH_MAX];
+	uint64_t total = t_scale(32 << 20, 4 << 20);
+
 	setenv("SHORTCUT_RMEM", "16K", 1);
 	setenv("SHORTCUT_WMEM", "16K", 1);
 	for (int k = 0; k < 3; k++) {
@@ -208,5 +224,13 @@ int main(void)
 		t_log("stream through 16 KiB rings, SHORTCUT_SPIN_US=%s", spins[k]);
 		t_run_pair(t_listen_path(path), st_server, st_client, &total);
 	}
-	return 0;
+	unsetenv("SHORTCUT_SPIN_US");
+	unsetenv("SHORTCUT_RMEM");
+	unsetenv("SHORTCUT_WMEM");
 }
+
+T_MAIN(NULL,
+       T_ENTRY(flag_owner),
+       T_ENTRY(recycled_cell),
+       T_ENTRY(ping_pong),
+       T_ENTRY(stream))

@@ -377,7 +377,8 @@ static int client(const char *path, void *arg)
 	return 0;
 }
 
-int main(void)
+/* 1-6 above, one pair of processes */
+T_TEST(sndbuf_rcvbuf)
 {
 	char path[T_PATH_MAX];
 
@@ -386,5 +387,6 @@ int main(void)
 	setenv("SHORTCUT_RMEM", "65536", 1);
 	setenv("SHORTCUT_WMEM", "65536", 1);
 	t_run_pair(t_listen_path(path), server, client, NULL);
-	return 0;
 }
+
+T_MAIN(NULL, T_ENTRY(sndbuf_rcvbuf))
