@@ -136,12 +136,14 @@ $(B)/asan/%: tests/core/%.c $(T_SRC) $(T_HDRS) $(LIB_SRC) $(HDRS) | $(B)/asan
 $(B)/tsan/%: tests/core/%.c $(T_SRC) $(T_HDRS) $(LIB_SRC) $(HDRS) | $(B)/tsan
 	$(CC) $(BASE) $(INC_rundir) $(WARN) -O1 -g $(SAN_TSAN) -Itests/core -o $@ $< $(T_SRC) $(LIB_SRC)
 
-# (TESTS=test_ring on the command line: that one only)
-test-unit: all $(addprefix $(B)/t/,$(TESTS))
+# (TESTS=test_ring on the command line: that one only; TESTS=test_ring:wrap
+# that scenario of it: the programs to build are the names before the colon)
+T_PROGS = $(sort $(foreach t,$(TESTS),$(firstword $(subst :, ,$(t)))))
+test-unit: all $(addprefix $(B)/t/,$(T_PROGS))
 	tests/run-tests.sh $(B)/t $(TESTS)
-test-asan: $(addprefix $(B)/asan/,$(TESTS))
+test-asan: $(addprefix $(B)/asan/,$(T_PROGS))
 	SC_TEST_SANITIZER=asan tests/run-tests.sh $(B)/asan $(TESTS)
-test-tsan: $(addprefix $(B)/tsan/,$(TESTS))
+test-tsan: $(addprefix $(B)/tsan/,$(T_PROGS))
 	SC_TEST_SANITIZER=tsan tests/run-tests.sh $(B)/tsan $(TESTS)
 
 # the interposer against the kernel: each program of tests/preload/<family>/

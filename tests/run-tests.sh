@@ -2,6 +2,8 @@
 # SPDX-License-Identifier: MIT
 # Run test programs, each in its own process with a time limit.
 #   tests/run-tests.sh DIR TEST...      e.g. tests/run-tests.sh build/t test_stream
+# TEST is a program (all its scenarios) or PROGRAM:SCENARIO[,SCENARIO...]
+# (those only), e.g. test_halfclose:shut_rd; `DIR/PROGRAM --list` names them.
 # Exit status 0 = pass, 77 = skip, anything else = fail.
 # SC_TEST_SANITIZER=asan|tsan selects sanitizer runtime options.
 set -u
@@ -39,7 +41,11 @@ skip=0
 failed=()
 for t in "$@"; do
 	name=${t##*/}
-	prog=$dir/$name
+	prog=$dir/${name%%:*}
+	scen=()
+	case $name in
+	*:*) IFS=, read -r -a scen <<<"${name#*:}" ;;
+	esac
 	if [ ! -x "$prog" ]; then
 		echo "FAIL $name (not found: $prog)"
 		fail=$((fail + 1))
@@ -48,7 +54,7 @@ for t in "$@"; do
 	fi
 	echo "--- $name"
 	start=$(date +%s%N)
-	timeout -k 10 "$limit" "$prog"
+	timeout -k 10 "$limit" "$prog" "${scen[@]}"
 	rc=$?
 	ms=$((($(date +%s%N) - start) / 1000000))
 	case $rc in
@@ -63,6 +69,8 @@ for t in "$@"; do
 	*)
 		if [ $rc -eq 124 ]; then
 			echo "FAIL $name (exit $rc: timed out after ${limit}s)"
+		elif [ $rc -eq 2 ]; then
+			echo "FAIL $name (exit 2: no such scenario? $prog --list names them)"
 		else
 			echo "FAIL $name (exit $rc)"
 		fi
