@@ -3,6 +3,9 @@
 # One test of any kind, by name (make check T=NAME [SAN=asan|tsan]):
 #   test_ring, tests/core/test_ring.c     a unit test: built and run (plain;
 #                                         SAN=asan or SAN=tsan: that build)
+#   test_halfclose:shut_rd                one scenario of a unit test (or
+#                                         several: test_ring:wrap,geometry;
+#                                         build/t/test_ring --list names them)
 #   sem_dup, setup/sem_dup, a path        a preload oracle program: kernel TCP
 #                                         vs `shortcut run` (SAN=asan: the
 #                                         interposer built with ASan+UBSan)
@@ -62,12 +65,30 @@ case "$t" in
 	;;
 esac
 
+# a unit test's scenarios: PROGRAM:SCENARIO[,SCENARIO...]
+scen=
+case "$t" in
+*:*)
+	scen=${t#*:}
+	t=${t%%:*}
+	[ -n "$scen" ] || { echo "check: $t: which scenario? (build/t/$t --list)" >&2; exit 2; }
+	;;
+esac
+
 name=${t%.c}
 base=${name##*/}
 is_unit=
 is_py=
 [ -f "tests/core/$base.c" ] && case "$base" in test_*) is_unit=1 ;; esac
 [ -f "tests/integration/$base.py" ] && is_py=1
+if [ -n "$scen" ]; then
+	[ -n "$is_unit" ] || {
+		echo "check: $t:$scen: a scenario of a unit test (tests/core/test_*.c:NAME);" \
+			"no tests/core/$base.c" >&2
+		exit 2
+	}
+	unit "$base:$scen"
+fi
 if [ -n "$is_unit" ] && [ -n "$is_py" ]; then
 	case "$t" in
 	*.c | */*) is_py= ;;
