@@ -23,7 +23,6 @@ once (seconds); `make clean` removes it.
 import fcntl
 import glob
 import hashlib
-import json
 import os
 import re
 import resource
@@ -38,13 +37,9 @@ import time
 
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-BUILD = os.path.join(ROOT, "build")
+from helpers import BUILD, LIB, PEERS, PROGRAMS, ROOT, SHORTCUT, clean_env, kill_group  # noqa: F401
+
 CACHE = os.path.join(BUILD, "containers")
-SHORTCUT = os.path.join(BUILD, "shortcut")
-LIB = os.path.join(BUILD, "libshortcut.so")
-PEERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers")
-PROGRAMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs")
 
 WATCHDOG = 20   # a failure detector only: every wait ends on an event
 
@@ -578,23 +573,13 @@ def shm_rundir(prefix="sc-ctr-"):
 
 
 def host_env(rundir, **extra):
-    e = {k: v for k, v in os.environ.items() if not k.startswith("SHORTCUT_") and
-         k != "LD_PRELOAD"}
-    e["SHORTCUT_RUNDIR"] = rundir
-    e.update(extra)
-    return e
+    return clean_env(rundir, extra)
 
 
 def sc(rundir, *args, timeout=30, **extra):
     """`build/shortcut ARGS` on the host, with that run directory."""
     return subprocess.run([SHORTCUT] + list(args), capture_output=True, text=True,
                           env=host_env(rundir, **extra), timeout=timeout)
-
-
-def stats(rundir):
-    r = sc(rundir, "stats", "--json")
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
 
 
 def listing(rundir):
@@ -668,12 +653,7 @@ class Netns:
 
     def close(self):
         for p in self.procs:
-            if p.poll() is None:
-                try:
-                    os.killpg(p.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            p.wait(30)
+            kill_group(p, 30)
         for ns in [self.server] + self.clients:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 

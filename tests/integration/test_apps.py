@@ -42,9 +42,10 @@ import time
 
 import pytest
 
-from test_runtimes import ROOT, Run, check_shm, free_port, need_tool, pg_bindir, result_line, signame, tail
+from helpers import HERE, ROOT, free_port, signame, tail
+from test_runtimes import Run, check_shm, need_tool, pg_bindir, result_line
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "apps"))
+sys.path.insert(0, os.path.join(HERE, "apps"))
 import appbuild  # noqa: E402  (what bench/apps.py builds and starts too)
 import appconf  # noqa: E402
 
@@ -65,11 +66,8 @@ def built(fn, *args):
 
 @pytest.fixture
 def sc():
-    r = Run()
-    try:
+    with Run() as r:
         yield r
-    finally:
-        r.finish()
 
 
 def brief(st):

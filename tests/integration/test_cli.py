@@ -10,8 +10,8 @@ import subprocess
 
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-SHORTCUT = os.path.join(ROOT, "build", "shortcut")
+from helpers import ROOT, SHORTCUT, clean_env, stats
+
 BUSY = os.path.join(ROOT, "build", "t", "test_busy")
 
 
@@ -153,15 +153,13 @@ def test_blocking_client_makes_no_eventfd_per_connection(tmp_path):
     client once the connection settles: 200 connections make a few
     eventfds (the process's), not one each (made, moved high and closed,
     it cost four system calls a connection)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SHORTCUT_")}
-    env["SHORTCUT_RUNDIR"] = str(tmp_path / "rd")
+    env = clean_env(tmp_path / "rd")
     out = tmp_path / "strace.txt"
     r = subprocess.run(["strace", "-f", "-c", "-o", str(out), SHORTCUT, "run", "python3", "-c",
                         BLOCKING], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
-    st = subprocess.run([SHORTCUT, "stats", "--json"], capture_output=True, text=True,
-                        env=env, timeout=30)
-    assert json.loads(st.stdout)["conns_accelerated"] == 400, st.stdout
+    st = stats(env)
+    assert st["conns_accelerated"] == 400, st
     m = re.search(r"^.*\s(\d+)(?:\s+\d+)?\s+eventfd2$", out.read_text(), re.M)
     made = int(m.group(1)) if m else 0
     assert made < 20, out.read_text()
@@ -173,13 +171,10 @@ PAIR = ("import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(
 
 
 def run_pair_in_one(tmp_path, *opts):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SHORTCUT_")}
-    env["SHORTCUT_RUNDIR"] = str(tmp_path / "rd")
+    env = clean_env(tmp_path / "rd")
     r = subprocess.run([SHORTCUT, "run", *opts, "python3", "-c", PAIR], capture_output=True,
                        text=True, env=env, timeout=60)
-    st = subprocess.run([SHORTCUT, "stats", "--json"], capture_output=True, text=True,
-                        env=env, timeout=30)
-    return r, json.loads(st.stdout)
+    return r, stats(env)
 
 
 def test_run_verbose_logs_outcome(tmp_path):

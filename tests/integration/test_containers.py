@@ -33,6 +33,7 @@ import time
 import pytest
 
 import containers as C
+from helpers import stats
 
 PY = ["python3", C.CTR_PEERS + "/ctr.py"]
 HOST_PY = [sys.executable, os.path.join(C.PEERS, "ctr.py")]
@@ -123,7 +124,7 @@ def test_four_client_containers_one_server(bench, rundir):
     srv.send("quit")
     rc, out, err = srv.finish()
     assert rc == 0 and "server-error" not in out, (out, err[-2000:])
-    accelerated(C.stats(rundir), 2 * 4 * 3)
+    accelerated(stats(rundir), 2 * 4 * 3)
 
 
 def pod(bench, what, rundir_mode):
@@ -179,7 +180,7 @@ def test_pod_app_and_sidecar_call_each_other(bench, rundir, rundir_mode):
         c.send("quit")
         rc, out, err = c.finish()
         assert rc == 0 and "server-error" not in out, (c.name, out, err[-2000:])
-    accelerated(st or C.stats(rundir), 2 * 2 * 3 * 5)
+    accelerated(st or stats(rundir), 2 * 2 * 3 * 5)
 
 
 POD_ROUNDS = int(os.environ.get("POD_ROUNDS", "1000"))
@@ -227,7 +228,7 @@ def test_pod_style_many_rounds(rundir, pidns):
     finally:
         ns.close()
     assert not bad, bad
-    accelerated(C.stats(rundir), 2 * 2 * 2 * (POD_ROUNDS // runs) * runs)
+    accelerated(stats(rundir), 2 * 2 * 2 * (POD_ROUNDS // runs) * runs)
 
 
 # ---- a server killed at each set-up stage ----------------------------------
@@ -274,7 +275,7 @@ def test_server_killed_at_each_setup_stage(bench, rundir, stage):
         raise AssertionError("%s: the client did not see the end in 10 s (a hang): %s\n"
                              "client's log: %s" % (stage, e, cli.err.text()[-1500:]))
     took = float(w[2]) - t0
-    scenario(C.stats(rundir), notice=took, note="the client saw " + w[1])
+    scenario(stats(rundir), notice=took, note="the client saw " + w[1])
     assert w[1] in ("eof", "reset"), (stage, w)
     assert took <= NOTICE, "%s: the client saw the end %.3f s after the kill (pid %d)" % (
         stage, took, pid)
@@ -325,7 +326,7 @@ def test_same_source_port_two_netns_never_mispaired(rundir, pidns):
     finally:
         ns.close()
     mis = [s for s in server_said if s.startswith("misdelivered")]
-    st = C.stats(rundir)
+    st = stats(rundir)
     scenario(st, note="%d rounds of 2 clients: %d mis-pairings, %d client reports not ok" % (
         ROUNDS, len(mis), len(bad)))
     assert not bad and not server_said, "%d rounds of %d: %d client reports not ok, %d " \
@@ -405,7 +406,7 @@ def test_tools_across_pid_namespaces(bench, rundir, viewer):
     for c in (cli, srv):
         rc, out, err = c.finish()
         assert rc == 0 and "server-error" not in out, (c.name, out, err[-2000:])
-    st = C.stats(rundir)
+    st = stats(rundir)
     scenario(st, note="`off --wait` returned after %.0f ms; %d ends switched to TCP by it" % (
         took * 1000, st["conns_switched_to_tcp"]))
     assert st["conns_accelerated"] == 6 and st["conns_switched_to_tcp"] == 6, st
@@ -530,7 +531,7 @@ def test_redis_benchmark_two_containers(bench, rundir):
         assert set(got) == {"SET", "GET"}, text[-2000:]
         for k, v in got.items():
             rates.setdefault(k, []).append(float(v))
-    st = C.stats(rundir)
+    st = stats(rundir)
     scenario(st, note="2 x redis-benchmark -c 10 at once")
     assert st["conns_accelerated"] >= 2 * 2 * 10 and st["conns_fallback"] == 0, st
     tsrv, touts = redis_pair(bench, False, "t")
@@ -610,7 +611,7 @@ def test_cdi_device_two_containers(bench, rundir, cdi_device):
     srv.send("quit")
     rc, out, err = srv.finish()
     assert rc == 0 and "server-error" not in out, (out, err[-2000:])
-    accelerated(C.stats(rundir), 4)
+    accelerated(stats(rundir), 4)
 
 
 def test_make_install_cdi(tmp_path):

@@ -10,17 +10,13 @@ stats show the payload went into the region.
 
 Run one:  python3 -m pytest -q tests/integration/test_devmem.py -k hold
 """
-import json
 import os
-import shutil
 import subprocess
-import tempfile
 
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-SHORTCUT = os.path.join(ROOT, "build", "shortcut")
-PROGRAMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs")
+from helpers import PROGRAMS, SHORTCUT, clean_env, stats
+
 HANG = 120      # a hang guard, never a deadline the test relies on
 
 
@@ -38,40 +34,20 @@ def progs(tmp_path_factory):
     return exes
 
 
-@pytest.fixture
-def rundir():
-    d = tempfile.mkdtemp(prefix="sc-dm-")
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
-
-
-def env(rundir):
-    e = {k: v for k, v in os.environ.items() if not k.startswith("SHORTCUT_")}
-    e.pop("LD_PRELOAD", None)
-    e["SHORTCUT_RUNDIR"] = rundir
-    return e
-
-
-def stats(rundir):
-    r = subprocess.run([SHORTCUT, "stats", "--json"], env=env(rundir), capture_output=True,
-                       timeout=HANG, check=True)
-    return json.loads(r.stdout)
-
-
 def kv(line):
     return {k: int(v) for k, v in (w.split("=") for w in line.split()[2:])}
 
 
 def run_pair(progs, rundir, server_args, client_args, client_input=None):
     srv = subprocess.Popen([SHORTCUT, "run", progs["devmem_nc"], "server", *server_args],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env(rundir),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env(rundir),
                            text=True)
     try:
         first = srv.stdout.readline()
         assert first.startswith("port "), (first, srv.stderr.read())
         port = first.split()[1]
         cli = subprocess.run([SHORTCUT, "run", progs["devmem_nc"], "client", port,
-                              *client_args], env=env(rundir), capture_output=True, text=True,
+                              *client_args], env=clean_env(rundir), capture_output=True, text=True,
                              timeout=HANG, input=client_input)
         assert cli.returncode == 0, (cli.stdout, cli.stderr)
         out, err = srv.communicate(timeout=HANG)
@@ -140,7 +116,7 @@ def test_switch_back_to_tcp_mid_stream(progs, rundir):
     in flight in the region is re-sent first, every byte checked once and
     in order."""
     srv = subprocess.Popen([SHORTCUT, "run", progs["devmem_nc"], "server", "--pages", "256"],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env(rundir),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env(rundir),
                            text=True)
     cli = None
     try:
@@ -148,9 +124,9 @@ def test_switch_back_to_tcp_mid_stream(progs, rundir):
         cli = subprocess.Popen([SHORTCUT, "run", progs["devmem_nc"], "client", port,
                                 str(16 * MIB), "--pause-at", str(8 * MIB)],
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, env=env(rundir), text=True)
+                               stderr=subprocess.PIPE, env=clean_env(rundir), text=True)
         assert cli.stdout.readline().startswith("paused")
-        off = subprocess.run([SHORTCUT, "off"], env=env(rundir), capture_output=True,
+        off = subprocess.run([SHORTCUT, "off"], env=clean_env(rundir), capture_output=True,
                              timeout=HANG)
         assert off.returncode == 0, off
         cli.stdin.write("go\n")
@@ -208,7 +184,7 @@ ERRORS = [
 
 
 def test_error_table(progs, rundir):
-    r = subprocess.run([SHORTCUT, "run", progs["devmem_errors"]], env=env(rundir),
+    r = subprocess.run([SHORTCUT, "run", progs["devmem_errors"]], env=clean_env(rundir),
                        capture_output=True, text=True, timeout=HANG)
     assert r.returncode == 0, (r.stdout, r.stderr)
     got = [tuple(l.split(": ", 1)) for l in r.stdout.splitlines()]

@@ -8,16 +8,13 @@ comes after the sends: the path is deterministic.  Every byte must arrive
 once and in order, whatever part went early, and the log proves how many
 did."""
 import hashlib
-import os
 import re
 import subprocess
 import sys
-import tempfile
 
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-SHORTCUT = os.path.join(ROOT, "build", "shortcut")
+from helpers import SHORTCUT
 EARLY_MAX = 248         # SC_EARLY_MAX
 
 SERVER = r"""
@@ -68,10 +65,7 @@ def stream(sizes):
     ([100, 100, 100], False, EARLY_MAX),        # appended send by send
     ([100], True, 0),                           # MSG_MORE: held, not early
 ])
-def test_early_bytes(sizes, more, early):
-    rundir = tempfile.mkdtemp(prefix="sc-early-")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SHORTCUT_") and k != "LD_PRELOAD"}
-    env["SHORTCUT_RUNDIR"] = rundir
+def test_early_bytes(sizes, more, early, env):
     senv = dict(env, SHORTCUT_LOG="3")
     total = sum(sizes)
     srv = subprocess.Popen([SHORTCUT, "run", sys.executable, "-c", SERVER, str(total)],

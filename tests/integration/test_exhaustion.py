@@ -37,8 +37,8 @@ import time
 
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-SHORTCUT = os.path.join(ROOT, "build", "shortcut")
+from helpers import SHORTCUT, stat, stats
+
 WATCHDOG = 60
 CONNS = int(os.environ.get("EXHAUST_CONNS", "2000"))
 
@@ -157,28 +157,6 @@ class Peer:
         self.p.wait()
 
 
-@pytest.fixture
-def env():
-    if not os.access(SHORTCUT, os.X_OK):
-        pytest.skip("build/shortcut not built")
-    d = tempfile.mkdtemp(prefix="sc-exh-")
-    e = {k: v for k, v in os.environ.items() if not k.startswith("SHORTCUT_") and k != "LD_PRELOAD"}
-    e["SHORTCUT_RUNDIR"] = d
-    e["PYTHONUNBUFFERED"] = "1"
-    yield e
-    shutil.rmtree(d, ignore_errors=True)
-
-
-def stats(env):
-    return json.loads(subprocess.run([SHORTCUT, "stats", "--json"], capture_output=True, text=True,
-                                     env=env, timeout=WATCHDOG).stdout)
-
-
-def stat_rows(env):
-    return json.loads(subprocess.run([SHORTCUT, "stat", "--json"], capture_output=True, text=True,
-                                     env=env, timeout=WATCHDOG).stdout)
-
-
 def both(run, env):
     """run(env, accel) on kernel TCP, then under shortcut (a fresh run
     directory): their transcripts, and what each measured."""
@@ -245,7 +223,7 @@ def test_many_connections_one_pair(env):
                     st = stats(env)
                     assert st["conns_accelerated"] == 2 * CONNS + 2, st
                     assert st["conns_fallback"] == 0, st
-                    rows = stat_rows(env)
+                    rows = stat(env)
                     on_shm = sum(1 for x in rows if x["mode"] == "shm")
                     assert on_shm == len(rows) == 2 * min(CONNS, 4096), (on_shm, len(rows))
                 log.append(cli.ask("close"))
@@ -255,7 +233,7 @@ def test_many_connections_one_pair(env):
                 # no record of a closed connection; the second round
                 # reused the first's link groups (idle ones stay, an fd
                 # and a mapping each, until the peer goes)
-                assert stat_rows(env) == [], stat_rows(env)
+                assert stat(env) == [], stat(env)
                 (c0, s0), (c1, s1) = fig["after0"], fig["after1"]
                 assert c1[0] <= c0[0] and c1[1] <= c0[1], (c0, c1)
                 assert s1[0] <= s0[0] and s1[1] <= s0[1], (s0, s1)
@@ -510,7 +488,7 @@ def test_backlog_flooded_by_one_client(env):
                    "accepted_before": int(served[2]),
                    "flood_connected": int(fl.ask("count")[1])}
             if accel:
-                rows = stat_rows(env)
+                rows = stat(env)
                 mine = [x["mode"] for x in rows if x["pid"] == g.pid]
                 assert mine == ["shm"], rows
                 fig["flood_modes"] = sorted(x["mode"] + ":" + x["fallback"] for x in rows
@@ -611,17 +589,17 @@ def test_fd_limit_lowered_mid_run(env):
             log.append(cli.ask("lower"))
             log.append(cli.line("used"))
             if accel:
-                rows = [r for r in stat_rows(env) if r["pid"] == cli.pid]
+                rows = [r for r in stat(env) if r["pid"] == cli.pid]
                 modes = sorted((r["mode"], r["fallback"]) for r in rows)
                 assert modes.count(("shm", "")) == 8, modes
                 assert modes.count(("tcp", "limits")) == len(rows) - 8 > 0, modes
             log.append(cli.ask("raise", 4))
             if accel:
-                rows = [r for r in stat_rows(env) if r["pid"] == cli.pid]
+                rows = [r for r in stat(env) if r["pid"] == cli.pid]
                 assert sum(r["mode"] == "shm" for r in rows) == 12, rows
             log.append(cli.ask("fill"))
             if accel:
-                rows = [r for r in stat_rows(env) if r["pid"] == cli.pid]
+                rows = [r for r in stat(env) if r["pid"] == cli.pid]
                 modes = sorted((r["mode"], r["fallback"]) for r in rows)
                 assert modes == [("shm", "")] * 12 + [("tcp", "limits")] * 2, modes
             return log, None
@@ -676,7 +654,7 @@ def test_address_space_limit_mid_run(env):
             cli = Peer(env, accel, ASLIMIT, srv.line("port")[1])
             log = [cli.ask("open", 2), cli.ask("lower"), cli.ask("open", 8), cli.ask("open", 0)]
             if accel:
-                rows = [r for r in stat_rows(env) if r["pid"] == cli.pid]
+                rows = [r for r in stat(env) if r["pid"] == cli.pid]
                 modes = sorted((r["mode"], r["fallback"]) for r in rows)
                 assert modes == [("shm", "")] * 2 + [("tcp", "no_memory")] * 8, modes
             return log, None

@@ -28,8 +28,8 @@ import threading
 
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-PROGRAMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs")
+from helpers import PROGRAMS, ROOT, need
+
 PREFIX = "/usr/local"
 with open(os.path.join(ROOT, "VERSION")) as _f:
     VERSION = _f.read().strip()
@@ -43,12 +43,6 @@ PAIR = ("import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(
         "c.sendall(b'ping'); assert a.recv(4) == b'ping'; a.sendall(b'pong'); "
         "assert c.recv(4) == b'pong'; "
         "print(sorted({l.split()[-1] for l in open('/proc/self/maps') if 'libshortcut' in l}))")
-
-
-def need(*tools):
-    missing = [f"{t} (Debian package {p})" for t, p in tools if shutil.which(t) is None]
-    if missing:
-        pytest.skip("not installed: " + ", ".join(missing))
 
 
 def clean_env(rundir, **more):

@@ -16,35 +16,19 @@ accelerated again.
 
 make test: INTEGRITY_BYTES=3e8 in all (about 5 s).  make soak runs it with
 INTEGRITY_BYTES=1e10."""
-import json
 import os
 import subprocess
 import sys
 import tempfile
 import threading
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-SHORTCUT = os.path.join(ROOT, "build", "shortcut")
+from helpers import SHORTCUT, echo_server, stats
+
 TOTAL = int(float(os.environ.get("INTEGRITY_BYTES", "3e8")))
 CONNS = 8
 PHASES = 4
 
-SERVER = r"""
-import socket, sys, threading
-ls = socket.socket()
-ls.bind(("127.0.0.1", 0)); ls.listen(64)
-print(ls.getsockname()[1], flush=True)
-def echo(c):
-    while True:
-        b = c.recv(1 << 18)
-        if not b:
-            break
-        c.sendall(b)
-    c.close()
-while True:
-    c, _ = ls.accept()
-    threading.Thread(target=echo, args=(c,), daemon=True).start()
-"""
+SERVER = echo_server(backlog=64, chunk=1 << 18)
 
 # argv: port, connections, bytes per connection per phase, phases.  Each
 # phase starts on a line on stdin; prints "half P" once every connection of
@@ -168,7 +152,7 @@ def test_integrity_under_kill_switch_flips():
                     off = False
             assert cli.wait(timeout=120) == 0
             guard.cancel()
-            st = json.loads(run(env, "stats", "--json"))
+            st = stats(env)
             print("\nintegrity: %d bytes each way over %d connections in %d phases, 0 errors; "
                   "%d connections on shared memory, %d switched to TCP mid-stream, "
                   "%d bytes on shared memory, %d on TCP" % (

@@ -16,8 +16,7 @@ import subprocess
 
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-LIB = os.path.join(ROOT, "build", "libshortcut.so")
+from helpers import LIB, ROOT
 
 
 def objdump(*args):

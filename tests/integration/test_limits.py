@@ -3,14 +3,10 @@
 concurrent connections from an accelerated client, as it would on kernel
 TCP: accelerated connections cost it no fd besides their sockets, and near
 the limit new ones stay on TCP (fallback "limits") instead of failing."""
-import json
-import os
 import subprocess
 import sys
-import tempfile
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-SHORTCUT = os.path.join(ROOT, "build", "shortcut")
+from helpers import SHORTCUT, stats
 
 SERVER = r"""
 import socket, selectors, resource
@@ -50,10 +46,7 @@ print("client ok", ok)
 """
 
 
-def test_low_fd_limit_server():
-    rundir = tempfile.mkdtemp(prefix="sc-lim-")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SHORTCUT_") and k != "LD_PRELOAD"}
-    env["SHORTCUT_RUNDIR"] = rundir
+def test_low_fd_limit_server(env):
     srv = subprocess.Popen([SHORTCUT, "run", sys.executable, "-c", SERVER], stdout=subprocess.PIPE,
                            text=True, env=env)
     try:
@@ -66,8 +59,7 @@ def test_low_fd_limit_server():
     finally:
         srv.kill()
         srv.wait()
-    st = json.loads(subprocess.run([SHORTCUT, "stats", "--json"], capture_output=True, text=True,
-                                   env=env, timeout=30).stdout)
+    st = stats(env)
     # most on shared memory, the rest on TCP for want of fds, none lost
     assert st["conns_accelerated"] >= 2 * 100, st
     assert st["conns_accelerated"] + st["conns_fallback"] == 400, st

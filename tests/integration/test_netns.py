@@ -2,17 +2,14 @@
 """Two network namespaces of one host joined by a veth pair (containers, as
 SMC-D loopback serves them): both ends under `shortcut run`, sharing the run
 directory, talk through shared memory; the bytes are exact."""
-import json
 import os
 import shutil
 import subprocess
 import sys
-import tempfile
 
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-SHORTCUT = os.path.join(ROOT, "build", "shortcut")
+from helpers import SHORTCUT, stats
 
 SERVER = r"""
 import socket, sys
@@ -70,11 +67,8 @@ def netns_pair():
 
 
 @pytest.mark.parametrize("accel_client", [True, False])
-def test_veth_between_namespaces(netns_pair, accel_client):
+def test_veth_between_namespaces(netns_pair, accel_client, env):
     a, b = netns_pair
-    rundir = tempfile.mkdtemp(prefix="sc-ns-")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SHORTCUT_") and k != "LD_PRELOAD"}
-    env["SHORTCUT_RUNDIR"] = rundir
     srv = subprocess.Popen(["ip", "netns", "exec", b, SHORTCUT, "run", sys.executable, "-c", SERVER],
                            stdout=subprocess.PIPE, text=True, env=env)
     try:
@@ -88,8 +82,7 @@ def test_veth_between_namespaces(netns_pair, accel_client):
         assert out.strip() == f"server got {200 << 10}"
     finally:
         srv.kill()
-    st = json.loads(subprocess.run([SHORTCUT, "stats", "--json"], capture_output=True, text=True,
-                                   env=env, timeout=30).stdout)
+    st = stats(env)
     if accel_client:
         # both ends on shared memory, every payload byte through it
         assert st["conns_accelerated"] == 2, st
@@ -99,4 +92,3 @@ def test_veth_between_namespaces(netns_pair, accel_client):
         # a plain client in the other namespace: the server stays on TCP
         assert st["conns_accelerated"] == 0, st
         assert st["fallback"]["peer_not_accelerated"] == 1, st
-    shutil.rmtree(rundir, ignore_errors=True)

@@ -7,31 +7,17 @@ the client waited SHORTCUT_CLAIM_MS for an answer that never came).
 
 Run one:  python3 -m pytest -q tests/integration/test_no_harm.py -k zombie
 """
-import json
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-SHORTCUT = os.path.join(ROOT, "build", "shortcut")
-PROGRAMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs")
+from helpers import PROGRAMS, SHORTCUT, clean_env, kill_group, stats
+
 HANG = 60       # a hang guard only: every wait below ends on an event
-
-
-@pytest.fixture
-def rundir():
-    if not os.access(SHORTCUT, os.X_OK):
-        pytest.skip("build/shortcut not built")
-    d = tempfile.mkdtemp(prefix="sc-nh-")
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 class Procs:
@@ -40,12 +26,7 @@ class Procs:
         self.procs = []
 
     def env(self, extra=None):
-        e = {k: v for k, v in os.environ.items()
-             if not k.startswith("SHORTCUT_") and k != "LD_PRELOAD"}
-        e["SHORTCUT_RUNDIR"] = self.rundir
-        e["PYTHONUNBUFFERED"] = "1"
-        e.update(extra or {})
-        return e
+        return clean_env(self.rundir, extra, unbuffered=True)
 
     def start(self, args, accel=True, extra=None, stdin=subprocess.DEVNULL):
         cmd = ([SHORTCUT, "run"] if accel else []) + [str(a) for a in args]
@@ -57,12 +38,7 @@ class Procs:
 
     def close(self):
         for p in self.procs:
-            if p.poll() is None:
-                try:
-                    os.killpg(p.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            p.wait(10)
+            kill_group(p)
 
 
 @pytest.fixture
@@ -95,14 +71,6 @@ def finish(p):
     out, err = p.communicate(timeout=HANG)
     assert p.returncode == 0, (p.args, p.returncode, out[-2000:], err[-2000:])
     return out.decode()
-
-
-def stats(rundir):
-    r = subprocess.run([SHORTCUT, "stats", "--json"], env={"SHORTCUT_RUNDIR": rundir,
-                                                            "PATH": os.environ["PATH"]},
-                       capture_output=True, timeout=HANG)
-    assert r.returncode == 0, r
-    return json.loads(r.stdout)
 
 
 def py(code):

@@ -14,19 +14,15 @@ import json
 import os
 import random
 import shutil
-import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-SHORTCUT = os.path.join(ROOT, "build", "shortcut")
-LIB = os.path.join(ROOT, "build", "libshortcut.so")
-PEERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers")
+from helpers import LIB, PEERS, SHORTCUT, clean_env, kill_group, stats
+
 BANNER = b"220 hello\r\n"
 
 PORT_TIMEOUT = 15     # server prints its port
@@ -59,30 +55,11 @@ class Out:
         return "rc=%r stdout=%r stderr=%r" % (self.rc, self.out[-2000:], self.err[-2000:])
 
 
-def base_env(rundir, extra=None):
-    e = {k: v for k, v in os.environ.items() if not k.startswith("SHORTCUT_")}
-    e.pop("LD_PRELOAD", None)
-    e["SHORTCUT_RUNDIR"] = str(rundir)
-    e["PYTHONUNBUFFERED"] = "1"
-    e.update(extra or {})
-    return e
-
-
 def command(args, accel):
     args = [str(x) for x in args]
     if args[0].endswith(".py"):
         args = [sys.executable, os.path.join(PEERS, args[0])] + args[1:]
     return [SHORTCUT, "run"] + args if accel else args
-
-
-def kill_group(p):
-    """End a process group this module started (start_new_session=True)."""
-    if p.poll() is None:
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    p.wait(5)
 
 
 def run_pair(server_args, client_args, accel_server=True, accel_client=True,
@@ -97,8 +74,8 @@ def run_pair(server_args, client_args, accel_server=True, accel_client=True,
     tag = "%d" % time.monotonic_ns()
     s_out = os.path.join(work, "server.%s.out" % tag)
     s_err = os.path.join(work, "server.%s.err" % tag)
-    senv = base_env(rundir, {**(env or {}), **(server_env or {})})
-    cenv = base_env(rundir, {**(env or {}), **(client_env or {})})
+    senv = clean_env(rundir, {**(env or {}), **(server_env or {})}, unbuffered=True)
+    cenv = clean_env(rundir, {**(env or {}), **(client_env or {})}, unbuffered=True)
     with open(s_out, "wb") as fo, open(s_err, "wb") as fe:
         srv = subprocess.Popen(command(server_args, accel_server), stdout=fo, stderr=fe,
                                stdin=subprocess.DEVNULL, env=senv, start_new_session=True)
@@ -151,16 +128,6 @@ def run_pair(server_args, client_args, accel_server=True, accel_client=True,
             kill_group(cli)
         if srv.poll() is None:
             kill_group(srv)
-
-
-def stats(rundir):
-    r = subprocess.run([SHORTCUT, "stats", "--json"], capture_output=True,
-                       env=base_env(rundir), timeout=20)
-    assert r.returncode == 0, r
-    try:
-        return json.loads(r.stdout)
-    except ValueError:
-        raise AssertionError("stats --json printed no JSON object: %r" % r.stdout[:500])
 
 
 def fb(st, reason):
@@ -221,22 +188,8 @@ def ipv6_loopback():
 def preload_built(tmp_path_factory):
     assert os.path.exists(LIB), "%s is missing: run make" % LIB
     r = subprocess.run([SHORTCUT, "run", "true"], capture_output=True, timeout=20,
-                       env=base_env(tmp_path_factory.mktemp("rundir")))
+                       env=clean_env(tmp_path_factory.mktemp("rundir"), unbuffered=True))
     assert r.returncode == 0, "`shortcut run true` failed: %r" % (r,)
-
-
-@pytest.fixture
-def rundir(tmp_path):
-    """A fresh run directory per test (SHORTCUT_RUNDIR must stay short)."""
-    d = str(tmp_path / "run")
-    if len(d) < 70:
-        os.mkdir(d)
-        yield d
-        return
-    top = tempfile.mkdtemp(prefix="sc-")
-    os.mkdir(os.path.join(top, "run"))
-    yield os.path.join(top, "run")
-    shutil.rmtree(top, ignore_errors=True)
 
 
 @pytest.fixture
@@ -647,10 +600,10 @@ def test_stats_table_and_reset(rundir):
     check_echo(server, client)
     assert stats(rundir)["conns_accelerated"] == 2
     r = subprocess.run([SHORTCUT, "stats"], capture_output=True, text=True,
-                       env=base_env(rundir), timeout=20)
+                       env=clean_env(rundir, unbuffered=True), timeout=20)
     assert r.returncode == 0 and r.stdout.strip(), r
     r = subprocess.run([SHORTCUT, "stats", "--reset"], capture_output=True, text=True,
-                       env=base_env(rundir), timeout=20)
+                       env=clean_env(rundir, unbuffered=True), timeout=20)
     assert r.returncode == 0, r
     st = stats(rundir)
     assert st["conns_accelerated"] == 0 and st["bytes_shm_sent"] == 0, st

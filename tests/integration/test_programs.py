@@ -20,7 +20,6 @@ import pwd
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,57 +27,17 @@ import time
 
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-SHORTCUT = os.path.join(ROOT, "build", "shortcut")
-LIB = os.path.join(ROOT, "build", "libshortcut.so")
-PROGRAMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs")
+from helpers import HERE, PROGRAMS, SHORTCUT, Scratch, free_port, listening, need, tail, which
+
+sys.path.insert(0, os.path.join(HERE, "apps"))
+import appconf  # noqa: E402  (nginx configured as bench/apps.py configures it)
 
 
-def which(binary):
-    """shutil.which, also looking in the sbin directories (nginx is in
-    /usr/sbin, often not on a user's PATH)."""
-    return shutil.which(binary) or shutil.which(binary, path="/usr/local/sbin:/usr/sbin:/sbin")
-
-
-def need(*pairs):
-    """pairs of (binary, Debian package): skip if a binary is absent."""
-    missing = [f"{b} (Debian package {p})" for b, p in pairs if which(b) is None]
-    if missing:
-        pytest.skip("not installed: " + ", ".join(missing))
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def tail(path, n=3000):
-    try:
-        with open(path, "rb") as f:
-            return f.read()[-n:].decode("utf-8", "replace")
-    except OSError:
-        return ""
-
-
-class Run:
+class Run(Scratch):
     """One test's run directory, scratch directory and processes."""
 
     def __init__(self):
-        if not (os.access(SHORTCUT, os.X_OK) and os.path.exists(LIB)):
-            pytest.skip("build/shortcut not built (make -C %s)" % ROOT)
-        self.rundir = tempfile.mkdtemp(prefix="sc-")
-        assert len(self.rundir) < 60, self.rundir
-        self.tmp = tempfile.mkdtemp(prefix="sc-prog-")
-        self.env = {k: v for k, v in os.environ.items()
-                    if not k.startswith("SHORTCUT_") and k != "LD_PRELOAD"}
-        self.env["SHORTCUT_RUNDIR"] = self.rundir
-        self.procs = []
-
-    def path(self, name):
-        return os.path.join(self.tmp, name)
+        super().__init__("sc-prog-")
 
     def server(self, name, args, port, accel=True, cwd=None):
         """Start a server (under shortcut run unless accel=False) and wait
@@ -99,23 +58,10 @@ class Run:
                 pytest.fail(f"{name} exited with {p.returncode}:\n{tail(out)}\n{tail(err)}")
             if want and want in tail(err, 1 << 20):
                 return p
-            if not want and self.listening(port):
+            if not want and listening(port):
                 return p
             time.sleep(0.02)
         pytest.fail(f"{name} did not listen on port {port} in 15 s:\n{tail(out)}\n{tail(err)}")
-
-    @staticmethod
-    def listening(port):
-        for f in ("/proc/net/tcp", "/proc/net/tcp6"):
-            try:
-                rows = open(f).read().splitlines()[1:]
-            except OSError:
-                continue
-            for r in rows:
-                c = r.split()
-                if c[3] == "0A" and int(c[1].rsplit(":", 1)[1], 16) == port:
-                    return True
-        return False
 
     def run(self, args, timeout=60, accel=True, input=None, stdin=None, check=True):
         cmd = ([SHORTCUT, "run"] if accel else []) + list(args)
@@ -133,23 +79,6 @@ class Run:
 
     def server_logs(self):
         return "".join(f"\n--- {p.name} (pid {p.pid}) stderr:\n{tail(p.err)}" for p in self.procs)
-
-    def stat(self):
-        r = subprocess.run([SHORTCUT, "stat", "--json"], capture_output=True, text=True,
-                           env=self.env, timeout=30)
-        return json.loads(r.stdout or "[]")
-
-    def wait_idle(self, timeout=30):
-        """Until no connection of a live process is listed (servers closed the
-        connections of clients that left), so that their bytes are counted.
-        It returns as soon as that is so: the timeout is a hang guard (the
-        checks after it fail if it ran out), not a deadline a busy machine
-        has to meet."""
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if not self.stat():
-                return
-            time.sleep(0.05)
 
     def stop(self, p, sig=signal.SIGTERM, timeout=10):
         """Stop a server (its whole process group) and wait for it."""
@@ -176,33 +105,11 @@ class Run:
         except ProcessLookupError:
             pass
 
-    def stats(self):
-        r = subprocess.run([SHORTCUT, "stats", "--json"], capture_output=True, text=True,
-                           env=self.env, timeout=30)
-        assert r.returncode == 0, r.stderr
-        return json.loads(r.stdout)
-
-    def finish(self):
-        for p in self.procs:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                pass
-        shutil.rmtree(self.tmp, ignore_errors=True)
-        shutil.rmtree(self.rundir, ignore_errors=True)
-
 
 @pytest.fixture
 def sc():
-    r = Run()
-    try:
+    with Run() as r:
         yield r
-    finally:
-        r.finish()
 
 
 def check_shm(st, min_accel, what=""):
@@ -297,45 +204,12 @@ def www():
     shutil.rmtree(d, ignore_errors=True)
 
 
-NGINX_CONF = """
-daemon off;
-master_process on;
-worker_processes {workers};
-{user}
-pid {tmp}/nginx.pid;
-error_log {tmp}/error.log info;
-events {{ worker_connections 1024; }}
-http {{
-    access_log {tmp}/access.log;
-    client_body_temp_path {tmp}/body;
-    proxy_temp_path {tmp}/proxy;
-    fastcgi_temp_path {tmp}/fastcgi;
-    uwsgi_temp_path {tmp}/uwsgi;
-    scgi_temp_path {tmp}/scgi;
-    types {{ text/html html; application/octet-stream bin; }}
-    sendfile on;
-    tcp_nopush on;
-    keepalive_timeout 65;
-    keepalive_requests 100000;
-    server {{
-        listen 127.0.0.1:{port};
-        root {root};
-        location / {{ }}
-    }}
-}}
-"""
-
-
 @pytest.mark.parametrize("workers", [1, 2])
 def test_nginx(sc, www, workers):
     need(("nginx", "nginx"), ("wrk", "wrk"), ("curl", "curl"))
     root, digest = www
     port = free_port()
-    # workers must keep the clients' user to reach the run directory (Limits)
-    user = ("user %s;" % pwd.getpwuid(os.getuid()).pw_name) if os.getuid() == 0 else ""
-    conf = sc.path("nginx.conf")
-    with open(conf, "w") as f:
-        f.write(NGINX_CONF.format(workers=workers, user=user, tmp=sc.tmp, port=port, root=root))
+    conf = appconf.nginx_conf(sc.tmp, port, root, workers=workers)
     srv = sc.server("nginx", [which("nginx"), "-p", sc.tmp + "/", "-e", sc.tmp + "/error.log",
                               "-c", conf], port)
 
@@ -380,10 +254,7 @@ def test_wrk_few_connections_fd_numbers(sc, www):
     need(("nginx", "nginx"), ("wrk", "wrk"))
     root, _ = www
     port = free_port()
-    user = ("user %s;" % pwd.getpwuid(os.getuid()).pw_name) if os.getuid() == 0 else ""
-    conf = sc.path("nginx.conf")
-    with open(conf, "w") as f:
-        f.write(NGINX_CONF.format(workers=1, user=user, tmp=sc.tmp, port=port, root=root))
+    conf = appconf.nginx_conf(sc.tmp, port, root)
     srv = sc.server("nginx", [which("nginx"), "-p", sc.tmp + "/", "-e", sc.tmp + "/error.log",
                               "-c", conf], port)
     url = f"http://127.0.0.1:{port}/index.html"

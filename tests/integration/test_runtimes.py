@@ -34,31 +34,27 @@ import json
 import os
 import pwd
 import re
-import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-SHORTCUT = os.path.join(ROOT, "build", "shortcut")
-LIB = os.path.join(ROOT, "build", "libshortcut.so")
-SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtimes")
-OUT = os.path.join(ROOT, "build", "runtimes")
+from helpers import BUILD, HERE, SHORTCUT, Scratch, free_port, listening, signame, tail, which
+
+SRC = os.path.join(HERE, "runtimes")
+OUT = os.path.join(BUILD, "runtimes")
 
 START_S = 60         # a server must be listening by then (a JVM on a busy machine)
 CLIENT_S = 90        # clients give up by themselves after 60 s and print their progress
 
 
-# ---- helpers (as in test_programs.py) --------------------------------------------
+# ---- helpers ----------------------------------------------------------------------
 
 def tool(name, *extra):
     """the path of a program on PATH or in one of the extra places, or None"""
-    found = shutil.which(name) or shutil.which(name, path="/usr/local/sbin:/usr/sbin:/sbin")
+    found = which(name)
     if found:
         return found
     for p in extra:
@@ -74,49 +70,6 @@ def need_tool(name, *extra, what=None):
         pytest.skip(f"not installed: {name}" + (f" ({what})" if what else "")
                     + "; tests/integration/runtimes/install.sh installs what it can")
     return p
-
-
-def tail(path, n=3000):
-    try:
-        with open(path, "rb") as f:
-            return f.read()[-n:].decode("utf-8", "replace")
-    except OSError:
-        return ""
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def listening(port):
-    for f in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            rows = open(f).read().splitlines()[1:]
-        except OSError:
-            continue
-        for r in rows:
-            c = r.split()
-            if c[3] == "0A" and int(c[1].rsplit(":", 1)[1], 16) == port:
-                return True
-    return False
-
-
-def signame(rc):
-    if rc is not None and rc < 0:
-        try:
-            return f"killed by {signal.Signals(-rc).name}"
-        except ValueError:
-            return f"killed by signal {-rc}"
-    if rc is not None and rc > 128:
-        try:
-            return f"exit {rc} ({signal.Signals(rc - 128).name}?)"
-        except ValueError:
-            pass
-    return f"exit {rc}"
 
 
 def kv(line):
@@ -140,30 +93,16 @@ def ratio(row, tcp, accel, unit):
               f"ratio={accel / tcp if tcp else float('nan'):.2f} unit={unit}")
 
 
-class Run:
+class Run(Scratch):
     """One test's run directory, scratch directory and processes. owner: a
     user name that owns both and runs the programs (PostgreSQL refuses
     root)."""
 
-    def __init__(self, owner=None):
-        if not (os.access(SHORTCUT, os.X_OK) and os.path.exists(LIB)):
-            pytest.skip("build/shortcut not built (make -C %s)" % ROOT)
-        self.rundir = tempfile.mkdtemp(prefix="sc-")
-        assert len(self.rundir) < 60, self.rundir
-        self.tmp = tempfile.mkdtemp(prefix="sc-rt-")
-        self.user = owner
-        if owner:
-            pw = pwd.getpwnam(owner)
-            for d in (self.rundir, self.tmp):
-                os.chown(d, pw.pw_uid, pw.pw_gid)
-        self.env = {k: v for k, v in os.environ.items()
-                    if not k.startswith("SHORTCUT_") and k != "LD_PRELOAD"}
-        self.env["SHORTCUT_RUNDIR"] = self.rundir
-        self.procs = []
-        self.seq = 0
+    IDLE_S = 10
 
-    def path(self, name):
-        return os.path.join(self.tmp, name)
+    def __init__(self, owner=None):
+        super().__init__("sc-rt-", owner)
+        self.seq = 0
 
     def _popen(self, cmd, out, err, env, stdin=subprocess.DEVNULL):
         kw = {}
@@ -238,17 +177,6 @@ class Run:
                        f"\n--- stderr:\n{tail(p.err, 1500)}"
                        for p in self.procs if getattr(p, "port", None) is not None)
 
-    @staticmethod
-    def kill(p):
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        try:
-            p.wait(10)
-        except subprocess.TimeoutExpired:
-            pass
-
     def stop(self, p, sig=signal.SIGTERM, timeout=20):
         """Stop a server (its whole process group) and wait for it."""
         if p.poll() is None:
@@ -270,27 +198,6 @@ class Run:
             time.sleep(0.02)
         self.kill(p)
 
-    def stat(self):
-        r = subprocess.run([SHORTCUT, "stat", "--json"], capture_output=True, text=True,
-                           env=self.env, timeout=30, user=self.user)
-        return json.loads(r.stdout or "[]")
-
-    def wait_idle(self, timeout=10):
-        """Until no connection of a live process is listed (servers closed the
-        connections of clients that left), so that their bytes are counted."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not self.stat():
-                return
-            time.sleep(0.05)
-
-    def stats(self):
-        # as the run directory's owner (shortcut refuses another user's)
-        r = subprocess.run([SHORTCUT, "stats", "--json"], capture_output=True, text=True,
-                           env=self.env, timeout=30, user=self.user)
-        assert r.returncode == 0, r.stderr
-        return json.loads(r.stdout)
-
     def stats_text(self):
         try:
             st = self.stats()
@@ -299,20 +206,11 @@ class Run:
         return json.dumps({k: v for k, v in st.items()
                            if k == "fallback" or k.startswith(("conns", "bytes", "live", "processes"))})
 
-    def finish(self):
-        for p in self.procs:
-            self.kill(p)
-        shutil.rmtree(self.tmp, ignore_errors=True)
-        shutil.rmtree(self.rundir, ignore_errors=True)
-
 
 @pytest.fixture
 def sc():
-    r = Run()
-    try:
+    with Run() as r:
         yield r
-    finally:
-        r.finish()
 
 
 def check_shm(st, min_ends, payload, what):
@@ -660,11 +558,8 @@ def pg():
         except KeyError:
             pytest.skip("PostgreSQL refuses root and there is no user postgres (Debian package postgresql "
                         "creates it)")
-    r = Run(owner=owner)
-    try:
+    with Run(owner=owner) as r:
         yield r, bindir
-    finally:
-        r.finish()
 
 
 def pg_phase(sc, bindir, data, accel):

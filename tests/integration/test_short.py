@@ -14,16 +14,13 @@ peer process was new); SHORTCUT_SHORT_TCP=2 puts them on TCP always, 0
 never.  The client here opens its connections one after another, so with
 =2, or against a forking server, the sequence is exact; every answer is
 checked, and the stats say which path each connection took."""
-import json
 import os
 import subprocess
 import sys
-import tempfile
 
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-SHORTCUT = os.path.join(ROOT, "build", "shortcut")
+from helpers import SHORTCUT, clean_env, short_tempdir, stats
 
 SERVER = r"""
 import os, socket, sys
@@ -72,10 +69,7 @@ print("ok", flush=True)
 
 
 def run_pair(exchanges, extra_env=None, server="plain", size=0):
-    rundir = tempfile.mkdtemp(prefix="sc-short-")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SHORTCUT_") and k != "LD_PRELOAD"}
-    env["SHORTCUT_RUNDIR"] = rundir
-    env.update(extra_env or {})
+    env = clean_env(short_tempdir("sc-short-"), extra_env)
     srv = subprocess.Popen([SHORTCUT, "run", sys.executable, "-c", SERVER, str(len(exchanges)), server],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
@@ -91,9 +85,7 @@ def run_pair(exchanges, extra_env=None, server="plain", size=0):
         if srv.poll() is None:
             srv.kill()
             srv.wait()
-    st = subprocess.run([SHORTCUT, "stats", "--json"], capture_output=True, text=True,
-                        env=env, check=True)
-    return json.loads(st.stdout), cl.stderr
+    return stats(env), cl.stderr
 
 
 ALWAYS = {"SHORTCUT_SHORT_TCP": "2"}

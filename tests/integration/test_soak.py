@@ -25,21 +25,16 @@ SC_BOARD_CACHE boards mapped.
     SOAK_ROUNDS=1000 make soak                               # the long ones
     SOAK_SEED=1234 ...                                       # replay a run's choices
 """
-import json
 import os
 import random
 import select
 import signal
 import subprocess
 import sys
-import tempfile
-import shutil
 import time
 
-import pytest
+from helpers import ROOT, SHORTCUT, stat, stats
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-SHORTCUT = os.path.join(ROOT, "build", "shortcut")
 WATCHDOG = 30           # a failure detector only: every wait ends on an event
 ROUNDS = int(os.environ.get("SOAK_ROUNDS", "40"))
 
@@ -152,18 +147,6 @@ def readline(p, what):
     return buf.decode().split()
 
 
-@pytest.fixture
-def env():
-    if not os.access(SHORTCUT, os.X_OK):
-        pytest.skip("build/shortcut not built")
-    d = tempfile.mkdtemp(prefix="sc-soak-")
-    e = {k: v for k, v in os.environ.items() if not k.startswith("SHORTCUT_") and k != "LD_PRELOAD"}
-    e["SHORTCUT_RUNDIR"] = d
-    e["PYTHONUNBUFFERED"] = "1"
-    yield e
-    shutil.rmtree(d, ignore_errors=True)
-
-
 def test_soak_kill9_either_side(env):
     seed = int(os.environ.get("SOAK_SEED", random.randrange(1 << 32)))
     rng = random.Random(seed)
@@ -233,18 +216,16 @@ def test_soak_kill9_either_side(env):
             fds = readline(victim, "fds")
         assert not grew(now), "victim fds, memfd mappings: %s before, %s after: %s" % (
             base, now, fds)
-        rows = json.loads(subprocess.run([SHORTCUT, "stat", "--json"], capture_output=True,
-                                         env=env, timeout=WATCHDOG).stdout)
+        rows = stat(env)
         stale = [r for r in rows if r["pid"] != victim.pid]
         assert not stale, stale
-        stats = json.loads(subprocess.run([SHORTCUT, "stats", "--json"], capture_output=True,
-                                          env=env, timeout=WATCHDOG).stdout)
-        assert stats["live_processes"] == 1, stats
+        st = stats(env)
+        assert st["live_processes"] == 1, st
         print("soak: %d rounds, ends %s, worst time to notice %.1f ms, "
               "accelerated %d, fds/maps %s -> %s, boards mapped %d" % (
-                  ROUNDS, ends, worst * 1000, stats["conns_accelerated"], base, now,
+                  ROUNDS, ends, worst * 1000, st["conns_accelerated"], base, now,
                   nboards[0]))
-        assert stats["conns_accelerated"] >= ROUNDS // 2, stats
+        assert st["conns_accelerated"] >= ROUNDS // 2, st
         assert nboards[0] <= board_cache(), nboards
     finally:
         for a in attackers:
@@ -359,11 +340,6 @@ def off(env, on):
                        timeout=WATCHDOG)
 
 
-def stats(env):
-    return json.loads(subprocess.run([SHORTCUT, "stats", "--json"], capture_output=True,
-                                     env=env, timeout=WATCHDOG, check=True).stdout)
-
-
 class Victim:
     """The long-lived victim: one process for the whole run."""
 
@@ -415,8 +391,7 @@ def assert_clean(env, victim):
         fds = victim.line("fds")
     assert not grew(now), "victim fds, memfd mappings: %s before, %s after: %s" % (
         victim.base[:2], now[:2], fds)
-    rows = json.loads(subprocess.run([SHORTCUT, "stat", "--json"], capture_output=True,
-                                     env=env, timeout=WATCHDOG).stdout)
+    rows = stat(env)
     stale = [r for r in rows if r["pid"] != victim.p.pid]
     assert not stale, stale
     st = stats(env)             # (folds the dead processes' files away)

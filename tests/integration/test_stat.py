@@ -1,16 +1,12 @@
 # SPDX-License-Identifier: MIT
 """`shortcut stat`: the live connections of running processes, with their
 mode, addresses, peer process or fallback reason, and bytes."""
-import json
-import socket
 import os
 import subprocess
 import sys
-import tempfile
 import time
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-SHORTCUT = os.path.join(ROOT, "build", "shortcut")
+from helpers import SHORTCUT, clean_env, free_port, stat, stats
 
 SERVER = r"""
 import socket, sys
@@ -32,10 +28,8 @@ sys.stdin.readline()
 """
 
 
-def test_stat_lists_live_connections():
-    rundir = tempfile.mkdtemp(prefix="sc-stat-")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SHORTCUT_") and k != "LD_PRELOAD"}
-    env["SHORTCUT_RUNDIR"] = rundir
+def test_stat_lists_live_connections(rundir):
+    env = clean_env(rundir)
     srv = subprocess.Popen([SHORTCUT, "run", sys.executable, "-c", SERVER], stdin=subprocess.PIPE,
                            stdout=subprocess.PIPE, text=True, env=env)
     port = srv.stdout.readline().strip()
@@ -47,8 +41,7 @@ def test_stat_lists_live_connections():
         a_port = int(accel.stdout.readline().split()[2])
         p_port = int(plain.stdout.readline().split()[2])
         time.sleep(0.2)
-        rows = json.loads(subprocess.run([SHORTCUT, "stat", "--json"], capture_output=True,
-                                         text=True, env=env, timeout=30).stdout)
+        rows = stat(env)
         mine = [r for r in rows if r["pid"] == srv.pid]
         assert len(mine) == 2, rows
         shm = [r for r in mine if r["mode"] == "shm"]
@@ -69,19 +62,6 @@ def test_stat_lists_live_connections():
             p.wait()
 
 
-def _env(rundir):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SHORTCUT_") and k != "LD_PRELOAD"}
-    env["SHORTCUT_RUNDIR"] = rundir
-    return env
-
-
-def _stat_json(env):
-    r = subprocess.run([SHORTCUT, "stat", "--json"], capture_output=True, text=True, env=env,
-                       timeout=30)
-    assert r.returncode == 0, r
-    return json.loads(r.stdout)
-
-
 def _stats_files(rundir):
     """{name: (pid, identity)} of this version's stats files (their header:
     magic, version, pid, nrecs, the counters, comm, identity)."""
@@ -97,14 +77,13 @@ def _stats_files(rundir):
     return out
 
 
-def test_stat_dead_identity_not_live():
+def test_stat_dead_identity_not_live(rundir):
     """A dead process's stats file whose pid a live process has (pid reuse,
     or another PID namespace's process: every container's first one is pid
     1): liveness is the recorded identity's, so none is listed (issue 15:
     `shortcut stat` showed a dead process's connections as live; issue 22:
     from the host it called live containers dead)."""
-    rundir = tempfile.mkdtemp(prefix="sc-stat-")
-    env = _env(rundir)
+    env = clean_env(rundir)
     srv = subprocess.Popen([SHORTCUT, "run", sys.executable, "-c", SERVER], stdin=subprocess.PIPE,
                            stdout=subprocess.PIPE, text=True, env=env)
     port = srv.stdout.readline().strip()
@@ -116,7 +95,7 @@ def test_stat_dead_identity_not_live():
     try:
         for c in clis:
             c.stdout.readline()
-        assert [r for r in _stat_json(env) if r["pid"] == srv.pid]
+        assert [r for r in stat(env) if r["pid"] == srv.pid]
         for p in [srv] + clis:
             p.kill()
             p.wait()
@@ -125,7 +104,7 @@ def test_stat_dead_identity_not_live():
         with open(os.path.join(rundir, name), "r+b") as f:
             f.seek(8)                   # magic, version, pid
             f.write(later.pid.to_bytes(4, sys.byteorder))
-        rows = _stat_json(env)
+        rows = stat(env)
         assert not [r for r in rows if r["pid"] == later.pid], rows
     finally:
         for p in [srv, later] + clis:
@@ -133,13 +112,12 @@ def test_stat_dead_identity_not_live():
             p.wait()
 
 
-def test_stats_empty_file_of_dead_process_collected():
+def test_stats_empty_file_of_dead_process_collected(rundir):
     """A process killed between creating its stats file and giving it its
     size (a fork child killed at once) leaves an empty file: collected with
     the dead processes' files (test_soak's fork/exec soak: 6 left in 300
     rounds); a live process's empty file (being written) stays."""
-    rundir = tempfile.mkdtemp(prefix="sc-stat-")
-    env = _env(rundir)
+    env = clean_env(rundir)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     live = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.readline()"],
@@ -147,9 +125,7 @@ def test_stats_empty_file_of_dead_process_collected():
     try:
         for pid in (dead.pid, live.pid):
             open(os.path.join(rundir, "stats-%d-0badf11e" % pid), "w").close()
-        r = subprocess.run([SHORTCUT, "stats", "--json"], capture_output=True, text=True,
-                           env=env, timeout=30)
-        assert r.returncode == 0, r
+        stats(env)
         left = sorted(f for f in os.listdir(rundir) if f.startswith("stats-"))
         assert len(left) == 2 and left[0] == "stats-%d-0badf11e" % live.pid, left
         assert left[1].startswith("stats-retired-v"), left
@@ -158,7 +134,7 @@ def test_stats_empty_file_of_dead_process_collected():
         live.wait()
 
 
-def test_stats_older_format_collected():
+def test_stats_older_format_collected(rundir):
     """A run directory used by an older version: its stats-retired of
     another size and its dead processes' files of an older format do not
     stop collection (a stats-retired of the old size once made every
@@ -166,8 +142,7 @@ def test_stats_older_format_collected():
     /dev/shm); an older format's file of a dead process is removed, a live
     one's and a newer format's stay; this version's counts are kept."""
     import struct
-    rundir = tempfile.mkdtemp(prefix="sc-stat-")
-    env = _env(rundir)
+    env = clean_env(rundir)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     live = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.readline()"],
@@ -188,10 +163,7 @@ def test_stats_older_format_collected():
         srv = subprocess.run([SHORTCUT, "run", sys.executable, "-c", ECHO_PAIR],
                              capture_output=True, text=True, env=env, timeout=60)
         assert srv.returncode == 0, srv.stderr
-        r = subprocess.run([SHORTCUT, "stats", "--json"], capture_output=True, text=True,
-                           env=env, timeout=30)
-        assert r.returncode == 0, r
-        st = json.loads(r.stdout)
+        st = stats(env)
         assert st["conns_accelerated"] == 2 and st["bytes_shm_sent"] == 2000, st
         left = sorted(f for f in os.listdir(rundir) if f.startswith("stats-"))
         assert left == ["stats-%d-00000003" % dead.pid, "stats-%d-00000004" % live.pid,
@@ -216,12 +188,11 @@ assert back == b"q" * 1000
 """
 
 
-def test_stat_json_escapes_names():
+def test_stat_json_escapes_names(rundir):
     """A process name is the process's to choose (prctl PR_SET_NAME): quotes,
     backslashes, control characters and other bytes in it still give valid
     JSON (issue 15: `stat --json` printed it raw)."""
-    rundir = tempfile.mkdtemp(prefix="sc-stat-")
-    env = _env(rundir)
+    env = clean_env(rundir)
     name = b'a"b\\c\x01\xffd'
     code = ("import ctypes; ctypes.CDLL(None).prctl(15, ctypes.c_char_p(%r), 0, 0, 0)\n" % name
             + SERVER)
@@ -234,7 +205,7 @@ def test_stat_json_escapes_names():
     try:
         for c in clis:
             c.stdout.readline()
-        mine = [r for r in _stat_json(env) if r["pid"] == srv.pid]
+        mine = [r for r in stat(env) if r["pid"] == srv.pid]
         assert len(mine) == 2 and mine[0]["command"] == name.decode("latin-1"), mine
         table = subprocess.run([SHORTCUT, "stat"], capture_output=True, env=env).stdout
         assert b'a"b\\c?' in table, table
@@ -276,12 +247,11 @@ os.write(w2, b"x")
 """
 
 
-def test_fork_child_file_made_at_its_first_connection():
+def test_fork_child_file_made_at_its_first_connection(rundir):
     """A fork child makes no stats file of its own until it has a connection
     (one per fork cost a forking server ~250 us per connection on ext4); one
     that connects does, and its connections are listed under its pid."""
-    rundir = tempfile.mkdtemp(prefix="sc-stat-")
-    env = _env(rundir)
+    env = clean_env(rundir)
     p = subprocess.Popen([SHORTCUT, "run", sys.executable, "-c", FORKER], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, text=True, env=env)
     try:
@@ -289,7 +259,7 @@ def test_fork_child_file_made_at_its_first_connection():
         files = _stats_files(rundir)
         pids = sorted(pid for pid, _ in files.values())
         assert pids == sorted([p.pid, kid]), files     # (the shortcut command execs python)
-        rows = _stat_json(env)
+        rows = stat(env)
         mine = [r for r in rows if r["pid"] == kid]
         assert len(mine) == 2 and all(r["mode"] == "shm" for r in mine), rows
         assert sorted(r["bytes_sent"] for r in mine) == [0, 300], rows
@@ -323,33 +293,22 @@ for line in sys.stdin:                  # one connection per line
 """
 
 
-def _board_setup():
+def _board_setup(rundir):
     """a run directory's environment (every connection offered, none learnt
     short), a free port, and the path its offer board will have"""
-    rundir = tempfile.mkdtemp(prefix="sc-stat-")
-    env = _env(rundir)
+    env = clean_env(rundir)
     env["SHORTCUT_SHORT_TCP"] = "0"
-    probe = socket.socket()
-    probe.bind(("127.0.0.1", 0))
-    port = probe.getsockname()[1]
-    probe.close()
+    port = free_port()
     return env, port, os.path.join(rundir, "tcp-v5-%d" % port)
 
 
-def _stats(env):
-    r = subprocess.run([SHORTCUT, "stats", "--json"], capture_output=True, text=True, env=env,
-                       timeout=30)
-    assert r.returncode == 0, r
-    return json.loads(r.stdout)
-
-
-def test_board_of_dead_listeners_collected():
+def test_board_of_dead_listeners_collected(rundir):
     """An offer board whose listeners all died is removed by the run
     directory's collection (each port a server ever listened on kept its
     board, up to 20 MB of /dev/shm each); a new listener on that port makes
     a new one, and a client that still had the old one mapped (a process
     that lives on, connecting again and again) finds the new listener."""
-    env, port, board = _board_setup()
+    env, port, board = _board_setup(rundir)
     dialer = subprocess.Popen([SHORTCUT, "run", sys.executable, "-c", DIALER, str(port)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
     servers = []
@@ -366,7 +325,7 @@ def test_board_of_dead_listeners_collected():
                 assert dialer.stdout.readline() == "ok\n"
             srv.kill()
             srv.wait()
-            st = _stats(env)
+            st = stats(env)
             # both ends of every connection so far on shared memory
             assert st["conns_accelerated"] == 4 * (round_ + 1), (st["fallback"], st)
             assert not st["conns_fallback"], st
@@ -399,13 +358,13 @@ sys.stdin.readline()
 """
 
 
-def test_board_collected_then_same_process_listens_again():
+def test_board_collected_then_same_process_listens_again(rundir):
     """A process closes its listener; a collection removes the board; the
     same process listens on that port again: its entry and its lock go on
     the new board (its lock once stayed on the removed one: clients found
     no listener, and the next collection removed the live listener's
     board)."""
-    env, port, board = _board_setup()
+    env, port, board = _board_setup(rundir)
     srv = subprocess.Popen([SHORTCUT, "run", sys.executable, "-c", RELISTENER, str(port)],
                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
 
@@ -418,16 +377,16 @@ def test_board_collected_then_same_process_listens_again():
         assert srv.stdout.readline() == "up\n"
         dial()
         assert srv.stdout.readline() == "closed\n"
-        _stats(env)
+        stats(env)
         assert not os.path.exists(board)
         srv.stdin.write("\n")
         srv.stdin.flush()
         assert srv.stdout.readline() == "up\n"
-        _stats(env)                     # the live listener's board stays
+        stats(env)                     # the live listener's board stays
         assert os.path.exists(board)
         dial()
         assert srv.stdout.readline() == "done\n"
-        st = _stats(env)
+        st = stats(env)
         assert os.path.exists(board)
         assert st["conns_accelerated"] == 4 and not st["conns_fallback"], (st["fallback"], st)
     finally:

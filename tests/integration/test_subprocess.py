@@ -5,13 +5,11 @@ the default), which must leave the parent's connection alone; and a child
 given the connection (pass_fds) reads and answers on it, which switches it
 back to TCP first.  Same output on kernel TCP and under shortcut run, and
 the stats show where the bytes went."""
-import json
 import os
 import subprocess
 import sys
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-SHORTCUT = os.path.join(ROOT, "build", "shortcut")
+from helpers import SHORTCUT, stats
 
 PROG = r"""
 import os, socket, subprocess, sys
@@ -73,9 +71,7 @@ def run(mode, tmp_path, under):
     assert r.returncode == 0, r.stdout + r.stderr
     st = None
     if under:
-        s = subprocess.run([SHORTCUT, "stats", "--json"], capture_output=True, text=True,
-                           env=env, timeout=30)
-        st = json.loads(s.stdout)
+        st = stats(env)
     return sorted(r.stdout.splitlines()), st
 
 

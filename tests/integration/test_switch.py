@@ -3,32 +3,14 @@
 (`shortcut off` / `shortcut on`).  A conversation running across the switch
 must lose, duplicate or reorder nothing, and the stats must show that the
 connection really was on shared memory before and on TCP after."""
-import json
 import os
-import socket
 import subprocess
 import sys
 import time
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-SHORTCUT = os.path.join(ROOT, "build", "shortcut")
+from helpers import PROGRAMS, SHORTCUT, clean_env, echo_server, stat, stats
 
-SERVER = r"""
-import socket, sys, threading
-ls = socket.socket()
-ls.bind(("127.0.0.1", 0)); ls.listen(16)
-print(ls.getsockname()[1], flush=True)
-def echo(c):
-    while True:
-        b = c.recv(65536)
-        if not b:
-            break
-        c.sendall(b)
-    c.close()
-while True:
-    c, _ = ls.accept()
-    threading.Thread(target=echo, args=(c,), daemon=True).start()
-"""
+SERVER = echo_server()
 
 # Exchanges messages of varying sizes with the echo server until told to
 # stop (a line on stdin), checking every byte; prints one line per phase.
@@ -68,26 +50,6 @@ print("exchanged", i, "messages exactly", flush=True)
 """
 
 
-def env_for(rundir):
-    e = dict(os.environ)
-    e["SHORTCUT_RUNDIR"] = str(rundir)
-    return e
-
-
-def stats(env):
-    r = subprocess.run([SHORTCUT, "stats", "--json"], capture_output=True, text=True,
-                       env=env, timeout=30)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
-
-
-def stat(env):
-    r = subprocess.run([SHORTCUT, "stat", "--json"], capture_output=True, text=True,
-                       env=env, timeout=30)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
-
-
 def start_server(env):
     p = subprocess.Popen([SHORTCUT, "run", sys.executable, "-c", SERVER], env=env,
                          stdout=subprocess.PIPE, text=True)
@@ -109,7 +71,7 @@ def finish_client(c):
 
 
 def test_off_switches_live_connections_and_on_restores(tmp_path):
-    env = env_for(tmp_path)
+    env = clean_env(tmp_path)
     srv, port = start_server(env)
     try:
         c = start_client(env, port)
@@ -156,7 +118,7 @@ def test_off_switches_live_connections_and_on_restores(tmp_path):
 
 
 def test_off_bad_wait_names_the_option(tmp_path):
-    env = env_for(tmp_path)
+    env = clean_env(tmp_path)
     r = subprocess.run([SHORTCUT, "off", "--wait", "soon"], capture_output=True, text=True,
                        env=env, timeout=30)
     assert r.returncode == 2
@@ -164,7 +126,7 @@ def test_off_bad_wait_names_the_option(tmp_path):
     assert not os.path.exists(os.path.join(tmp_path, "off"))
 
 
-URING_SRC = os.path.join(ROOT, "tests", "integration", "programs", "uring_echo.c")
+URING_SRC = os.path.join(PROGRAMS, "uring_echo.c")
 
 
 def test_io_uring_switches_to_tcp(tmp_path):
@@ -179,7 +141,7 @@ def test_io_uring_switches_to_tcp(tmp_path):
     r = subprocess.run(["cc", "-O2", "-o", str(exe), URING_SRC, "-luring"],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    env = env_for(tmp_path)
+    env = clean_env(tmp_path)
     srv, port = start_server(env)
     try:
         r = subprocess.run([SHORTCUT, "run", str(exe), str(port)], capture_output=True,

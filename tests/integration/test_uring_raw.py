@@ -12,26 +12,11 @@ import sys
 
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-SHORTCUT = os.path.join(ROOT, "build", "shortcut")
-SRC = os.path.join(ROOT, "tests", "integration", "programs", "uring_raw.c")
+from helpers import PROGRAMS, SHORTCUT, echo_server, stat, stats
 
-SERVER = r"""
-import socket, sys, threading
-ls = socket.socket()
-ls.bind(("127.0.0.1", 0)); ls.listen(16)
-print(ls.getsockname()[1], flush=True)
-def echo(c):
-    while True:
-        b = c.recv(65536)
-        if not b:
-            break
-        c.sendall(b)
-    c.close()
-while True:
-    c, _ = ls.accept()
-    threading.Thread(target=echo, args=(c,), daemon=True).start()
-"""
+SRC = os.path.join(PROGRAMS, "uring_raw.c")
+
+SERVER = echo_server()
 
 EXPECTED = [
     "plain echo of 20000 exact: yes",
@@ -52,13 +37,6 @@ def run_pair(exe, env, prefix):
     finally:
         srv.kill()
         srv.wait()
-
-
-def stats(env):
-    r = subprocess.run([SHORTCUT, "stats", "--json"], capture_output=True, text=True,
-                       env=env, timeout=30)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
 
 
 def test_raw_io_uring_setup_switches_to_tcp(tmp_path):
@@ -169,10 +147,7 @@ def test_server_io_uring_counts_its_connections(tmp_path):
         assert cli.stdout.readline() == "c connected\n"
         assert srv.stdout.readline() == "accepted c\n"
 
-        r = subprocess.run([SHORTCUT, "stat", "--json"], capture_output=True, text=True,
-                           env=env, timeout=30)
-        assert r.returncode == 0, r.stderr
-        mine = [c for c in json.loads(r.stdout)
+        mine = [c for c in stat(env)
                 if c["local"] == "127.0.0.1:%d" % port]      # the server's side
         assert sorted(c["fallback"] for c in mine) == [
             "switched_to_tcp", "unsupported_option", "unsupported_option"], mine
