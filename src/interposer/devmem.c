@@ -54,6 +54,30 @@ static void dm_cmsgs(struct msghdr *m, size_t linear, const struct sc_dm_frag *f
 	m->msg_controllen = used;
 }
 
+/* The devmem receive itself: up to max fragments into fr (*n) and the
+ * linear bytes into m's iov (*lin), within SO_RCVTIMEO (polled here, as
+ * the kernel's socket timeout).  Bytes, or -errno. */
+static ssize_t dm_recv_timed(struct sc_sock *s, struct sc_dm_rx *rx, struct msghdr *m, int flags,
+			     struct sc_dm_frag *fr, int max, int *n, size_t *lin)
+{
+	int f = (s->nonblock || (flags & MSG_DONTWAIT)) ? SC_NONBLOCK : 0;
+	if (flags & MSG_WAITALL)
+		f |= SC_WAITALL;
+	uint64_t to = s->rcvtimeo_ns;
+	uint64_t deadline = to ? sc__now_ns() + to : UINT64_MAX;
+	for (;;) {
+		ssize_t rc = sc__recv_devmem(s->c, rx, m->msg_iov, (int)m->msg_iovlen, fr, max, n,
+					     lin, to ? f | SC_NONBLOCK : f);
+		if (rc != -EAGAIN || !to || (f & SC_NONBLOCK))
+			return rc;
+		int w = sc__conn_wait_ready(s->c, false, deadline);
+		if (w == -ETIMEDOUT)
+			return rc;
+		if (w < 0)
+			return w;
+	}
+}
+
 /* A receive with MSG_SOCK_DEVMEM on an accelerated socket; *handled false:
  * not ours to answer (kernel TCP, no rx binding in the process: the kernel
  * then copies, as it does for data on no bound queue). */
@@ -95,27 +119,9 @@ ssize_t dm_recvmsg(int fd, struct sc_sock *s, struct msghdr *m, int flags, bool 
 	if (max > 1024)
 		max = 1024;
 	struct sc_dm_frag fr[1024];
-	int f = (s->nonblock || (flags & MSG_DONTWAIT)) ? SC_NONBLOCK : 0;
-	if (flags & MSG_WAITALL)
-		f |= SC_WAITALL;
-	uint64_t to = s->rcvtimeo_ns;
-	uint64_t deadline = to ? sc__now_ns() + to : UINT64_MAX;
 	int n = 0;
 	size_t lin = 0;
-	ssize_t rc;
-	for (;;) {
-		rc = sc__recv_devmem(s->c, rx, m->msg_iov, (int)m->msg_iovlen, fr, max, &n, &lin,
-				     to ? f | SC_NONBLOCK : f);
-		if (rc != -EAGAIN || !to || (f & SC_NONBLOCK))
-			break;
-		int w = sc__conn_wait_ready(s->c, false, deadline);
-		if (w == -ETIMEDOUT)
-			break;
-		if (w < 0) {
-			rc = w;
-			break;
-		}
-	}
+	ssize_t rc = dm_recv_timed(s, rx, m, flags, fr, max, &n, &lin);
 	if (rc == -SC_ESWITCHED) {
 		/* back to TCP: the kernel's from here (its loopback copies);
 		 * the fragments the program holds stay valid */

@@ -353,6 +353,36 @@ void reg_sig_settled(const struct sc_epreg *r, uint64_t sig[3])
 	}
 }
 
+/* A registration of a connection of ours on shared memory, watched from
+ * now on: through the set's channel (bound), or its own pollable fd in
+ * the inner set.  settle: a pending client just settled, whose EPOLLET
+ * edges are changes from its state as the watch begins (watched already:
+ * a change from here on wakes us, and is an edge at the next look if this
+ * one does not see it; room is news if it ran out since the entry last
+ * reported, reg_edge). */
+static void reg_watch_shm(struct sc_ep *e, struct sc_epreg *r, struct sc_sock *s, bool settle)
+{
+	if (ep_bind(e, r, s->c) == 0) {
+		r->shared = true;
+		sc__conn_poll_arm(s->c, (r->events & EPOLLOUT) || (r->second && s->c->polled_out));
+	} else {
+		int pfd = sc__conn_poll_arm(s->c, r->events & EPOLLOUT);
+		if (pfd >= 0)
+			reg_watch_fd(e, r, 0, pfd, 0);
+		r->foreign = true;
+		atomic_fetch_add(&nforeign, 1);
+	}
+	if (!settle)
+		return;
+	uint64_t sig[3];
+	r->settled_out = (uint64_t)s->pnospace + r->unwritable != r->sig_out;
+	reg_sig(r, sig);
+	r->sig_in = sig[0];
+	r->sig_out = sig[1];
+	r->sig_fl = sig[2];
+	r->settled = true;
+}
+
 uint32_t reg_eval(struct sc_ep *e, struct sc_epreg *r, bool *gone)
 {
 	struct sc_sock *s = r->s;
@@ -399,32 +429,7 @@ uint32_t reg_eval(struct sc_ep *e, struct sc_epreg *r, bool *gone)
 			 * change once, the registration is looked at anew */
 			reg_watch_fd(e, r, 1, r->fd, EPOLLOUT | EPOLLET);
 		} else if (mode == M_SHM && sock_ours(s)) {
-			if (ep_bind(e, r, s->c) == 0) {
-				r->shared = true;
-				sc__conn_poll_arm(s->c, (r->events & EPOLLOUT) ||
-						  (r->second && s->c->polled_out));
-			} else {
-				/* its own pollable fd, watched by the inner set */
-				int pfd = sc__conn_poll_arm(s->c, r->events & EPOLLOUT);
-				if (pfd >= 0)
-					reg_watch_fd(e, r, 0, pfd, 0);
-				r->foreign = true;
-				atomic_fetch_add(&nforeign, 1);
-			}
-			if (settle) {
-				/* (watched already: a change from here on
-				 * wakes us, and is an edge at the next look
-				 * if this one does not see it) */
-				uint64_t sig[3];
-				/* room is news if it ran out since the
-				 * entry last reported (reg_edge) */
-				r->settled_out = (uint64_t)s->pnospace + r->unwritable != r->sig_out;
-				reg_sig(r, sig);
-				r->sig_in = sig[0];
-				r->sig_out = sig[1];
-				r->sig_fl = sig[2];
-				r->settled = true;
-			}
+			reg_watch_shm(e, r, s, settle);
 			/* anything that happened before the watch began */
 			rv = sock_revents(r->fd, s, want, &wfd, false);
 			if (rv < 0)

@@ -580,6 +580,99 @@ static void ep_check_pending(struct sc_ep *e)
 	pthread_mutex_unlock(&e->lock);
 }
 
+/* A poll (no wait) that found nothing: once such polls in a row have
+ * walked as many cells as a wake-up costs, arm the channel, so that the
+ * next ones skip the walk while nothing comes (what comes then costs its
+ * waker a system call, as it would if we slept).  Returns n, and what the
+ * arming's last look found. */
+static int ep_idle_arm(struct sc_ep *e, struct epoll_event *out, int n, int max, uint64_t call)
+{
+	unsigned w = atomic_load_explicit(&e->idle_walk, memory_order_relaxed) + 1 +
+		     (unsigned)sc__chan_cells(e->ch);
+	atomic_store_explicit(&e->idle_walk, w, memory_order_relaxed);
+	if (w < EP_ARM_IDLE_WALK)
+		return n;
+	ep_arm(e, true);
+	return ep_harvest(e, out, n, max, call);
+}
+
+/* About to sleep: counted as a sleeper before the last look, so that a
+ * registration made after it wakes us (epoll_ctl looks at sleepers once
+ * it has put the new entry on the check list; its connection's bind
+ * signals nobody); arm the channel, then look once more (whatever came
+ * before the arming is in the collect); nested sets armed too, since
+ * nobody waits on them.  Returns n; a sleeper still counted if it is 0. */
+static int ep_sleep_prepare(struct sc_ep *e, struct epoll_event *out, int n, int max,
+			    uint64_t call)
+{
+	atomic_fetch_add(&e->sleepers, 1);
+	ep_expose_nests(e, 0);
+	ep_arm(e, true);
+	n = ep_harvest(e, out, n, max, call);
+	if (n)
+		atomic_fetch_sub(&e->sleepers, 1);
+	return n;
+}
+
+/* The k events the kernel's set reported, into out after n: our cookie
+ * (*inner: the inner set has news), another process's (dropped), a
+ * nested set's (reported if it has something ready), the program's own.
+ * Returns the new n. */
+static int ep_kernel_events(struct sc_ep *e, const struct epoll_event *kbuf, int k,
+			    struct epoll_event *out, int n, bool *inner)
+{
+	for (int i = 0; i < k; i++) {
+		uint64_t d = kbuf[i].data.u64;
+		if (d == e->cookie) {
+			*inner = true;
+		} else if (is_cookie(d)) {
+			continue;       /* another process's (a set shared by fork) */
+		} else if (is_nest_cookie(d)) {
+			if (cookie_mine(d) ? !ep_nest_ready(e, &d) : !cookie_inherited(&d))
+				continue;       /* a nested set with nothing ready */
+			out[n] = kbuf[i];
+			out[n++].data.u64 = d;
+		} else {
+			out[n++] = kbuf[i];     /* (the caller's room) */
+		}
+	}
+	return n;
+}
+
+/* The inner set has news: a wake-up's datagram (the channel collected, its
+ * fd reset now, or every call until we sleep again would find the cookie;
+ * the tokens stay taken: no more datagrams while we are awake), or
+ * registrations whose fds changed (to look at, and fired). */
+static void ep_inner_news(struct sc_ep *e)
+{
+	struct epoll_event iev[64];
+	int m = R(epoll_wait)(e->inner, iev, 64, 0);
+	pthread_mutex_lock(&e->lock);
+	for (int i = 0; i < m; i++) {
+		if (iev[i].data.ptr == &ep_chan_mark) {
+			if (!atomic_load_explicit(&nforeign, memory_order_relaxed))
+				sc__chan_reset(e->ch);
+			ep_collect(e, false);
+			continue;
+		}
+		/* still registered? (DEL may have raced) */
+		struct sc_epreg *r = reg_of_token(e, iev[i].data.u64);
+		if (r) {
+			check_add(e, r);
+			if (!r->fired) {
+				r->fired = true;
+				r->fnext = e->fired;
+				e->fired = r;
+			}
+		}
+	}
+	pthread_mutex_unlock(&e->lock);
+}
+
+/* The wait of a set of ours: collect what our channel and registrations
+ * have, spin a while, then sleep in the kernel's set (which holds the
+ * program's other fds and our cookie), in slices while a pending client's
+ * answer may come unannounced.  Returns the events, or -1 with errno. */
 static int ep_wait(struct sc_ep *e, int epfd, struct epoll_event *out, int max, int timeout,
 		   const sigset_t *mask)
 {
@@ -610,22 +703,8 @@ static int ep_wait(struct sc_ep *e, int epfd, struct epoll_event *out, int max, 
 			return n;
 		int t = n || !end ? 0 : end == UINT64_MAX ? -1 : ms_left(end);
 		if (!t && !n && e->ch && !sc__chan_quiet(e->ch) &&
-		    sc__chan_cells(e->ch) >= EP_ARM_IDLE_CELLS) {
-			/* a poll finding nothing: once such polls in a row have
-			 * walked as many cells as a wake-up costs, arm the
-			 * channel, so that the next ones skip the walk while
-			 * nothing comes (what comes then costs its waker a
-			 * system call, as it would if we slept) */
-			unsigned w = atomic_load_explicit(&e->idle_walk, memory_order_relaxed) +
-				     1 + (unsigned)sc__chan_cells(e->ch);
-			atomic_store_explicit(&e->idle_walk, w, memory_order_relaxed);
-			if (w >= EP_ARM_IDLE_WALK) {
-				ep_arm(e, true);
-				n = ep_harvest(e, out, n, max, call);
-				if (n)
-					return n;
-			}
-		}
+		    sc__chan_cells(e->ch) >= EP_ARM_IDLE_CELLS && (n = ep_idle_arm(e, out, n, max, call)))
+			return n;
 		if (t && !spun) {
 			spun = true;
 			n = ep_spin(e, epfd, out, n, max, call);
@@ -637,25 +716,10 @@ static int ep_wait(struct sc_ep *e, int epfd, struct epoll_event *out, int max, 
 			 * kernel's wait reports all that is ready */
 			t = n ? 0 : end == UINT64_MAX ? -1 : ms_left(end);
 		}
-		if (t) {
-			/* about to sleep: counted as a sleeper before the last
-			 * look, so that a registration made after it wakes us
-			 * (epoll_ctl looks at sleepers once it has put the new
-			 * entry on the check list; its connection's bind
-			 * signals nobody); arm the channel, then look once more
-			 * (whatever came before the arming is in the collect);
-			 * nested sets armed too, since nobody waits on them */
-			atomic_fetch_add(&e->sleepers, 1);
-			ep_expose_nests(e, 0);
-			ep_arm(e, true);
-
-			n = ep_harvest(e, out, n, max, call);
-			if (n) {
-				atomic_fetch_sub(&e->sleepers, 1);
-				if (n >= max)
-					return n;
-				t = 0;
-			}
+		if (t && (n = ep_sleep_prepare(e, out, n, max, call))) {
+			if (n >= max)
+				return n;
+			t = 0;
 		}
 		/* a pending client's offer may be declined, which wakes
 		 * nobody: look at it again after a slice (PENDING_SLICE_MS) */
@@ -680,50 +744,9 @@ static int ep_wait(struct sc_ep *e, int epfd, struct epoll_event *out, int max, 
 		if (sliced && !k)
 			ep_check_pending(e);
 		bool inner = false;
-		int kept = 0;
-		for (int i = 0; i < k; i++) {
-			uint64_t d = kbuf[i].data.u64;
-			if (d == e->cookie)
-				inner = true;
-			else if (is_cookie(d))
-				continue;       /* another process's (a set shared by fork) */
-			else if (is_nest_cookie(d)) {
-				if (cookie_mine(d) ? !ep_nest_ready(e, &d) : !cookie_inherited(&d))
-					continue;       /* a nested set with nothing ready */
-				out[n + kept] = kbuf[i];
-				out[n + kept++].data.u64 = d;
-			} else {
-				out[n + kept++] = kbuf[i];      /* k <= room */
-			}
-		}
-		n += kept;
+		n = ep_kernel_events(e, kbuf, k, out, n, &inner);
 		if (inner) {
-			struct epoll_event iev[64];
-			int m = R(epoll_wait)(e->inner, iev, 64, 0);
-			pthread_mutex_lock(&e->lock);
-			for (int i = 0; i < m; i++) {
-				if (iev[i].data.ptr == &ep_chan_mark) {
-					/* a wake-up's datagram: reset the fd now,
-					 * or every call until we sleep again would
-					 * find the cookie (the tokens stay taken:
-					 * no more datagrams while we are awake) */
-					if (!atomic_load_explicit(&nforeign, memory_order_relaxed))
-						sc__chan_reset(e->ch);
-					ep_collect(e, false);
-					continue;
-				}
-				/* still registered? (DEL may have raced) */
-				struct sc_epreg *r = reg_of_token(e, iev[i].data.u64);
-				if (r) {
-					check_add(e, r);
-					if (!r->fired) {
-						r->fired = true;
-						r->fnext = e->fired;
-						e->fired = r;
-					}
-				}
-			}
-			pthread_mutex_unlock(&e->lock);
+			ep_inner_news(e);
 			/* evaluate them now; the kernel's part is already in
 			 * (asking it again would report a level fd twice) */
 			n = ep_harvest(e, out, n, max, call);

@@ -165,6 +165,36 @@ static void syn_tag(int fd, struct sc_sock *s, int family, const struct sc_addr1
 	s->syn_ttl = rc == 0 ? (uint8_t)ttl : 0;
 }
 
+/* The board of port dport if a live listener there serves dst (held:
+ * sc__board_put), else NULL.  Our mapping may be of a board a collection
+ * removed (its listener died) since a new one was made: looked at again. */
+static struct sc_board *board_serving(uint16_t dport, const struct sc_addr16 *dst)
+{
+	struct sc_board *b = sc__board(dport, false);
+	if (!b || sc__board_serves(b, dst))
+		return b;
+	sc__board_put(dport);
+	b = sc__board_recheck(dport) && sc__board_forget(dport, b) ? sc__board(dport, false) : NULL;
+	if (b && !sc__board_serves(b, dst)) {
+		sc__board_put(dport);
+		b = NULL;
+	}
+	return b;
+}
+
+/* Our SYN's mark: the TOS (IPv4, and IPv4 over IPv6) and the traffic
+ * class (IPv6).  0, or -1 if neither can be set. */
+static int syn_mark(int fd, int family)
+{
+	int tos = SC_SYN_TOS;
+	if (R(setsockopt)(fd, IPPROTO_IP, IP_TOS, &tos, sizeof(tos)) < 0 &&
+	    (family != AF_INET6 || R(setsockopt)(fd, IPPROTO_IPV6, IPV6_TCLASS, &tos, sizeof(tos)) < 0))
+		return -1;
+	if (family == AF_INET6)
+		R(setsockopt)(fd, IPPROTO_IPV6, IPV6_TCLASS, &tos, sizeof(tos));
+	return 0;
+}
+
 /* Before the real connect: is there an accelerated listener for addr, and
  * can we take part?  Marks the SYN and prepares the pending state. */
 static int offer_prepare(int fd, struct sc_sock *s, const struct sockaddr *addr,
@@ -182,18 +212,7 @@ static int offer_prepare(int fd, struct sc_sock *s, const struct sockaddr *addr,
 		static const struct sc_addr16 lo6 = { { [15] = 1 } };
 		*dst = addr->sa_family == AF_INET ? lo4 : lo6;
 	}
-	struct sc_board *b = sc__board(dport, false);
-	if (b && !sc__board_serves(b, dst)) {
-		/* our mapping may be of a board a collection removed (its
-		 * listener died) since a new one was made: look again */
-		sc__board_put(dport);
-		b = sc__board_recheck(dport) && sc__board_forget(dport, b) ?
-		    sc__board(dport, false) : NULL;
-		if (b && !sc__board_serves(b, dst)) {
-			sc__board_put(dport);
-			b = NULL;
-		}
-	}
+	struct sc_board *b = board_serving(dport, dst);
 	if (!b) {
 		*why = SC_FB_NO_LISTENER;
 		return -1;
@@ -239,17 +258,12 @@ static int offer_prepare(int fd, struct sc_sock *s, const struct sockaddr *addr,
 		*why = SC_FB_NOMEM;
 		return -1;
 	}
-	int tos = SC_SYN_TOS;
-	if (R(setsockopt)(fd, IPPROTO_IP, IP_TOS, &tos, sizeof(tos)) < 0 &&
-	    (addr->sa_family != AF_INET6 ||
-	     R(setsockopt)(fd, IPPROTO_IPV6, IPV6_TCLASS, &tos, sizeof(tos)) < 0)) {
+	if (syn_mark(fd, addr->sa_family) < 0) {
 		free(s->pbuf);
 		s->pbuf = NULL;
 		*why = SC_FB_UNSUPPORTED;
 		return -1;
 	}
-	if (addr->sa_family == AF_INET6)
-		R(setsockopt)(fd, IPPROTO_IPV6, IPV6_TCLASS, &tos, sizeof(tos));
 	syn_tag(fd, s, addr->sa_family, dst);
 	s->dst = *dst;
 	*port = dport;
@@ -505,104 +519,114 @@ static int lead_peek(int nfd, uint8_t *b)
 	}
 }
 
-/* A connection we accepted on an accelerated listener: claim its offer. */
-/* An accepted connection's first use in this process (not accept() itself:
- * a server that forks per connection uses it in the child, which must be
- * the one to claim it).  s->lock held; the mode goes to M_SHM if claimed,
- * else stays M_SPENDING for the caller to make M_TCP. */
-static void server_claim(int nfd, struct sc_sock *s)
-{
-	struct sockaddr_storage me, peer;
-	socklen_t ml = sizeof(me), pl = sizeof(peer);
+/* What an accepted connection's SYN (or, without it, its addresses) says. */
+struct syn_info {
 	struct sc_addr16 local, remote;
 	uint16_t lport, cport;
-	uint64_t client, tag;
-	uint8_t ttl = 0;
+	bool marked;            /* an accelerated client's (its TOS mark) */
+	uint8_t ttl;            /* ... its tag: the TTL / hop limit it came with */
+};
 
-	s->owner = sc__pid();
-	/* the SYN tells whether the client is accelerated (TCP_SAVE_SYN),
-	 * and both ends' addresses */
+/* Classify an accepted connection by its SYN (TCP_SAVE_SYN): accelerated
+ * or not, and both ends' addresses.  False if they cannot be had. */
+static bool syn_classify(int nfd, struct syn_info *si)
+{
 	uint8_t syn[128];
 	socklen_t sl = sizeof(syn);
-	bool marked = false, have_syn =
-		R(getsockopt)(nfd, IPPROTO_TCP, TCP_SAVED_SYN, syn, &sl) == 0 && sl >= 2;
+	bool have_syn = R(getsockopt)(nfd, IPPROTO_TCP, TCP_SAVED_SYN, syn, &sl) == 0 && sl >= 2;
+	si->marked = false;
+	si->ttl = 0;
 	if (have_syn) {
 		int tos = (syn[0] >> 4) == 4 ? syn[1] : (syn[0] >> 4) == 6 ?
 			  ((syn[0] & 0x0f) << 4 | syn[1] >> 4) : 0;
-		marked = (tos & 0xfc) == SC_SYN_TOS;
-		/* its tag: the TTL / hop limit it came with (compared only on
-		 * a marked SYN: an unmarked one was sent again after connect()
-		 * put the program's own back) */
-		if (marked)
-			ttl = (syn[0] >> 4) == 4 && sl >= 20 ? syn[8] :
-			      (syn[0] >> 4) == 6 && sl >= 40 ? syn[7] : 0;
+		si->marked = (tos & 0xfc) == SC_SYN_TOS;
+		/* the tag is compared only on a marked SYN: an unmarked one
+		 * was sent again after connect() put the program's own back */
+		if (si->marked)
+			si->ttl = (syn[0] >> 4) == 4 && sl >= 20 ? syn[8] :
+				  (syn[0] >> 4) == 6 && sl >= 40 ? syn[7] : 0;
 	}
-	if (!(have_syn && syn_addrs(syn, sl, &local, &lport, &remote, &cport)) &&
-	    (getsockname(nfd, (struct sockaddr *)&me, &ml) < 0 ||
-	     getpeername(nfd, (struct sockaddr *)&peer, &pl) < 0 ||
-	     !sc__addr16((struct sockaddr *)&me, &local, &lport) ||
-	     !sc__addr16((struct sockaddr *)&peer, &remote, &cport))) {
-		fallback_stat(s, nfd, SC_FB_PEER_PLAIN);
-		return;
-	}
+	if (have_syn && syn_addrs(syn, sl, &si->local, &si->lport, &si->remote, &si->cport))
+		return true;
+	struct sockaddr_storage me, peer;
+	socklen_t ml = sizeof(me), pl = sizeof(peer);
+	return getsockname(nfd, (struct sockaddr *)&me, &ml) == 0 &&
+	       getpeername(nfd, (struct sockaddr *)&peer, &pl) == 0 &&
+	       sc__addr16((struct sockaddr *)&me, &si->local, &si->lport) &&
+	       sc__addr16((struct sockaddr *)&peer, &si->remote, &si->cport);
+}
+
+/* The board of the accepted connection's port, its entry's page backed;
+ * NULL with the fallback counted. */
+static struct sc_board *claim_board(int nfd, struct sc_sock *s, const struct syn_info *si)
+{
 	/* the record gets the addresses we have (rec_fill then asks nothing) */
 	if (s->rec || (s->rec = sc__rec_get())) {
-		s->rec->laddr = local;
-		s->rec->lport = lport;
-		s->rec->paddr = remote;
-		s->rec->pport = cport;
+		s->rec->laddr = si->local;
+		s->rec->lport = si->lport;
+		s->rec->paddr = si->remote;
+		s->rec->pport = si->cport;
 	}
 	if (!s->board)
-		sock_board(s, sc__board(lport, false), lport);
-	struct sc_board *b = s->board;
-	if (!b) {
+		sock_board(s, sc__board(si->lport, false), si->lport);
+	if (!s->board) {
 		fallback_stat(s, nfd, SC_FB_PEER_PLAIN);
-		return;
+		return NULL;
 	}
 	/* its entry's page cannot be had (a full run directory): no client
 	 * could post an offer there either */
-	if (sc__offer_backed(b, cport) < 0) {
+	if (sc__offer_backed(s->board, si->cport) < 0) {
 		fallback_stat(s, nfd, SC_FB_NOMEM);
-		return;
+		return NULL;
 	}
+	return s->board;
+}
+
+/* The client's offer on b, claimed: its index, or -1 with the fallback
+ * counted (a 4-tuple we declined remembered in s).  room: we have fds
+ * for a connection. */
+static int offer_await(int nfd, struct sc_sock *s, struct sc_board *b, const struct syn_info *si,
+		       bool room, uint64_t *client, uint64_t *tag)
+{
+	struct sc_addr16 local = si->local, remote = si->remote;
 	/* unmarked: a plain client, or an accelerated one's SYN sent again
 	 * after its connect() returned -- whose offer is on the board by
 	 * then (it posts before it unmarks): claimed, or nothing will come
 	 * and there is nothing to decline (a short connection's set-up
 	 * costs one look) */
-	int idx = sc__offer_claim(b, cport, &local, &remote, ttl, &client, &tag);
-	if (idx < 0 && !marked) {
-		fallback_stat(s, nfd, SC_FB_PEER_PLAIN);
-		return;
+	int idx = sc__offer_claim(b, si->cport, &local, &remote, si->ttl, client, tag);
+	if (idx >= 0 || !si->marked) {
+		if (idx < 0)
+			fallback_stat(s, nfd, SC_FB_PEER_PLAIN);
+		return idx;
 	}
-	bool room = fd_headroom(nfd);
 	/* marked: its offer follows its connect() by microseconds; wait for
 	 * it while a client is between its connect() and its offer (bounded),
 	 * else decline the 4-tuple so it learns.  A marked SYN with nobody
 	 * connecting is not waited for: anyone can mark a SYN. */
 	uint64_t until = sc__now_ns() + (room ? 200000000u : 0);
-	for (unsigned spin = 0; idx < 0; spin++) {
-		idx = sc__offer_claim(b, cport, &local, &remote, ttl, &client, &tag);
+	for (unsigned spin = 0;; spin++) {
+		idx = sc__offer_claim(b, si->cport, &local, &remote, si->ttl, client, tag);
 		if (idx >= 0)
-			break;
-		if (sc__offer_withdrawn(b, cport, &local, &remote)) {
+			return idx;
+		if (sc__offer_withdrawn(b, si->cport, &local, &remote)) {
 			/* it connected and closed before we looked (a port
 			 * probe, wrk's test connection): nothing to set up,
 			 * and no reason to wait */
 			fallback_stat(s, nfd, SC_FB_PEER_CLOSED);
-			return;
+			return -1;
 		}
 		bool waited_out = sc__now_ns() >= until;
 		if (waited_out || !sc__board_anyone_connecting(b)) {
 			int didx;
-			if (sc__offer_decline_tuple(b, cport, &local, &remote, &didx) == -EAGAIN)
+			if (sc__offer_decline_tuple(b, si->cport, &local, &remote, &didx) == -EAGAIN)
 				continue;       /* it came: claim it */
 			s->declined = didx;
 			s->local = local;
 			s->remote = remote;
 			fallback_stat(s, nfd, !room ? SC_FB_LIMITS :
 					      waited_out ? SC_FB_CLAIM_TIMEOUT : SC_FB_PEER_PLAIN);
-			return;
+			return -1;
 		}
 		if (spin < 64) {
 			sched_yield();
@@ -611,45 +635,43 @@ static void server_claim(int nfd, struct sc_sock *s)
 			nanosleep(&ts, NULL);
 		}
 	}
-	bool early_ok = sc__early_backed(b, cport) == 0;
-	if (!room || !early_ok || off_file() || G.uring) {
-		/* the client learns it from the board and stays on TCP */
-		sc__offer_decline(b, idx, tag);
-		fallback_stat(s, nfd, !room ? SC_FB_LIMITS : !early_ok ? SC_FB_NOMEM :
-				      G.uring ? SC_FB_UNSUPPORTED : SC_FB_DISABLED);
-		return;
-	}
-	char path[128];
-	struct sc_conn *c = NULL;
+}
+
+/* Offer idx claimed: connect to the client's rendezvous with its early
+ * bytes (after a lead byte on TCP, for a listener that defers its
+ * accepts).  NULL: declined, the fallback counted; the client learns it
+ * from the board and stays on TCP. */
+static struct sc_conn *claim_connect(int nfd, struct sc_sock *s, struct sc_board *b, int idx,
+				     uint64_t client, uint64_t tag)
+{
 	uint32_t elen;
 	bool lead;
 	const uint8_t *early = sc__offer_early_take(b, idx, &elen, &lead);
 	uint8_t first[SC_EARLY_MAX];
 	LOG(3, "offer %d claimed, %u early bytes%s", idx, elen, lead ? " after a lead byte" : "");
 	if (lead) {
-		/* the client's first byte is on TCP (for a listener that
-		 * defers its accepts), the early bytes follow it */
 		if (lead_peek(nfd, first) < 0) {
 			/* not there: the client is stopped, or gone.  TCP,
 			 * where the byte (if it comes) is the stream's first */
 			sc__offer_decline(b, idx, tag);
 			fallback_stat(s, nfd, SC_FB_CLAIM_TIMEOUT);
-			return;
+			return NULL;
 		}
 		memcpy(first + 1, early, elen);
 		early = first;
 		elen++;
 	}
+	char path[128];
+	struct sc_conn *c = NULL;
 	int rc = sc__rendezvous_path(client, path, sizeof(path));
 	if (!rc)        /* blocking: per call; the client's first bytes go in */
 		rc = sc__connect_tagged(path, tag, client, early, elen, sc__offer_max_seg(b, idx),
 					0, &c);
 	if (rc) {
-		/* the client learns it from the board and stays on TCP (a
-		 * lead byte, only peeked, stays the stream's first) */
+		/* (a lead byte, only peeked, stays the stream's first) */
 		sc__offer_decline(b, idx, tag);
 		fallback_stat(s, nfd, rc == -ENOMEM ? SC_FB_NOMEM : SC_FB_RENDEZVOUS);
-		return;
+		return NULL;
 	}
 	if (lead) {
 		/* in our ring now: off the kernel socket (peeked: there,
@@ -659,6 +681,41 @@ static void server_claim(int nfd, struct sc_sock *s)
 			LOG(1, "the lead byte of offer %d left the kernel socket", idx);
 	}
 	sc__offer_done(b, idx);
+	return c;
+}
+
+/* An accepted connection's first use in this process (not accept() itself:
+ * a server that forks per connection uses it in the child, which must be
+ * the one to claim it): classify, find the board, wait for the offer,
+ * connect.  s->lock held; the mode goes to M_SHM if claimed, else stays
+ * M_SPENDING for the caller to make M_TCP. */
+static void server_claim(int nfd, struct sc_sock *s)
+{
+	struct syn_info si;
+	uint64_t client, tag;
+	s->owner = sc__pid();
+	if (!syn_classify(nfd, &si)) {
+		fallback_stat(s, nfd, SC_FB_PEER_PLAIN);
+		return;
+	}
+	struct sc_board *b = claim_board(nfd, s, &si);
+	if (!b)
+		return;
+	bool room = fd_headroom(nfd);
+	int idx = offer_await(nfd, s, b, &si, room, &client, &tag);
+	if (idx < 0)
+		return;
+	bool early_ok = sc__early_backed(b, si.cport) == 0;
+	if (!room || !early_ok || off_file() || G.uring) {
+		/* the client learns it from the board and stays on TCP */
+		sc__offer_decline(b, idx, tag);
+		fallback_stat(s, nfd, !room ? SC_FB_LIMITS : !early_ok ? SC_FB_NOMEM :
+				      G.uring ? SC_FB_UNSUPPORTED : SC_FB_DISABLED);
+		return;
+	}
+	struct sc_conn *c = claim_connect(nfd, s, b, idx, client, tag);
+	if (!c)
+		return;
 	s->c = c;
 	s->counted = true;
 	sc_set_bufs(c, s->sndbuf, s->rcvbuf);

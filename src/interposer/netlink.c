@@ -309,6 +309,82 @@ static int do_bind(const struct nlmsghdr *h, uint8_t cmd)
 	return id;
 }
 
+/* The message's bytes in one buffer (*total), or NULL (none we could
+ * answer: too short or too long for a request of ours, no memory). */
+static char *iov_flat(const struct msghdr *m, size_t *total)
+{
+	size_t len = 0;
+	for (size_t i = 0; i < m->msg_iovlen; i++)
+		len += m->msg_iov[i].iov_len;
+	if (len < NLMSG_HDRLEN || len > NL_BUF)
+		return NULL;
+	char *buf = malloc(len);
+	if (!buf)
+		return NULL;
+	size_t off = 0;
+	for (size_t i = 0; i < m->msg_iovlen; i++) {
+		memcpy(buf + off, m->msg_iov[i].iov_base, m->msg_iov[i].iov_len);
+		off += m->msg_iov[i].iov_len;
+	}
+	*total = len;
+	return buf;
+}
+
+/* The netdev command of h (0: none). */
+static uint8_t genl_cmd(const struct nlmsghdr *h)
+{
+	return h->nlmsg_len >= NLMSG_LENGTH(GENL_HDRLEN) ?
+	       ((const struct genlmsghdr *)NLMSG_DATA(h))->cmd : 0;
+}
+
+/* Any bind (rx or tx) of family fam among the messages? */
+static bool any_bind(char *buf, size_t rem, int fam)
+{
+	for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, rem); h = NLMSG_NEXT(h, rem))
+		if (h->nlmsg_type == fam &&
+		    (genl_cmd(h) == NETDEV_CMD_BIND_RX || genl_cmd(h) == NETDEV_CMD_BIND_TX))
+			return true;
+	return false;
+}
+
+/* A bind we answered (id: the binding, or -errno): its reply and ack
+ * queued on n.  Returns how many messages the program will read. */
+static int bind_answer(struct nl_sock *n, struct nlmsghdr *h, uint8_t cmd, int id)
+{
+	if (id < 0) {
+		queue_ack(n, h, id);
+		return 1;
+	}
+	if (n->nids < 16)
+		n->ids[n->nids++] = (uint32_t)id;
+	queue_reply(n, h, cmd, (uint32_t)id);
+	if (!(h->nlmsg_flags & NLM_F_ACK))
+		return 1;
+	queue_ack(n, h, 0);
+	return 2;
+}
+
+/* For each answer of ours, a decoy the kernel answers with an ack the
+ * receive drops (the program's read then finds ours in its place). */
+static void decoys_add(char **out, size_t *olen, size_t *cap, const struct nlmsghdr *h,
+		       int replies)
+{
+	for (int k = 0; k < replies; k++) {
+		struct nlmsghdr d = { .nlmsg_len = NLMSG_HDRLEN, .nlmsg_type = NLMSG_NOOP,
+				      .nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK,
+				      .nlmsg_seq = h->nlmsg_seq, .nlmsg_pid = DECOY_PID };
+		if (*olen + sizeof(d) > *cap) {
+			char *bigger = realloc(*out, *olen + sizeof(d) + *cap);
+			if (!bigger)
+				return;
+			*out = bigger;
+			*cap = *olen + sizeof(d) + *cap;
+		}
+		memcpy(*out + *olen, &d, sizeof(d));
+		*olen += sizeof(d);
+	}
+}
+
 /*
  * A send on a tracked netlink socket: the messages we answer become
  * decoys, the rest goes to the kernel as it was, in one send.  *handled
@@ -318,37 +394,15 @@ ssize_t nl_sendmsg(int fd, const struct msghdr *m, int flags, bool *handled)
 {
 	*handled = false;
 	int fam = family();
-	if (fam <= 0)
-		return 0;
 	size_t total = 0;
-	for (size_t i = 0; i < m->msg_iovlen; i++)
-		total += m->msg_iov[i].iov_len;
-	if (total < NLMSG_HDRLEN || total > NL_BUF)
-		return 0;
-	char *buf = malloc(total);
-	if (!buf)
-		return 0;
-	size_t off = 0;
-	for (size_t i = 0; i < m->msg_iovlen; i++) {
-		memcpy(buf + off, m->msg_iov[i].iov_base, m->msg_iov[i].iov_len);
-		off += m->msg_iov[i].iov_len;
-	}
-	/* a first pass: any bind for loopback? */
-	bool ours = false;
-	size_t rem = total;
-	for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, rem); h = NLMSG_NEXT(h, rem)) {
-		if (h->nlmsg_type == fam && h->nlmsg_len >= NLMSG_LENGTH(GENL_HDRLEN)) {
-			uint8_t cmd = ((struct genlmsghdr *)NLMSG_DATA(h))->cmd;
-			ours |= cmd == NETDEV_CMD_BIND_RX || cmd == NETDEV_CMD_BIND_TX;
-		}
-	}
-	if (!ours) {
+	char *buf = fam > 0 ? iov_flat(m, &total) : NULL;
+	if (!buf || !any_bind(buf, total, fam)) {
 		free(buf);
 		return 0;
 	}
 	*handled = true;
-	char *out = malloc(total);
-	size_t olen = 0;
+	size_t cap = total, olen = 0;
+	char *out = malloc(cap);
 	if (!out) {
 		free(buf);
 		errno = ENOBUFS;
@@ -359,47 +413,18 @@ ssize_t nl_sendmsg(int fd, const struct msghdr *m, int flags, bool *handled)
 	size_t left = total;
 	for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, left);
 	     h = NLMSG_NEXT(h, left)) {
-		uint8_t cmd = h->nlmsg_len >= NLMSG_LENGTH(GENL_HDRLEN) ?
-			      ((struct genlmsghdr *)NLMSG_DATA(h))->cmd : 0;
+		uint8_t cmd = genl_cmd(h);
 		int id = 0;
 		if (n && h->nlmsg_type == fam && (h->nlmsg_flags & NLM_F_REQUEST) &&
 		    (cmd == NETDEV_CMD_BIND_RX || cmd == NETDEV_CMD_BIND_TX))
 			id = do_bind(h, cmd);
-		if (id == 0) {
-			memcpy(out + olen, h, NLMSG_ALIGN(h->nlmsg_len) < left ?
-					      NLMSG_ALIGN(h->nlmsg_len) : h->nlmsg_len);
-			olen += NLMSG_ALIGN(h->nlmsg_len) < left ? NLMSG_ALIGN(h->nlmsg_len)
-								 : h->nlmsg_len;
+		if (id != 0) {
+			decoys_add(&out, &olen, &cap, h, bind_answer(n, h, cmd, id));
 			continue;
 		}
-		int replies = 0;
-		if (id > 0) {
-			if (n->nids < 16)
-				n->ids[n->nids++] = (uint32_t)id;
-			queue_reply(n, h, cmd, (uint32_t)id);
-			replies++;
-			if (h->nlmsg_flags & NLM_F_ACK) {
-				queue_ack(n, h, 0);
-				replies++;
-			}
-		} else {
-			queue_ack(n, h, id);
-			replies++;
-		}
-		for (int k = 0; k < replies; k++) {
-			struct nlmsghdr d = { .nlmsg_len = NLMSG_HDRLEN, .nlmsg_type = NLMSG_NOOP,
-					      .nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK,
-					      .nlmsg_seq = h->nlmsg_seq, .nlmsg_pid = DECOY_PID };
-			if (olen + sizeof(d) > total) {
-				char *bigger = realloc(out, olen + sizeof(d) + total);
-				if (!bigger)
-					break;
-				out = bigger;
-				total = olen + sizeof(d) + total;
-			}
-			memcpy(out + olen, &d, sizeof(d));
-			olen += sizeof(d);
-		}
+		size_t hl = NLMSG_ALIGN(h->nlmsg_len) < left ? NLMSG_ALIGN(h->nlmsg_len) : h->nlmsg_len;
+		memcpy(out + olen, h, hl);      /* (the kernel's to answer) */
+		olen += hl;
 	}
 	pthread_mutex_unlock(&nl_lock);
 	struct iovec v = { out, olen };
@@ -409,7 +434,7 @@ ssize_t nl_sendmsg(int fd, const struct msghdr *m, int flags, bool *handled)
 	ssize_t rc = R(sendmsg)(fd, &km, flags);
 	free(out);
 	free(buf);
-	return rc < 0 ? rc : (ssize_t)off;      /* the program's length */
+	return rc < 0 ? rc : (ssize_t)total;    /* the program's length */
 }
 
 /* Is the datagram one of our decoys' ACKs? */

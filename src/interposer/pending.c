@@ -476,6 +476,39 @@ static bool pending_spin(struct sc_sock *s, uint32_t ns)
 	}
 }
 
+/* A pending client's wait (20 ms at most) for: the OPEN delivered
+ * (eventfd), anything on TCP (*tcp_news; not watched once tcp_active: it
+ * has told us all it can), or the OPEN itself on one of our rendezvous
+ * groups (we then read it ourselves, sooner than the control thread's
+ * wake-up and then ours; not while other threads of ours wait for theirs:
+ * each OPEN would wake every one of them).  Returns poll's count. */
+static int pending_poll(int fd, struct sc_sock *s, bool tcp_active, bool *tcp_news)
+{
+	struct pollfd p[2 + 16] = { { .fd = s->efd, .events = POLLIN },
+				    { .fd = tcp_active ? -1 : fd, .events = POLLIN } };
+	int np = 2;
+	if (G.rdv && atomic_load_explicit(&G.npending, memory_order_relaxed) <= 1) {
+		int gfds[16];
+		int ng = sc__listener_group_fds(G.rdv, gfds, 16);
+		for (int i = 0; i < ng; i++)
+			p[np++] = (struct pollfd){ .fd = gfds[i], .events = POLLIN };
+	}
+	int pr = R(poll)(p, (nfds_t)np, 20);
+	/* a group with news: read it now, whatever our offer's state (an
+	 * OPEN for another of our clients; a group whose peer exited, as a
+	 * server's child per connection does, stays readable, a hang-up,
+	 * until it is read and found dead; left to the control thread, it
+	 * made the caller's loop spin meanwhile) */
+	int news[16], nn = 0;
+	for (int i = 2; pr > 0 && i < np; i++)
+		if (p[i].revents)
+			news[nn++] = p[i].fd;
+	if (nn)
+		pump_for_socks(s, news, nn);
+	*tcp_news = p[1].revents != 0;
+	return pr;
+}
+
 int pending_settle(int fd, struct sc_sock *s, bool block, int max_ms)
 {
 	bool spin = block;
@@ -547,36 +580,10 @@ int pending_settle(int fd, struct sc_sock *s, bool block, int max_ms)
 					continue;
 			}
 		}
-		/* wait for: the OPEN delivered (eventfd), anything on TCP, or
-		 * the OPEN itself on one of our rendezvous groups (we then
-		 * read it ourselves, sooner than the control thread's wake-up
-		 * and then ours; not while other threads of ours wait for
-		 * theirs: each OPEN would wake every one of them) */
-		struct pollfd p[2 + 16] = { { .fd = s->efd, .events = POLLIN },
-					    { .fd = fd, .events = POLLIN } };
-		int np = 2;
-		if (G.rdv && atomic_load_explicit(&G.npending, memory_order_relaxed) <= 1) {
-			int gfds[16];
-			int ng = sc__listener_group_fds(G.rdv, gfds, 16);
-			for (int i = 0; i < ng; i++)
-				p[np++] = (struct pollfd){ .fd = gfds[i], .events = POLLIN };
-		}
-		if (tcp_active)
-			p[1].fd = -1;   /* it has told us all it can */
-		int pr = R(poll)(p, (nfds_t)np, 20);
-		/* a group with news: read it now, whatever our offer's state
-		 * (an OPEN for another of our clients; a group whose peer
-		 * exited, as a server's child per connection does, stays
-		 * readable, a hang-up, until it is read and found dead; left
-		 * to the control thread, it made this loop spin meanwhile) */
-		int news[16], nn = 0;
-		for (int i = 2; pr > 0 && i < np; i++)
-			if (p[i].revents)
-				news[nn++] = p[i].fd;
-		if (nn)
-			pump_for_socks(s, news, nn);
+		bool tcp_news;
+		int pr = pending_poll(fd, s, tcp_active, &tcp_news);
 		uint64_t now = sc__now_ns();
-		look = pr <= 0 || p[1].revents || now - looked > 20000000u;
+		look = pr <= 0 || tcp_news || now - looked > 20000000u;
 		if (look)
 			looked = now;
 	}

@@ -119,6 +119,136 @@ short sock_revents(int fd, struct sc_sock *s, short want, int *waitfd, bool arm)
 	return r | zc_err;
 }
 
+/* What a poll of accelerated fds asks the kernel: k[0..n) mirrors the
+ * program's fds (an accelerated one replaced by what tells of its
+ * change); a pending client also has its kernel socket watched, in
+ * k[n..kn), pmap naming its fds entry: its peer's decline, or a plain peer
+ * speaking first, shows only there.  stale: an epoll set's channel fd that
+ * stayed readable without making its socket ready (the set's waiter resets
+ * it): looked at by slices, not polled, or the call would spin (SO_RCVLOWAT
+ * below its mark).  On the stack up to 64 fds. */
+struct poll_work {
+	struct pollfd *k;
+	int *pmap;
+	bool *stale;
+	nfds_t kn;
+	bool slice, pend;       /* a shared channel, a pending client: in slices */
+	struct pollfd k_local[128];
+	int pmap_local[64];
+	bool stale_local[64];
+};
+
+static void poll_work_free(struct poll_work *w)
+{
+	if (w->k != w->k_local)
+		free(w->k);
+	if (w->pmap != w->pmap_local)
+		free(w->pmap);
+	if (w->stale != w->stale_local)
+		free(w->stale);
+}
+
+static int poll_work_init(struct poll_work *w, nfds_t n)
+{
+	bool small = n <= 64;
+	memset(w->stale_local, 0, sizeof(w->stale_local));
+	w->k = small ? w->k_local : malloc(2 * n * sizeof(*w->k));
+	w->pmap = small ? w->pmap_local : malloc(n * sizeof(*w->pmap));
+	w->stale = small ? w->stale_local : calloc(n, sizeof(bool));
+	if (w->k && w->pmap && w->stale)
+		return 0;
+	if (w->k == NULL)
+		w->k = w->k_local;
+	if (w->pmap == NULL)
+		w->pmap = w->pmap_local;
+	if (w->stale == NULL)
+		w->stale = w->stale_local;
+	poll_work_free(w);
+	return -ENOMEM;
+}
+
+/* Before a round: each accelerated fd's readiness into fds (counted), and
+ * what to ask the kernel into w. */
+static int poll_gather(struct pollfd *fds, nfds_t n, struct poll_work *w)
+{
+	int ready = 0;
+	w->slice = w->pend = false;
+	w->kn = n;
+	for (nfds_t i = 0; i < n; i++) {
+		struct sc_sock *s = fds[i].fd >= 0 ? sock_get(fds[i].fd) : NULL;
+		int wfd;
+		short r = s ? sock_revents(fds[i].fd, s, fds[i].events, &wfd, true) : -1;
+		if (r >= 0 && on_shared_chan(s))
+			w->slice = true;
+		w->k[i] = fds[i];
+		fds[i].revents = 0;
+		if (r < 0)
+			continue;       /* the kernel decides */
+		fds[i].revents = r;
+		if (r)
+			ready++;
+		w->k[i].fd = w->stale[i] && on_shared_chan(s) ? -1 : wfd;
+		w->k[i].events = POLLIN;
+		if (sock_mode(s) == M_PENDING) {
+			/* its kernel socket: data or an end (a plain peer),
+			 * and the connect's completion */
+			short kev = POLLIN | POLLRDHUP;
+			if ((fds[i].events & POLLOUT) && !s->tcp_up)
+				kev |= POLLOUT;
+			w->pmap[w->kn - n] = (int)i;
+			w->k[w->kn++] = (struct pollfd){ .fd = fds[i].fd, .events = kev };
+			w->pend = true;
+		}
+	}
+	return ready;
+}
+
+/* After the kernel's poll: what it reported into fds (counted, added to
+ * ready).  *again: an fd switched back to TCP meanwhile, which the kernel
+ * answers on the next round. */
+static int poll_scatter(struct pollfd *fds, nfds_t n, struct poll_work *w, int ready, bool *again)
+{
+	struct pollfd *k = w->k;
+	for (nfds_t x = n; x < w->kn; x++)
+		if (k[x].revents)       /* look at the pending client again */
+			k[w->pmap[x - n]].revents |= POLLIN;
+	*again = false;
+	for (nfds_t i = 0; i < n; i++) {
+		struct sc_sock *s = fds[i].fd >= 0 ? sock_get(fds[i].fd) : NULL;
+		bool off = s && route_off_kernel(sock_where(s));
+		int wfd;
+		if (s && k[i].fd != fds[i].fd && !off) {
+			*again |= k[i].revents != 0;
+		} else if (off) {
+			if (!k[i].revents || fds[i].revents)
+				continue;
+			short r = sock_revents(fds[i].fd, s, fds[i].events, &wfd, true);
+			if (r > 0) {
+				fds[i].revents = r;
+				ready++;
+			} else if (on_shared_chan(s)) {
+				w->stale[i] = true;
+			}
+		} else if (k[i].revents) {
+			fds[i].revents = k[i].revents;
+			ready++;
+		}
+	}
+	return ready;
+}
+
+static int kernel_poll(struct pollfd *k, nfds_t n, int t, const sigset_t *mask)
+{
+	if (!mask)
+		return R(poll)(k, n, t);
+	struct timespec ts = { t / 1000, (t % 1000) * 1000000L };
+	return R(ppoll)(k, n, t < 0 ? NULL : &ts, mask);
+}
+
+/* poll and ppoll: the kernel's alone unless an fd is accelerated; else in
+ * rounds of our readiness, then the kernel's poll of what tells of a
+ * change (in slices while a shared channel or a pending client may
+ * change unannounced). */
 static int do_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t *mask)
 {
 	bool any = false;
@@ -129,129 +259,40 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t 
 		struct sc_sock *s = fds[i].fd >= 0 ? sock_get(fds[i].fd) : NULL;
 		any = s && route_off_kernel(sock_where(s));
 	}
-	if (!any) {
-		if (mask) {
-			struct timespec ts = { timeout_ms / 1000, (timeout_ms % 1000) * 1000000L };
-			return R(ppoll)(fds, n, timeout_ms < 0 ? NULL : &ts, mask);
-		}
-		return R(poll)(fds, n, timeout_ms);
-	}
-	/* k[0..n) mirrors fds; a pending client also has its kernel socket
-	 * watched, in k[n..): its peer's decline, or a plain peer speaking
-	 * first, shows only there (was: only its attach eventfd, and a
-	 * client waiting for a plain server's greeting slept for ever) */
-	struct pollfd local[128];
-	nfds_t kn = n;
-	int pmap_local[64], *pmap = n <= 64 ? pmap_local : malloc(n * sizeof(*pmap));
-	struct pollfd *k = n <= 64 ? local : malloc(2 * n * sizeof(*k));
-	/* an epoll set's channel fd that stayed readable without making its
-	 * socket ready (the set's waiter resets it): looked at by slices, not
-	 * polled, or the call would spin (SO_RCVLOWAT below its mark) */
-	bool stale_local[64] = { false }, *stale = n <= 64 ? stale_local : calloc(n, sizeof(bool));
-	if (!k || !pmap || !stale) {
-		if (k != local)
-			free(k);
-		if (pmap != pmap_local)
-			free(pmap);
-		if (stale && stale != stale_local)
-			free(stale);
-		errno = ENOMEM;
+	if (!any)
+		return kernel_poll(fds, n, timeout_ms, mask);
+	struct poll_work w;
+	int rc = poll_work_init(&w, n);
+	if (rc < 0) {
+		errno = -rc;
 		return -1;
 	}
 	uint64_t end = timeout_ms < 0 ? UINT64_MAX : sc__now_ns() + (uint64_t)timeout_ms * 1000000u;
 	int ready, pslice = 1;  /* (a pending client's: PENDING_SLICE_MS) */
 	for (;;) {
-		bool again = false, slice = false, pend = false;
-		ready = 0;
-		kn = n;
-		for (nfds_t i = 0; i < n; i++) {
-			struct sc_sock *s = fds[i].fd >= 0 ? sock_get(fds[i].fd) : NULL;
-			int wfd;
-			short r = s ? sock_revents(fds[i].fd, s, fds[i].events, &wfd, true) : -1;
-			if (r >= 0 && on_shared_chan(s))
-				slice = true;
-			k[i] = fds[i];
-			fds[i].revents = 0;
-			if (r < 0)
-				continue;       /* the kernel decides */
-			fds[i].revents = r;
-			if (r)
-				ready++;
-			k[i].fd = stale[i] && on_shared_chan(s) ? -1 : wfd;
-			k[i].events = POLLIN;
-			if (sock_mode(s) == M_PENDING) {
-				/* its kernel socket: data or an end (a plain
-				 * peer), and the connect's completion */
-				short kev = POLLIN | POLLRDHUP;
-				if ((fds[i].events & POLLOUT) && !s->tcp_up)
-					kev |= POLLOUT;
-				pmap[kn - n] = (int)i;
-				k[kn++] = (struct pollfd){ .fd = fds[i].fd, .events = kev };
-				pend = true;
-			}
-		}
+		ready = poll_gather(fds, n, &w);
 		uint64_t now = sc__now_ns();
 		int t = ready ? 0 : end == UINT64_MAX ? -1 :
 			now >= end ? 0 : (int)((end - now + 999999) / 1000000);
-		if (slice && (t < 0 || t > SHARED_SLICE_MS))
+		if (w.slice && (t < 0 || t > SHARED_SLICE_MS))
 			t = SHARED_SLICE_MS;
-		if (pend && (t < 0 || t > pslice)) {
+		if (w.pend && (t < 0 || t > pslice)) {
 			t = pslice;
 			pslice = pending_slice_next(pslice);
 		}
-		int rc;
-		if (mask) {
-			struct timespec ts = { t / 1000, (t % 1000) * 1000000L };
-			rc = R(ppoll)(k, kn, t < 0 ? NULL : &ts, mask);
-		} else {
-			rc = R(poll)(k, kn, t);
+		bool again;
+		if (kernel_poll(w.k, w.kn, t, mask) < 0) {
+			ready = -1;
+			goto out;
 		}
-		if (rc < 0) {
-			int e = errno;
-			if (k != local)
-				free(k);
-			if (pmap != pmap_local)
-				free(pmap);
-			if (stale != stale_local)
-				free(stale);
-			errno = e;
-			return -1;
-		}
-		for (nfds_t x = n; x < kn; x++)
-			if (k[x].revents)       /* look at the pending client again */
-				k[pmap[x - n]].revents |= POLLIN;
-		for (nfds_t i = 0; i < n; i++) {
-			struct sc_sock *s = fds[i].fd >= 0 ? sock_get(fds[i].fd) : NULL;
-			int wfd;
-			if (s && k[i].fd != fds[i].fd && !route_off_kernel(sock_where(s))) {
-				/* switched back to TCP meanwhile: the kernel
-				 * answers on the next round */
-				if (k[i].revents)
-					again = true;
-			} else if (s && route_off_kernel(sock_where(s))) {
-				if (k[i].revents && !fds[i].revents) {
-					short r = sock_revents(fds[i].fd, s, fds[i].events, &wfd, true);
-					if (r > 0) {
-						fds[i].revents = r;
-						ready++;
-					} else if (on_shared_chan(s)) {
-						stale[i] = true;
-					}
-				}
-			} else if (k[i].revents) {
-				fds[i].revents = k[i].revents;
-				ready++;
-			}
-		}
+		ready = poll_scatter(fds, n, &w, ready, &again);
 		if (ready || (t >= 0 && sc__now_ns() >= end && !again))
 			break;
 	}
-	if (k != local)
-		free(k);
-	if (pmap != pmap_local)
-		free(pmap);
-	if (stale != stale_local)
-		free(stale);
+out:;
+	int saved = errno;
+	poll_work_free(&w);
+	errno = saved;
 	return ready;
 }
 

@@ -178,32 +178,12 @@ SC_API int getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
 	return R(getsockopt)(fd, level, opt, val, len);
 }
 
-SC_API int setsockopt(int fd, int level, int opt, const void *val, socklen_t len)
+/* A SOL_SOCKET option the kernel took: what shared memory must follow. */
+static void set_sol(int fd, struct sc_sock *s, int opt, const void *val, socklen_t len)
 {
-	struct sc_sock *s = sock_get(fd);
-	if (s && level == SOL_SOCKET && opt == SO_DEVMEM_DONTNEED) {
-		/* fragments of ours: the count freed (a positive return) */
-		bool handled;
-		int n = dm_dontneed(s, val, len, &handled);
-		if (handled)
-			return n;
-	}
-	int rc = R(setsockopt)(fd, level, opt, val, len);
-	if (rc == 0 && s && level == IPPROTO_TCP && opt == TCP_DEFER_ACCEPT &&
-	    sock_mode(s) == M_LISTEN) {
-		/* clients of a listener that defers its accepts put their
-		 * first byte on TCP (the kernel's word: it rounds) */
-		int v = 0;
-		socklen_t vl = sizeof(v);
-		pthread_mutex_lock(&s->lock);
-		if (sock_mode(s) == M_LISTEN && s->board &&
-		    R(getsockopt)(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &v, &vl) == 0)
-			sc__board_defer(s->board, s->ino, v > 0);
-		pthread_mutex_unlock(&s->lock);
-	}
-	if (rc == 0 && s && level == SOL_SOCKET && opt == SO_ZEROCOPY && val && len >= sizeof(int))
+	if (opt == SO_ZEROCOPY && val && len >= sizeof(int))
 		s->zerocopy = *(const int *)val != 0;
-	if (rc == 0 && s && level == SOL_SOCKET && val && len >= sizeof(struct timeval) &&
+	if (val && len >= sizeof(struct timeval) &&
 	    (opt == SO_RCVTIMEO_OLD || opt == SO_SNDTIMEO_OLD || opt == SO_RCVTIMEO_NEW ||
 	     opt == SO_SNDTIMEO_NEW)) {
 		const struct timeval *tv = val;
@@ -213,15 +193,14 @@ SC_API int setsockopt(int fd, int level, int opt, const void *val, socklen_t len
 		else
 			s->sndtimeo_ns = ns;
 	}
-	if (rc == 0 && s && level == SOL_SOCKET && opt == SO_RCVLOWAT) {
+	if (opt == SO_RCVLOWAT) {
 		/* the value the kernel settled on (it clamps) */
 		int v = 1;
 		socklen_t vl = sizeof(v);
 		if (R(getsockopt)(fd, SOL_SOCKET, SO_RCVLOWAT, &v, &vl) == 0)
 			s->rcvlowat = v;
 	}
-	if (rc == 0 && s && level == SOL_SOCKET &&
-	    (opt == SO_SNDBUF || opt == SO_RCVBUF || opt == SO_SNDBUFFORCE || opt == SO_RCVBUFFORCE)) {
+	if (opt == SO_SNDBUF || opt == SO_RCVBUF || opt == SO_SNDBUFFORCE || opt == SO_RCVBUFFORCE) {
 		/* the size the kernel settled on (it doubles and clamps);
 		 * the ring's window follows (sc_set_bufs) */
 		bool snd = opt == SO_SNDBUF || opt == SO_SNDBUFFORCE;
@@ -233,8 +212,27 @@ SC_API int setsockopt(int fd, int level, int opt, const void *val, socklen_t len
 				sc_set_bufs(s->c, snd ? s->sndbuf : -1, snd ? -1 : s->rcvbuf);
 		}
 	}
-	if (rc == 0 && s && level == IPPROTO_TCP && (opt == TCP_CORK || opt == TCP_NODELAY) &&
-	    val && len >= sizeof(int)) {
+	if (opt == SO_LINGER && val && len >= sizeof(struct linger)) {
+		const struct linger *l = val;
+		s->linger0 = l->l_onoff && !l->l_linger;
+	}
+}
+
+/* An IPPROTO_TCP option the kernel took: what shared memory must follow. */
+static void set_tcp(int fd, struct sc_sock *s, int opt, const void *val, socklen_t len)
+{
+	if (opt == TCP_DEFER_ACCEPT && sock_mode(s) == M_LISTEN) {
+		/* clients of a listener that defers its accepts put their
+		 * first byte on TCP (the kernel's word: it rounds) */
+		int v = 0;
+		socklen_t vl = sizeof(v);
+		pthread_mutex_lock(&s->lock);
+		if (sock_mode(s) == M_LISTEN && s->board &&
+		    R(getsockopt)(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &v, &vl) == 0)
+			sc__board_defer(s->board, s->ino, v > 0);
+		pthread_mutex_unlock(&s->lock);
+	}
+	if ((opt == TCP_CORK || opt == TCP_NODELAY) && val && len >= sizeof(int)) {
 		/* cork holds the peer's wake-up back (at most 200 ms, as the
 		 * kernel holds the bytes); uncorking, and TCP_NODELAY set,
 		 * push what is held (the kernel's tcp_push_pending_frames) */
@@ -255,26 +253,45 @@ SC_API int setsockopt(int fd, int level, int opt, const void *val, socklen_t len
 				sc_flush(s->c);
 		}
 	}
-	if (rc == 0 && s && level == IPPROTO_TCP &&
-	    (opt == TCP_FASTOPEN_CONNECT || opt == TCP_REPAIR) && val && len >= sizeof(int))
+	if ((opt == TCP_FASTOPEN_CONNECT || opt == TCP_REPAIR) && val && len >= sizeof(int))
 		s->fastopen = *(const int *)val != 0;
-	if (rc == 0 && s && ((level == IPPROTO_IP && opt == IP_TOS) ||
-			     (level == IPPROTO_IPV6 && opt == IPV6_TCLASS)) && val && len >= 1) {
-		/* as the kernel settled on it (put back after our SYN mark) */
+}
+
+/* IP_TOS / IPV6_TCLASS (as the kernel settled on it) and IP_TTL /
+ * IPV6_UNICAST_HOPS (-1: the default, as given): put back after our SYN's
+ * mark and tag. */
+static void set_ip(int fd, struct sc_sock *s, int level, int opt, const void *val, socklen_t len)
+{
+	bool v4 = level == IPPROTO_IP;
+	if (((v4 && opt == IP_TOS) || (!v4 && opt == IPV6_TCLASS)) && val && len >= 1) {
 		int v = 0;
 		socklen_t vl = sizeof(v);
 		if (R(getsockopt)(fd, level, opt, &v, &vl) == 0)
-			*(level == IPPROTO_IP ? &s->tos : &s->tclass) = v;
+			*(v4 ? &s->tos : &s->tclass) = v;
 	}
-	if (rc == 0 && s && ((level == IPPROTO_IP && opt == IP_TTL) ||
-			     (level == IPPROTO_IPV6 && opt == IPV6_UNICAST_HOPS)) && val &&
+	if (((v4 && opt == IP_TTL) || (!v4 && opt == IPV6_UNICAST_HOPS)) && val &&
 	    len >= sizeof(int))
-		/* put back after our SYN's tag (-1: the default, as given) */
-		*(level == IPPROTO_IP ? &s->ttl : &s->hops) = *(const int *)val;
-	if (rc == 0 && s && level == SOL_SOCKET && opt == SO_LINGER && val &&
-	    len >= sizeof(struct linger)) {
-		const struct linger *l = val;
-		s->linger0 = l->l_onoff && !l->l_linger;
+		*(v4 ? &s->ttl : &s->hops) = *(const int *)val;
+}
+
+SC_API int setsockopt(int fd, int level, int opt, const void *val, socklen_t len)
+{
+	struct sc_sock *s = sock_get(fd);
+	if (s && level == SOL_SOCKET && opt == SO_DEVMEM_DONTNEED) {
+		/* fragments of ours: the count freed (a positive return) */
+		bool handled;
+		int n = dm_dontneed(s, val, len, &handled);
+		if (handled)
+			return n;
 	}
+	int rc = R(setsockopt)(fd, level, opt, val, len);
+	if (rc < 0 || !s)
+		return rc;
+	if (level == SOL_SOCKET)
+		set_sol(fd, s, opt, val, len);
+	else if (level == IPPROTO_TCP)
+		set_tcp(fd, s, opt, val, len);
+	else if (level == IPPROTO_IP || level == IPPROTO_IPV6)
+		set_ip(fd, s, level, opt, val, len);
 	return rc;
 }

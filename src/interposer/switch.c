@@ -311,6 +311,27 @@ void tcp_gate(struct sc_sock *s)
 	pthread_mutex_unlock(&s->wlock);
 }
 
+/* Our half of c frozen, then up to wait_ns for the peer's: true once both
+ * are, with the range of our bytes the peer never read (from, to).  Our
+ * calls on it meanwhile find it frozen and wait for s->lock. */
+static bool switch_freeze_both(struct sc_conn *c, uint64_t wait_ns, uint64_t *from, uint64_t *to)
+{
+	sc__lock(&c->txlock);
+	sc__lock(&c->rxlock);
+	sc__switch_freeze(c);
+	sc__unlock(&c->rxlock);
+	sc__unlock(&c->txlock);
+	uint64_t dl = sc__now_ns() + wait_ns;
+	unsigned us = 20;
+	bool ready;
+	while (!(ready = sc__switch_range(c, from, to)) && sc__now_ns() < dl) {
+		usleep(us);
+		if (us < 2000)
+			us *= 2;
+	}
+	return ready;
+}
+
 /* Switch s (an accelerated connection of ours named by fd) back to TCP.
  * Freezes our half, then waits up to wait_ns for the peer's; once both
  * are frozen the socket is TCP for readers at once (what the peer never
@@ -331,21 +352,8 @@ int sock_switch_bounded(int fd, struct sc_sock *s, uint64_t wait_ns, int resend_
 		errno = saved;
 		return mode == M_SHM ? -ENOTCONN : 1;
 	}
-	sc__lock(&c->txlock);
-	sc__lock(&c->rxlock);
-	sc__switch_freeze(c);
-	sc__unlock(&c->rxlock);
-	sc__unlock(&c->txlock);
-	/* (our calls on it meanwhile find it frozen and wait for s->lock) */
-	uint64_t from, to, dl = sc__now_ns() + wait_ns;
-	unsigned us = 20;
-	bool ready;
-	while (!(ready = sc__switch_range(c, &from, &to)) && sc__now_ns() < dl) {
-		usleep(us);
-		if (us < 2000)
-			us *= 2;
-	}
-	if (!ready) {
+	uint64_t from, to;
+	if (!switch_freeze_both(c, wait_ns, &from, &to)) {
 		pthread_mutex_unlock(&s->lock);
 		errno = saved;
 		return 0;
