@@ -239,75 +239,65 @@ static int find_slot(struct sc_group *g)
 	return -1;
 }
 
-static int group_create(const char *path, uint32_t nslots, struct sc_group **out)
+/* A SOCK_SEQPACKET connection to the rendezvous socket at path (a leading
+ * '@': the abstract name), whose listener must be our own user's (our
+ * segment goes to it: *cr, its credentials).  The socket, or -errno. */
+static int rendezvous_dial(const char *path, struct ucred *cr)
 {
-	uint32_t ring[2] = { sc__cfg.wmem, sc__cfg.rmem };
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	size_t plen = strlen(path);
-	struct sc_group *g;
-	int memfd, sock, rc;
-
 	if (plen == 0 || plen >= sizeof(sa.sun_path))
 		return -EINVAL;
 	memcpy(sa.sun_path, path, plen);
 	if (path[0] == '@')
 		sa.sun_path[0] = 0;
 	socklen_t salen = offsetof(struct sockaddr_un, sun_path) + plen + (path[0] != '@');
-
-	sock = sc__fd_park(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+	int sock = sc__fd_park(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
 	if (sock < 0)
 		return -errno;
+	int rc;
 	while ((rc = connect(sock, (struct sockaddr *)&sa, salen)) < 0 && errno == EINTR)
 		;
-	if (rc < 0) {
+	if (rc < 0)
 		rc = (errno == ENOENT || errno == ECONNREFUSED) ? -ECONNREFUSED : -errno;
-		goto err_sock;
-	}
-	/* the listener must be our own user's: our segment goes to it */
-	struct ucred cr;
-	socklen_t crl = sizeof(cr);
-	if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cr, &crl) < 0 || !sc__peer_trusted(sock, &cr)) {
+	socklen_t crl = sizeof(*cr);
+	if (!rc && (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, cr, &crl) < 0 ||
+		    !sc__peer_trusted(sock, cr)))
 		rc = -ECONNREFUSED;
-		goto err_sock;
-	}
-	g = sc__group_alloc(0, sock);
-	if (!g) {
-		rc = -ENOMEM;
-		goto err_sock;
-	}
-	g->path = strdup(path);
-	if (!g->path) {
-		rc = -ENOMEM;
-		goto err_group;
-	}
-	group_set_geometry(g, nslots, ring);
-	memfd = memfd_create("shortcut", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (memfd < 0) {
-		rc = -errno;
-		goto err_group;
-	}
-	/* sealed size: the peer can then map it without fear of SIGBUS */
-	if (ftruncate(memfd, (off_t)g->size) < 0 || fcntl(memfd, F_ADD_SEALS, SEALS) < 0) {
-		rc = -errno;
-		goto err_memfd;
-	}
+	if (!rc)
+		return sock;
+	close(sock);
+	return rc;
+}
+
+/* g's segment: a memfd of its size, sealed (the peer can then map it
+ * without fear of SIGBUS), mapped at g->base.  The memfd, or -errno. */
+static int segment_make(struct sc_group *g)
+{
+	int memfd = memfd_create("shortcut", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (memfd < 0)
+		return -errno;
+	if (ftruncate(memfd, (off_t)g->size) < 0 || fcntl(memfd, F_ADD_SEALS, SEALS) < 0)
+		goto fail;
 	g->base = mmap(NULL, g->size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
-	if (g->base == MAP_FAILED) {
-		g->base = NULL;
-		rc = -errno;
-		goto err_memfd;
-	}
-	group_map_cells(g);
-	uint64_t id;
-	if (getentropy(&id, sizeof(id)) < 0)
-		id = (uint64_t)getpid() << 32 ^ (uint64_t)(uintptr_t)g;
-	g->id = id;
+	if (g->base != MAP_FAILED)
+		return memfd;
+	g->base = NULL;
+fail:;
+	int rc = -errno;
+	close(memfd);
+	return rc;
+}
+
+/* The segment's header, as its reader validates it (layout.h). */
+static void segment_header(struct sc_group *g, const uint32_t ring[2])
+{
 	struct sc_seg_hdr *h = (struct sc_seg_hdr *)g->base;
 	h->magic = SC_SEG_MAGIC;
 	h->version = SC_LAYOUT_VERSION;
 	h->hdr_size = sizeof(*h);
 	h->seg_size = g->size;
-	h->group_id = id;
+	h->group_id = g->id;
 	h->nslots = g->nslots;
 	h->ring_size[0] = ring[0];
 	h->ring_size[1] = ring[1];
@@ -315,22 +305,48 @@ static int group_create(const char *path, uint32_t nslots, struct sc_group **out
 	h->slots_off = g->slots_off;
 	h->data_off = g->data_off;
 	h->creator_pid = getpid();
+}
 
+/* A new link group to the listener at path: its segment made, mapped and
+ * sent with HELLO.  0 (*out) or -errno. */
+static int group_create(const char *path, uint32_t nslots, struct sc_group **out)
+{
+	uint32_t ring[2] = { sc__cfg.wmem, sc__cfg.rmem };
+	struct ucred cr;
+	int sock = rendezvous_dial(path, &cr);
+	if (sock < 0)
+		return sock;
+	int rc = -ENOMEM;
+	struct sc_group *g = sc__group_alloc(0, sock);
+	if (!g)
+		goto err_sock;
+	if (!(g->path = strdup(path)))
+		goto err_group;
+	group_set_geometry(g, nslots, ring);
+	int memfd = segment_make(g);
+	if (memfd < 0) {
+		rc = memfd;
+		goto err_group;
+	}
+	group_map_cells(g);
+	uint64_t id;
+	if (getentropy(&id, sizeof(id)) < 0)
+		id = (uint64_t)getpid() << 32 ^ (uint64_t)(uintptr_t)g;
+	g->id = id;
+	segment_header(g, ring);
 	struct sc_msg m = { .magic = SC_MSG_MAGIC, .type = SC_MSG_HELLO,
 			    .version = SC_LAYOUT_VERSION, .pid = getpid(),
 			    .nslots = g->nslots, .ring_size = { ring[0], ring[1] },
 			    .seg_size = g->size, .group_id = id,
 			    .ident = sc__ident_hook ? sc__ident_hook() : 0 };
 	rc = sc__group_send(g, &m, memfd);
-	if (rc)
-		goto err_memfd;
 	close(memfd);
+	if (rc)
+		goto err_group;
 	g->peer_pid = cr.pid;
 	SC_STAT_ADD(groups_created, 1);
 	*out = g;
 	return 0;
-err_memfd:
-	close(memfd);
 err_group:
 	g->sock = -1;
 	sc__group_free(g);

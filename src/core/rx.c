@@ -81,7 +81,96 @@ static ssize_t get_written(struct sc_conn *c, const struct sc_dst *dst, size_t n
 	return k;
 }
 
-/* A receive into iov, or (dst: total bytes at most) into a writer. */
+/* Bytes left the ring: where cons moved (not a peek), the peer learns of
+ * the room (woken if it waits for it); the edge is disarmed unless the
+ * connection is polled. */
+static inline void rx_taken(struct sc_conn *c, bool moved)
+{
+	if (moved) {
+		atomic_store_explicit(&c->s->consumed[c->side].rx_consumed, c->rx.cons,
+				      memory_order_relaxed);
+		if (sc__ring_update_cons(&c->rx, false))
+			sc__notify_peer(c);
+	}
+	if (!c->polled)
+		sc__disarm_edge(&c->rx.h->rx_armed);
+}
+
+/* Wait for want bytes in the ring (or the stream's end, or a switch): 0
+ * or the wait's -errno.  A wake-up is only a hint: look again after each. */
+static int rx_wait_for(struct sc_conn *c, int64_t want)
+{
+	int rc = 0;
+	c->lowat_want = want;
+	while (!rc && !sc__rx_lowat_ready(c) && atomic_load(&c->sw) < SC_SW_FROZEN)
+		rc = sc__conn_wait(c, false, sc__rx_lowat_ready);
+	return rc;
+}
+
+/* Before a blocking receive of total bytes, as TCP: SO_RCVLOWAT's
+ * min(mark, len) is enough if it is there now, else only the full mark
+ * (or the end) wakes the reader; a waiting peek goes on past what it saw
+ * until the whole length is there (tcp_recvmsg).  0 or -errno. */
+static int rx_prewait(struct sc_conn *c, size_t total, int flags, bool nb, bool to_dst)
+{
+	bool peek = flags & SC_PEEK;
+	int64_t cap = (int64_t)c->rx.size;
+	if (c->rcvlowat > 1 && !nb && !peek && !(flags & SC_WAITALL) && !to_dst) {
+		int64_t want = (int64_t)(c->rcvlowat < total ? c->rcvlowat : total);
+		if (sc__ring_avail(&c->rx) < (want < cap ? want : cap))
+			return rx_wait_for(c, c->rcvlowat < cap ? c->rcvlowat : cap);
+	}
+	if (peek && (flags & SC_WAITALL) && !nb) {
+		int64_t want = (int64_t)total < cap ? (int64_t)total : cap;
+		if (sc__ring_avail(&c->rx) < want)
+			return rx_wait_for(c, want);
+	}
+	return 0;
+}
+
+/* n of the ring's bytes into iov, after the done bytes a previous round
+ * put there: how many. */
+static size_t rx_copy(struct sc_conn *c, const struct iovec *iov, int iovcnt, size_t done,
+		      size_t n, bool peek)
+{
+	if (!done)
+		return sc__ring_get(&c->rx, iov, iovcnt, n, peek);
+	struct iovec rest[IOV_MAX];
+	int k = 0;
+	size_t skip = done;
+	for (int i = 0; i < iovcnt; i++) {
+		if (skip >= iov[i].iov_len) {
+			skip -= iov[i].iov_len;
+			continue;
+		}
+		rest[k].iov_base = (char *)iov[i].iov_base + skip;
+		rest[k++].iov_len = iov[i].iov_len - skip;
+		skip = 0;
+	}
+	return sc__ring_get(&c->rx, rest, k, n, peek);
+}
+
+/* The ring holds records (device memory: payload in our region): their
+ * fragments go out through dm, into *done.  The kernel reads device
+ * memory without MSG_SOCK_DEVMEM as a fault (a short read if something
+ * was copied).  0 or -errno. */
+static int rx_records(struct sc_conn *c, struct dm_out *dm, int64_t av, size_t total,
+		      size_t *done, bool peek)
+{
+	if (!dm || peek)
+		return *done ? 0 : dm ? -EINVAL : -EFAULT;
+	ssize_t k = sc__dm_recv_records(c, dm->rx, av, total - *done, dm->frags, dm->max, &dm->n);
+	if (k < 0)
+		return k == -EPROTO ? sc__conn_proto_error(c) : (int)k;
+	*done += (size_t)k;
+	rx_taken(c, true);
+	return 0;
+}
+
+/* A receive into iov, or (dst: total bytes at most) into a writer.  One
+ * piece: the loop's rounds (records, a writer, a copy, an empty ring that
+ * ends, waits or arms) share what was done, the error and rxlock, as
+ * tcp_recvmsg_locked's loop does; each round's work is its own function. */
 static ssize_t recv_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
 			 const struct sc_dst *dst, size_t total, int flags, struct dm_out *dm)
 {
@@ -102,36 +191,9 @@ static ssize_t recv_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
 	if (!total)
 		return 0;
 	sc__lock(&c->rxlock);
-	if (dm && (rc = sc__dm_rx_start(c, dm->rx)) < 0)
+	if ((dm && (rc = sc__dm_rx_start(c, dm->rx)) < 0) ||
+	    (rc = rx_prewait(c, total, flags, nb, dst != NULL)))
 		goto out;
-	if (c->rcvlowat > 1 && !nb && !peek && !waitall && !dst) {
-		/* as TCP: min(mark, len) is enough if it is there now; once
-		 * asleep, only the full mark (or the end) wakes the reader */
-		int64_t want = (int64_t)(c->rcvlowat < total ? c->rcvlowat : total);
-		int64_t cap = (int64_t)c->rx.size;
-		if (sc__ring_avail(&c->rx) < (want < cap ? want : cap)) {
-			want = c->rcvlowat < cap ? c->rcvlowat : cap;
-			c->lowat_want = want;
-			/* a wake-up is only a hint: look again after each */
-			while (!sc__rx_lowat_ready(c) &&
-			       atomic_load(&c->sw) < SC_SW_FROZEN)
-				if ((rc = sc__conn_wait(c, false, sc__rx_lowat_ready)))
-					goto out;
-		}
-	}
-	if (peek && (flags & SC_WAITALL) && !nb) {
-		/* as tcp_recvmsg: a waiting peek goes on past what it saw
-		 * until the whole length is there (or the stream ends) */
-		int64_t cap = (int64_t)c->rx.size;
-		int64_t want = (int64_t)total < cap ? (int64_t)total : cap;
-		if (sc__ring_avail(&c->rx) < want) {
-			c->lowat_want = want;
-			while (!sc__rx_lowat_ready(c) &&
-			       atomic_load(&c->sw) < SC_SW_FROZEN)
-				if ((rc = sc__conn_wait(c, false, sc__rx_lowat_ready)))
-					goto out;
-		}
-	}
 	for (;;) {
 		if (atomic_load_explicit(&c->sw, memory_order_relaxed) >= SC_SW_FROZEN) {
 			rc = -SC_ESWITCHED;     /* the rest comes over TCP */
@@ -150,77 +212,27 @@ static ssize_t recv_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
 			break;
 		}
 		if (ff && c->rx.cons >= ff - 1) {
-			/* records: payload in our region (devmem) */
-			if (!dm || peek) {
-				/* the kernel: device memory read without
-				 * MSG_SOCK_DEVMEM faults (a short read if
-				 * something was copied) */
-				rc = done ? 0 : dm ? -EINVAL : -EFAULT;
-				break;
-			}
-			ssize_t k = sc__dm_recv_records(c, dm->rx, av, total - done, dm->frags,
-							dm->max, &dm->n);
-			if (k < 0) {
-				rc = k == -EPROTO ? sc__conn_proto_error(c) : (int)k;
-				break;
-			}
-			done += (size_t)k;
-			atomic_store_explicit(&c->s->consumed[c->side].rx_consumed, c->rx.cons,
-					      memory_order_relaxed);
-			if (sc__ring_update_cons(&c->rx, false))
-				sc__notify_peer(c);
-			if (!c->polled)
-				sc__disarm_edge(&c->rx.h->rx_armed);
+			rc = rx_records(c, dm, av, total, &done, peek);
 			break;
 		}
 		if (ff && (uint64_t)av > ff - 1 - c->rx.cons)
 			av = (int64_t)(ff - 1 - c->rx.cons);    /* plain bytes first */
+		size_t n = (uint64_t)av < total - done ? (size_t)av : total - done;
 		if (av > 0 && dst) {
-			size_t n = (uint64_t)av < total - done ? (size_t)av : total - done;
 			ssize_t k = get_written(c, dst, n);
 			if (k < 0) {
 				rc = (int)k;
 				break;
 			}
 			done += (size_t)k;
-			atomic_store_explicit(&c->s->consumed[c->side].rx_consumed, c->rx.cons,
-					      memory_order_relaxed);
-			if (sc__ring_update_cons(&c->rx, false))
-				sc__notify_peer(c);
-			if (!c->polled)
-				sc__disarm_edge(&c->rx.h->rx_armed);
+			rx_taken(c, true);
 			break;
 		}
 		if (av > 0) {
-			size_t n = (uint64_t)av < total - done ? (size_t)av : total - done;
-			if (done) {
-				/* continue filling after what we already copied */
-				struct iovec rest[IOV_MAX];
-				int k = 0;
-				size_t skip = done;
-				for (int i = 0; i < iovcnt; i++) {
-					if (skip >= iov[i].iov_len) {
-						skip -= iov[i].iov_len;
-						continue;
-					}
-					rest[k].iov_base = (char *)iov[i].iov_base + skip;
-					rest[k++].iov_len = iov[i].iov_len - skip;
-					skip = 0;
-				}
-				done += sc__ring_get(&c->rx, rest, k, n, peek);
-			} else {
-				done += sc__ring_get(&c->rx, iov, iovcnt, n, peek);
-			}
+			done += rx_copy(c, iov, iovcnt, done, n, peek);
 			if (dm)
 				dm->linear = done;
-			if (!peek) {
-				atomic_store_explicit(&c->s->consumed[c->side].rx_consumed, c->rx.cons,
-						      memory_order_relaxed);
-				if (sc__ring_update_cons(&c->rx, false))
-					sc__notify_peer(c);
-			}
-			if (!c->polled)
-				sc__disarm_edge(&c->rx.h->rx_armed);
+			rx_taken(c, !peek);
 			if (done == total || !waitall)
 				break;
 			continue;

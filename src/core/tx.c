@@ -146,18 +146,130 @@ static size_t put_read(struct sc_conn *c, struct sc_src *src, size_t n, int *rc)
 	return (size_t)k;
 }
 
+/* A round of the send loop: go on (TX_GO_ON), or stop with rc (0 or
+ * -errno). */
+#define TX_GO_ON 1
+
+/* The consumer must have what was published, and hear of it, before we
+ * wait for it to make room (the fence: our publish before its sleeping
+ * flag, against its flag before its look). */
+static void tx_wake_now(struct sc_conn *c, bool *wake)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+	wake_rx(c);
+	*wake = false;
+}
+
+/* No room: nonblocking, armed for the edge (then look again) or EAGAIN;
+ * else wait for room (ready says when). */
+static int tx_no_room(struct sc_conn *c, bool nb, bool (*ready)(struct sc_conn *))
+{
+	nospace(c);
+	if (nb)
+		return sc__conn_arm_edge(c, true, ready) ? TX_GO_ON : -EAGAIN;
+	int rc = sc__conn_wait(c, true, ready);
+	return rc ? rc : TX_GO_ON;
+}
+
+/* Devmem: the payload into the receiver's region, a record for it into
+ * the ring; a full region (fragments the program has not returned) waits
+ * for the receiver to free one. */
+static int send_dm_round(struct sc_conn *c, struct sc_src *src, size_t total, size_t *done,
+			 bool nb, bool *wake)
+{
+	uint32_t seq;
+	ssize_t k = sc__dm_send_one(c, src, *done, total - *done, &seq);
+	if (k == -ENODATA)
+		return src->end;        /* the reader had nothing more */
+	if (k > 0) {
+		*done += (size_t)k;
+		sc__ring_publish(&c->tx);
+		*wake = true;
+		if (!c->polled_out)
+			sc__disarm_edge(&c->tx.h->tx_blocked);
+		return TX_GO_ON;
+	}
+	if (k < 0 && k != -EAGAIN)
+		return sc__conn_proto_error(c);
+	if (*wake)
+		tx_wake_now(c, wake);
+	if (k == -EAGAIN && !nb) {
+		nospace(c);
+		atomic_fetch_or(&c->tx.h->tx_blocked, SC_ARM_EDGE);
+		sc__dm_wait(c, seq);
+		return TX_GO_ON;
+	}
+	return tx_no_room(c, nb, sc__dm_tx_ready);
+}
+
+/* Bytes into the ring's free space (published unless held back); the
+ * ring full: what is there published and the consumer woken, whatever
+ * corking asked, then room waited for. */
+static int send_round(struct sc_conn *c, struct sc_src *src, size_t total, size_t *done,
+		      bool nb, bool hold, bool *wake)
+{
+	int64_t space = sc__tx_space(c, total - *done);
+	if (space < 0)
+		return sc__conn_proto_error(c);
+	if (space > 0) {
+		int rc = 0;
+		size_t n = (uint64_t)space < total - *done ? (size_t)space : total - *done;
+		size_t k = src->rd ? put_read(c, src, n, &rc) :
+				     sc__ring_put(&c->tx, src->iov, src->iovcnt, *done, n);
+		if (!k)
+			return rc;      /* the reader had nothing more */
+		*done += k;
+		if (!hold) {
+			sc__ring_publish(&c->tx);
+			*wake = true;
+		}
+		if (!c->polled_out)
+			sc__disarm_edge(&c->tx.h->tx_blocked);
+		return TX_GO_ON;
+	}
+	if (c->tx.pub != c->tx.prod) {
+		sc__ring_publish(&c->tx);
+		*wake = true;
+	}
+	if (*wake || atomic_load_explicit(&c->corked, memory_order_relaxed)) {
+		tx_wake_now(c, wake);
+		atomic_store_explicit(&c->corked, false, memory_order_relaxed);
+	}
+	return tx_no_room(c, nb, sc__tx_ready);
+}
+
+/* After a send that held bytes back (SC_MORE, the cork): whole segments
+ * go, the rest waits for a send without SC_MORE, the cork's end, or
+ * SC_CORK_MS from the first held byte (the kernel's probe timer sends it
+ * then).  True when it began to hold bytes (the control thread ends the
+ * hold). */
+static bool cork_hold(struct sc_conn *c, bool *wake)
+{
+	uint64_t rest = (c->tx.prod - c->tx.pub) % CORK_SEG;
+	if (c->tx.prod - rest != c->tx.pub)
+		*wake = true;
+	sc__ring_publish_to(&c->tx, c->tx.prod - rest);
+	if (rest && !atomic_load_explicit(&c->corked, memory_order_relaxed)) {
+		atomic_store_explicit(&c->cork_ns, sc__now_ns(), memory_order_relaxed);
+		atomic_store_explicit(&c->corked, true, memory_order_release);
+		return true;
+	}
+	if (!rest)
+		atomic_store_explicit(&c->corked, false, memory_order_relaxed);
+	return false;
+}
+
 /* A send of total bytes of src. */
 static ssize_t send_(struct sc_conn *c, struct sc_src *src, size_t total, int flags)
 {
 	bool nb = (flags & SC_NONBLOCK) || c->nonblock;
-	bool hold;
 	size_t done = 0;
 	bool wake = false;      /* published bytes the consumer may wait for */
 	bool held = false;      /* we began to hold bytes back */
 	int rc = 0;
 
 	sc__lock(&c->txlock);
-	hold = (flags & SC_MORE) || c->cork_opt;
+	bool hold = (flags & SC_MORE) || c->cork_opt;
 	if (atomic_load(&c->lflags) & SC_LF_SHUT_WR) {
 		rc = -EPIPE;
 		goto out;
@@ -168,110 +280,16 @@ static ssize_t send_(struct sc_conn *c, struct sc_src *src, size_t total, int fl
 	while (done < total) {
 		if ((rc = tx_error(c)))
 			break;
-		if (c->dm_peer) {
-			/* devmem: the payload into the receiver's region, a
-			 * record for it into the ring */
-			uint32_t seq;
-			ssize_t k = sc__dm_send_one(c, src, done, total - done, &seq);
-			if (k == -ENODATA) {
-				rc = src->end;  /* the reader had nothing more */
-				break;
-			}
-			if (k > 0) {
-				done += (size_t)k;
-				sc__ring_publish(&c->tx);
-				wake = true;
-				if (!c->polled_out)
-					sc__disarm_edge(&c->tx.h->tx_blocked);
-				continue;
-			}
-			if (k < 0 && k != -EAGAIN) {
-				rc = sc__conn_proto_error(c);
-				break;
-			}
-			if (wake) {
-				atomic_thread_fence(memory_order_seq_cst);
-				wake_rx(c);
-				wake = false;
-			}
-			nospace(c);
-			if (nb) {
-				if (sc__conn_arm_edge(c, true, sc__dm_tx_ready))
-					continue;
-				rc = -EAGAIN;
-				break;
-			}
-			if (k == -EAGAIN) {
-				/* the region is full of fragments the program has
-				 * not returned: wait for the receiver to free one */
-				atomic_fetch_or(&c->tx.h->tx_blocked, SC_ARM_EDGE);
-				sc__dm_wait(c, seq);
-				continue;
-			}
-			if ((rc = sc__conn_wait(c, true, sc__dm_tx_ready)))
-				break;
-			continue;
-		}
-		int64_t space = sc__tx_space(c, total - done);
-		if (space < 0) {
-			rc = sc__conn_proto_error(c);
+		rc = c->dm_peer ? send_dm_round(c, src, total, &done, nb, &wake) :
+				  send_round(c, src, total, &done, nb, hold, &wake);
+		if (rc != TX_GO_ON)
 			break;
-		}
-		if (space > 0) {
-			size_t n = (uint64_t)space < total - done ? (size_t)space : total - done;
-			size_t k = src->rd ? put_read(c, src, n, &rc) :
-					     sc__ring_put(&c->tx, src->iov, src->iovcnt, done, n);
-			if (!k)
-				break;          /* the reader had nothing more */
-			done += k;
-			if (!hold) {
-				sc__ring_publish(&c->tx);
-				wake = true;
-			}
-			if (!c->polled_out)
-				sc__disarm_edge(&c->tx.h->tx_blocked);
-			continue;
-		}
-		/* full: whatever corking asked, the consumer must have what
-		 * is there, and hear of it, before we wait for it to make room */
-		if (c->tx.pub != c->tx.prod) {
-			sc__ring_publish(&c->tx);
-			wake = true;
-		}
-		if (wake || atomic_load_explicit(&c->corked, memory_order_relaxed)) {
-			atomic_thread_fence(memory_order_seq_cst);
-			wake_rx(c);
-			wake = false;
-			atomic_store_explicit(&c->corked, false, memory_order_relaxed);
-		}
-		nospace(c);
-		if (nb) {
-			if (sc__conn_arm_edge(c, true, sc__tx_ready))
-				continue;
-			rc = -EAGAIN;
-			break;
-		}
-		if ((rc = sc__conn_wait(c, true, sc__tx_ready)))
-			break;
+		rc = 0;
 	}
-	if (hold && c->tx.pub != c->tx.prod) {
-		/* held back: whole segments go, the rest waits for a send
-		 * without SC_MORE, the cork's end, or SC_CORK_MS from the
-		 * first held byte (the kernel's probe timer sends it then) */
-		uint64_t rest = (c->tx.prod - c->tx.pub) % CORK_SEG;
-		if (c->tx.prod - rest != c->tx.pub)
-			wake = true;
-		sc__ring_publish_to(&c->tx, c->tx.prod - rest);
-		if (rest && !atomic_load_explicit(&c->corked, memory_order_relaxed)) {
-			atomic_store_explicit(&c->cork_ns, sc__now_ns(), memory_order_relaxed);
-			atomic_store_explicit(&c->corked, true, memory_order_release);
-			held = true;
-		} else if (!rest) {
-			atomic_store_explicit(&c->corked, false, memory_order_relaxed);
-		}
-	} else if (wake) {
+	if (hold && c->tx.pub != c->tx.prod)
+		held = cork_hold(c, &wake);
+	else if (wake)
 		atomic_store_explicit(&c->corked, false, memory_order_relaxed);
-	}
 	sc__counter_add(&c->bytes_sent, done);
 out:
 	unlock_and_wake(c, wake);

@@ -337,6 +337,57 @@ static void collect_file(struct sc_stats_retired *r, int dfd, const char *name, 
 	munmap(f, sizeof(*f));
 }
 
+/* One file of the run directory, collected if its owner is dead: an
+ * offer board (*boards: how many more may be), a rendezvous name, a stats
+ * file (folded into the retired counts), an older version's.  Returns
+ * how much of the call's budget it took. */
+static int collect_entry(struct sc_stats_retired *r, int dfd, const char *name, int *boards)
+{
+	int pid = 0, end = 0;
+	unsigned ver, port;
+	uint64_t id;
+	if (sscanf(name, "tcp-v%u-%u%n", &ver, &port, &end) == 2 && !name[end]) {
+		/* an offer board whose listeners are all dead: each port a
+		 * server ever listened on kept one, up to 20 MB of backed
+		 * offers (`make bench`: 280 of them, 1.3 GB of /dev/shm) */
+		if (ver == SC_BOARD_VERSION && port < 65536 && (*boards)-- > 0) {
+			sc__board_collect(dfd, name, (uint16_t)port);
+			return 1;
+		}
+		return 0;
+	}
+	if (name_ident(name, "p-", ".sock", &id)) {
+		/* a dead process's rendezvous name (a live one's stays) */
+		if (!sc__proc_alive(id))
+			unlinkat(dfd, name, 0);
+		return 0;
+	}
+	if (name_ident(name, "stats-", "", &id)) {
+		if (!sc__proc_alive(id))
+			collect_file(r, dfd, name, id);
+		return 1;
+	}
+	/* an older version's names (pids): its own liveness rule */
+	if (sscanf(name, "p-%d.sock", &pid) == 1) {
+		if (pid > 0 && pid != sc__pid() && !sc__pid_exists(pid))
+			unlinkat(dfd, name, 0);
+		return 0;
+	}
+	if (!strncmp(name, "stats-", 6) && sscanf(name, "stats-%d-", &pid) == 1 &&
+	    pid != sc__pid() && !sc__pid_alive(pid)) {
+		/* empty, or an older format's: its counts cannot be folded,
+		 * and nobody else would ever remove it */
+		int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		struct stat st;
+		if (fd >= 0 && fstat(fd, &st) == 0 && (st.st_size == 0 || older_format(fd)))
+			unlinkat(dfd, name, 0);
+		if (fd >= 0)
+			close(fd);
+		return 1;
+	}
+	return 0;
+}
+
 void sc__stats_collect(bool force)
 {
 	int rfd;
@@ -372,9 +423,6 @@ void sc__stats_collect(bool force)
 	int budget = force ? INT_MAX : 256, boards = force ? INT_MAX : 32;
 	uint32_t rnd = (uint32_t)sc__pid() * 2654435761u ^ (uint32_t)sc__now_ns();
 	while (budget > 0 && (e = readdir(dp))) {
-		int pid = 0, end = 0;
-		unsigned ver, port;
-		uint64_t id;
 		if (e->d_name[0] == '.')
 			continue;
 		rnd ^= rnd << 13;
@@ -382,47 +430,7 @@ void sc__stats_collect(bool force)
 		rnd ^= rnd << 5;
 		if (!force && (rnd & 3))
 			continue;
-		if (sscanf(e->d_name, "tcp-v%u-%u%n", &ver, &port, &end) == 2 && !e->d_name[end]) {
-			/* an offer board whose listeners are all dead: each
-			 * port a server ever listened on kept one, up to
-			 * 20 MB of backed offers (`make bench`: 280 of them,
-			 * 1.3 GB of /dev/shm) */
-			if (ver == SC_BOARD_VERSION && port < 65536 && boards-- > 0) {
-				sc__board_collect(dfd, e->d_name, (uint16_t)port);
-				budget--;
-			}
-			continue;
-		}
-		if (name_ident(e->d_name, "p-", ".sock", &id)) {
-			/* a dead process's rendezvous name (a live one's stays) */
-			if (!sc__proc_alive(id))
-				unlinkat(dfd, e->d_name, 0);
-			continue;
-		}
-		if (name_ident(e->d_name, "stats-", "", &id)) {
-			budget--;
-			if (!sc__proc_alive(id))
-				collect_file(r, dfd, e->d_name, id);
-			continue;
-		}
-		/* an older version's names (pids): its own liveness rule */
-		if (sscanf(e->d_name, "p-%d.sock", &pid) == 1) {
-			if (pid > 0 && pid != sc__pid() && !sc__pid_exists(pid))
-				unlinkat(dfd, e->d_name, 0);
-			continue;
-		}
-		if (!strncmp(e->d_name, "stats-", 6) && sscanf(e->d_name, "stats-%d-", &pid) == 1 &&
-		    pid != sc__pid() && !sc__pid_alive(pid)) {
-			/* empty, or an older format's: its counts cannot be
-			 * folded, and nobody else would ever remove it */
-			budget--;
-			int fd = openat(dfd, e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-			struct stat st;
-			if (fd >= 0 && fstat(fd, &st) == 0 && (st.st_size == 0 || older_format(fd)))
-				unlinkat(dfd, e->d_name, 0);
-			if (fd >= 0)
-				close(fd);
-		}
+		budget -= collect_entry(r, dfd, e->d_name, &boards);
 	}
 	/* unlocked first: a fork meanwhile gave the child a copy of lfd, which
 	 * would keep the flock with its description */
