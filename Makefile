@@ -41,7 +41,7 @@ INC_interposer := -Isrc/core -Isrc/rundir -Isrc/interposer
 CLI_SRC := $(sort $(wildcard cli/*.c))
 
 .PHONY: all test test-unit test-asan test-tsan test-preload test-preload-asan demo bench clean \
-	check-layers check-build install uninstall deb FORCE
+	check-layers check-shape check-build install uninstall deb FORCE
 MANPAGES := $(B)/man/shortcut.1 $(B)/man/shortcut.7 $(B)/man/libshortcut.3
 all: $(B)/libshortcut.so $(B)/$(SONAME) $(B)/libshortcut.a $(B)/shortcut $(B)/shortcut.pc \
 	$(MANPAGES)
@@ -113,6 +113,11 @@ $(B)/man/%: man/% VERSION CHANGELOG.md
 check-layers: $(LIB_OBJ) $(PRELOAD_OBJ) $(B)/libshortcut.so $(B)/calls.list
 	tests/check-layers.sh $(B)
 
+# the map true (every source file in docs/hacking.md and its layer's list)
+# and functions short (tests/check-shape.py)
+check-shape:
+	tests/check-shape.py
+
 # the same sources with clang, and with the non-x86 system-call path
 check-build:
 	tests/check-build.sh
@@ -172,7 +177,7 @@ check:
 	@MAKE="$(MAKE)" tests/check.sh "$(T)" "$(SAN)"
 
 # everything CI runs: plain, ASan+UBSan, TSan, the interposer, then pytest
-test: check-layers check-build test-unit test-asan test-tsan fuzz-quick test-preload test-preload-asan
+test: check-layers check-shape check-build test-unit test-asan test-tsan fuzz-quick test-preload test-preload-asan
 	tests/integration/run.sh
 
 # libFuzzer harnesses (tests/fuzz/, clang): FUZZ_SECONDS each (FUZZ=NAME:

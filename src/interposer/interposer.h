@@ -23,6 +23,9 @@
  *   epoll_set.c   epoll sets: one per open file description, cookies, life
  *   epoll_ctl.c   registrations, channels, epoll_ctl
  *   epoll_wait.c  the waits, nested and exposed sets
+ *   shortconn.c   short connections: which ports' connections stay on TCP
+ *   devmem.c      the devmem socket API (MSG_SOCK_DEVMEM, its cmsgs, zerocopy)
+ *   netlink.c     generic netlink: netdev bind-rx / bind-tx of loopback
  *
  * Every call on a socket of ours is lookup (sock_get), route (sock_route:
  * settle, then one read of the mode and the owner), dispatch on the route;
