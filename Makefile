@@ -158,10 +158,12 @@ test-preload: all
 	tests/preload/run.sh $(B) $(SEM)
 
 # the same with the interposer built with ASan+UBSan (the ASan runtime must
-# come first in LD_PRELOAD; leak checking is off: the programs are not ours)
+# come first in LD_PRELOAD; leak checking is off: the programs are not ours),
+# and SC_LOCK_ORDER: each lock taken is checked against the lock order
+# (src/core/lockorder.h)
 $(B)/asan-so/libshortcut.so: $(LIB_SRC) $(PRELOAD) $(HDRS) $(B)/libshortcut.map
 	mkdir -p $(B)/asan-so
-	$(CC) $(BASE) $(INC_interposer) $(WARN) -O1 -g $(SAN_ASAN) -DSC_SYS_DIRECT -fPIC -fvisibility=hidden -shared -Wl,--version-script=$(B)/libshortcut.map -o $@ $(LIB_SRC) $(PRELOAD) -ldl
+	$(CC) $(BASE) $(INC_interposer) $(WARN) -O1 -g $(SAN_ASAN) -DSC_SYS_DIRECT -DSC_LOCK_ORDER -fPIC -fvisibility=hidden -shared -Wl,--version-script=$(B)/libshortcut.map -o $@ $(LIB_SRC) $(PRELOAD) -ldl
 test-preload-asan: all $(B)/asan-so/libshortcut.so
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
 	SC_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so) $(CURDIR)/$(B)/asan-so/libshortcut.so" \

@@ -503,6 +503,7 @@ static void ep_wake_sleepers(struct sc_ep *e)
  * keeps what it always had).
  */
 pthread_mutex_t kreg_lock = PTHREAD_MUTEX_INITIALIZER;        /* order: docs/interposer.md §6b */
+SC_LOCK_RANK(kreg_lock, LO_KREG)
 
 /* kreg_lock held (or a fork child's only thread): r off its socket's
  * list; a registration of ours from now on, or freed */

@@ -48,6 +48,7 @@
 struct ep_inh *_Atomic ep_inh;
 /* guards ep_inh; order: docs/interposer.md §6b */
 pthread_mutex_t ep_inh_lock = PTHREAD_MUTEX_INITIALIZER;
+SC_LOCK_RANK(ep_inh_lock, LO_ALONE)
 /* ---- readiness: epoll ------------------------------------------------------
  *
  * An epoll set that holds accelerated fds gets an inner epoll set of ours,
@@ -62,11 +63,13 @@ pthread_mutex_t ep_inh_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* guards eps, neps, ep_pages, each set's fds and shadow; order: docs/interposer.md §6b */
 pthread_mutex_t eps_lock = PTHREAD_MUTEX_INITIALIZER;
+SC_LOCK_RANK(eps_lock, LO_EPS)
 /* Paths that use a set found by its fd after dropping eps_lock (the exposed
  * and nested-set ones: a read in one thread may expose a set another
  * thread closes) hold this for reading; ep_close frees a set only with it
  * held for writing. */
 pthread_rwlock_t ep_life = PTHREAD_RWLOCK_INITIALIZER;       /* order: docs/interposer.md §6b */
+SC_LOCK_RANK(ep_life, LO_EP_LIFE)
 struct sc_ep *eps;       /* the sets with a shadow */
 _Atomic int neps;        /* fast path: no shadow at all */
 
@@ -142,6 +145,7 @@ static struct sc_ep *ep_new(int fd)
 	e->inner = -1;
 	e->spin = (struct sc_spin_class)SC_SPIN_CLASS_INIT;
 	pthread_mutex_init(&e->lock, NULL);
+	sc__lo_rank(&e->lock, LO_SET, "a set's lock");
 	if (!ep_fd_add(e, fd)) {
 		free(e->fds);
 		free(e);
@@ -154,6 +158,7 @@ static struct sc_ep *ep_new(int fd)
 static void ep_free(struct sc_ep *e)
 {
 	pthread_mutex_destroy(&e->lock);
+	sc__lo_forget(&e->lock);
 	free(e->byfd);
 	free(e->fds);
 	free(e);

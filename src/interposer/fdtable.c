@@ -65,6 +65,7 @@ void rec_fill(struct sc_sock *s, int fd, uint32_t mode, int reason, int32_t peer
 
 /* guards writes to pages, refs, death_watched; order: docs/interposer.md §6b */
 pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+SC_LOCK_RANK(table_lock, LO_TABLE)
 struct sc_sock *_Atomic *_Atomic pages[NPAGES];
 
 /* table_lock held */
@@ -122,6 +123,8 @@ struct sc_sock *sock_new(int fd, int mode, bool nonblock)
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->wlock, NULL);
 	pthread_cond_init(&s->wcond, NULL);
+	sc__lo_rank(&s->lock, LO_SOCK, "a socket's lock");
+	sc__lo_rank(&s->wlock, LO_ALONE, "a socket's wlock");
 	s->mode = mode;
 	s->refs = 1;
 	s->nonblock = nonblock;
@@ -230,6 +233,8 @@ void sock_release(struct sc_sock *s, int fd_of_release)
 	pthread_mutex_destroy(&s->lock);
 	pthread_mutex_destroy(&s->wlock);
 	pthread_cond_destroy(&s->wcond);
+	sc__lo_forget(&s->lock);
+	sc__lo_forget(&s->wlock);
 	free(s);
 }
 

@@ -65,6 +65,7 @@ static struct {
 	pid_t pid[64];
 	uint32_t gen[64];
 } CHILDREN = { .lock = PTHREAD_MUTEX_INITIALIZER };
+SC_LOCK_RANK(CHILDREN.lock, LO_CHILDREN)
 
 static bool child_alive(pid_t pid)
 {

@@ -30,6 +30,15 @@
  * Every call on a socket of ours is lookup (sock_get), route (sock_route:
  * settle, then one read of the mode and the owner), dispatch on the route;
  * a call on any other fd passes through to libc.
+ *
+ * Locks nest in one order, outermost first (src/core/lockorder.h ranks
+ * them, and the ASan interposer of `make test-preload-asan` checks every
+ * acquisition against it; what each protects: docs/interposer.md §6b):
+ *   ep_life (read) > eps_lock > a set's lock > a socket's lock >
+ *   G.create_lock > sw_start's lock > [the core's] > G.rdv_lock > SW.lock >
+ *   table_lock > hidden_lock > kreg_lock > CHILDREN.lock > [run directory:
+ *   child_lock > retired_lock > board_lock > lk_lock > self_lock] > nl_lock;
+ *   a socket's wlock and ep_inh_lock alone.
  */
 #ifndef SC_INTERPOSER_H
 #define SC_INTERPOSER_H
@@ -55,6 +64,7 @@
 #include <sys/uio.h>
 
 #include "calls.h"
+#include "lockorder.h"
 #include "compat.h"
 #include "conn.h"
 #include "rundir.h"

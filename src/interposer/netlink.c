@@ -46,6 +46,7 @@ struct nl_sock {
 
 /* guards nls, each one's replies and ids; order: docs/interposer.md §6b */
 static pthread_mutex_t nl_lock = PTHREAD_MUTEX_INITIALIZER;
+SC_LOCK_RANK(nl_lock, LO_NL)
 static struct nl_sock *nls;
 _Atomic int nl_count;           /* tracked netlink sockets (fast path: 0) */
 static int netdev_family = -1;  /* resolved on first need; 0: none */

@@ -45,6 +45,8 @@
 #include "interposer.h"
 struct sc_interposer G = { .claim_ms = 10000, .rdv_lock = PTHREAD_MUTEX_INITIALIZER,
 			   .create_lock = PTHREAD_MUTEX_INITIALIZER };
+SC_LOCK_RANK(G.rdv_lock, LO_RDV)
+SC_LOCK_RANK(G.create_lock, LO_CREATE)
 
 void log_line(int level, const char *fmt, ...)
 {

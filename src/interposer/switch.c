@@ -52,6 +52,7 @@ static struct {
 	bool running;
 	_Atomic bool started;   /* running (read without the lock) */
 } SW = { .lock = PTHREAD_MUTEX_INITIALIZER, .efd = -1 };
+SC_LOCK_RANK(SW.lock, LO_SW)
 
 /* Re-send [from, to) of c's send ring on fd (the kernel socket).  Blocks,
  * within SW_SEND_MS, while the kernel's buffers are full.  Returns the
@@ -124,6 +125,7 @@ uint64_t sw_resend(int fd, struct sc_conn *c, uint64_t from, uint64_t to, int ma
  * thread's batch): a fork child must not keep them (its peer would wait
  * for their close to see EOF) */
 static pthread_mutex_t hidden_lock = PTHREAD_MUTEX_INITIALIZER; /* order: docs/interposer.md §6b */
+SC_LOCK_RANK(hidden_lock, LO_HIDDEN)
 static int hidden[64], nhidden;
 
 static void hidden_add(int fd)
@@ -735,6 +737,7 @@ bool off_file(void)
 
 /* guards making the watch (off_ino); order: docs/interposer.md §6b */
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+SC_LOCK_RANK(start_lock, LO_SW_START)
 
 /* The first accelerated connection (and each after it): watch the kill
  * switch from now on.  A connection that became shared memory after the

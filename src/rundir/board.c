@@ -47,6 +47,7 @@
 #define SLOT_DEAD INT32_MIN
 
 static pthread_mutex_t board_lock = PTHREAD_MUTEX_INITIALIZER; /* order: docs/interposer.md §6b */
+SC_LOCK_RANK(board_lock, LO_BOARD)
 static struct board_slot {
 	struct sc_board *_Atomic b;     /* written under board_lock */
 	_Atomic int32_t refs;           /* holders; SLOT_DEAD: being unmapped */
@@ -72,6 +73,7 @@ static int n_lk_ports;
  * port whose board file is gone, sc__board_unlisten) met in them; a leaf,
  * taken under a board's flock (order: docs/interposer.md §6b) */
 static pthread_mutex_t lk_lock = PTHREAD_MUTEX_INITIALIZER;
+SC_LOCK_RANK(lk_lock, LO_LK)
 
 /* A new description of port's board file (-1: none).  A mapped board
  * keeps no fd open: a client that meets many ports (a new server's each

@@ -60,6 +60,7 @@ static uint64_t procs_ino;      /* the table's inode (procs_fd's, checked) */
 /* Our identity (0: none yet); written under self_lock, read without. */
 static _Atomic uint64_t self;
 static pthread_mutex_t self_lock = PTHREAD_MUTEX_INITIALIZER; /* order: docs/interposer.md §6b */
+SC_LOCK_RANK(self_lock, LO_SELF)
 
 static struct flock slot_lock(uint32_t i, short type)
 {

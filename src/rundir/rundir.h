@@ -30,6 +30,7 @@
 #include <sys/types.h>
 
 #include "compat.h"
+#include "lockorder.h"
 #include "layout.h"
 #include "stats.h"
 

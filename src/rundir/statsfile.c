@@ -54,8 +54,10 @@ static int stats_open(bool child);
 /* A fork child's own file, not made yet (sc__stats_file_child) */
 static _Atomic bool child_owes;
 static pthread_mutex_t child_lock = PTHREAD_MUTEX_INITIALIZER; /* order: docs/interposer.md §6b */
+SC_LOCK_RANK(child_lock, LO_CHILD)
 /* guards mapping the retired counts once; order: docs/interposer.md §6b */
 static pthread_mutex_t retired_lock = PTHREAD_MUTEX_INITIALIZER;
+SC_LOCK_RANK(retired_lock, LO_RETIRED)
 
 void sc__stats_file_child(void)
 {
