@@ -63,5 +63,14 @@ void sc__fd_limit(long limit);
  * given (the lowest free number): those below it, and ours from the base
  * up to the last one we were given. */
 long sc__fd_in_use(int fd);
+/* Wake an eventfd: add 1 to its counter.  0 (a saturated counter, whose
+ * write fails with EAGAIN, is readable all the same) or -errno; errno
+ * kept.  sc__write_stderr: a message to fd 2, as much as goes (nothing to
+ * do if it fails); errno kept. */
+int sc__efd_wake(int fd);
+/* Reset an eventfd's counter (not readable until woken again; already
+ * empty is no failure); errno kept. */
+void sc__efd_drain(int fd);
+void sc__write_stderr(const char *buf, size_t len);
 
 #endif

@@ -400,7 +400,6 @@ err_free:
 
 int sc__listener_push(struct sc_listener *l, struct sc_conn *c)
 {
-	uint64_t one = 1;
 	int rc = 0;
 
 	if (l->deliver)
@@ -415,8 +414,8 @@ int sc__listener_push(struct sc_listener *l, struct sc_conn *c)
 		else
 			l->head = c;
 		l->tail = c;
-		if (l->count++ == 0 && write(l->efd, &one, sizeof(one)) < 0)
-			rc = 0;  /* saturated counter is still readable */
+		if (l->count++ == 0)
+			sc__efd_wake(l->efd);
 	}
 	pthread_mutex_unlock(&l->lock);
 	return rc;
@@ -424,7 +423,6 @@ int sc__listener_push(struct sc_listener *l, struct sc_conn *c)
 
 static struct sc_conn *listener_pop(struct sc_listener *l)
 {
-	uint64_t v;
 	struct sc_conn *c;
 
 	pthread_mutex_lock(&l->lock);
@@ -434,8 +432,8 @@ static struct sc_conn *listener_pop(struct sc_listener *l)
 		if (!l->head)
 			l->tail = NULL;
 		/* readable exactly while the backlog is not empty */
-		if (--l->count == 0 && read(l->efd, &v, sizeof(v)) < 0)
-			v = 0;
+		if (--l->count == 0)
+			sc__efd_drain(l->efd);
 		c->next = NULL;
 	}
 	pthread_mutex_unlock(&l->lock);

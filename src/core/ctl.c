@@ -54,10 +54,8 @@ void sc__cork_note(void)
 	atomic_thread_fence(memory_order_seq_cst);
 	if (atomic_load(&cork_tick) || atomic_exchange(&cork_tick, true))
 		return;
-	uint64_t one = 1;
-	int fd = ctl.wakefd;
-	if (fd >= 0 && write(fd, &one, sizeof(one)) < 0) {
-	}
+	if (ctl.wakefd >= 0)
+		sc__efd_wake(ctl.wakefd);
 }
 
 __thread struct sc_group *sc__ctl_pump_held;
@@ -99,10 +97,8 @@ static void watch_add(void)
 	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = TAG_WATCH };
 	if (ctl.watch_fd >= 0 && !atomic_load(&ctl.watching) && !atomic_load(&ctl.watch_new) &&
 	    epoll_ctl(ctl.epfd, EPOLL_CTL_ADD, ctl.watch_fd, &ev) == 0) {
-		uint64_t one = 1;
 		atomic_store(&ctl.watch_new, true);
-		if (write(ctl.wakefd, &one, sizeof(one)) < 0) {
-		}
+		sc__efd_wake(ctl.wakefd);
 	}
 }
 
@@ -172,9 +168,8 @@ err_ep:
 
 void sc__ctl_kick(void)
 {
-	uint64_t one = 1;
-	if (ctl.wakefd >= 0 && write(ctl.wakefd, &one, sizeof(one)) < 0) {
-	}
+	if (ctl.wakefd >= 0)
+		sc__efd_wake(ctl.wakefd);
 }
 
 /* ---- listeners ------------------------------------------------------ */
@@ -407,9 +402,7 @@ static void *ctl_main(void *arg)
 			if (tag == TAG_WATCH) {
 				ctl.watch_fn();
 			} else if (!tag) {
-				uint64_t v;
-				if (read(ctl.wakefd, &v, sizeof(v)) < 0) {
-				}
+				sc__efd_drain(ctl.wakefd);
 				ctl_switch_requests();
 			} else if (ev[i].data.u64 & TAG_LISTENER) {
 				pthread_mutex_lock(&ctl.lock);
@@ -478,19 +471,15 @@ static int kick_rdv(const char *path)
 
 int sc__kick_owner(pid_t owner, const char *rdv_path)
 {
-	uint64_t one = 1;
 	if (kick_rdv(rdv_path) == 0)
 		return 0;
 	/* no rendezvous (it could not be made): the owner's eventfd, kept
 	 * across fork, if it is still that */
 	if (owner == sc__pid() && ctl.wakefd >= 0)     /* a vfork child: our own memory */
-		return !is_eventfd(ctl.wakefd) ? -ESRCH :
-		       write(ctl.wakefd, &one, sizeof(one)) == sizeof(one) ? 0 : -errno;
+		return !is_eventfd(ctl.wakefd) ? -ESRCH : sc__efd_wake(ctl.wakefd);
 	for (int i = 0; i < ctl.nkick; i++)
 		if (ctl.kick_pid[i] == owner)
-			return !is_eventfd(ctl.kick_fd[i]) ? -ESRCH :
-			       write(ctl.kick_fd[i], &one, sizeof(one)) == sizeof(one) ||
-			       errno == EAGAIN ? 0 : -errno;
+			return !is_eventfd(ctl.kick_fd[i]) ? -ESRCH : sc__efd_wake(ctl.kick_fd[i]);
 	return -ESRCH;
 }
 

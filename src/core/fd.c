@@ -112,3 +112,30 @@ long sc__fd_in_use(int fd)
 		return (long)fd + (top - b + 1);
 	return fd > top ? fd : top;
 }
+
+int sc__efd_wake(int fd)
+{
+	uint64_t one = 1;
+	int saved = errno;
+	ssize_t n = write(fd, &one, sizeof(one));
+	int rc = n == (ssize_t)sizeof(one) || (n < 0 && errno == EAGAIN) ? 0 : n < 0 ? -errno : -EIO;
+	errno = saved;
+	return rc;
+}
+
+void sc__efd_drain(int fd)
+{
+	uint64_t v;
+	int saved = errno;
+	ssize_t n = read(fd, &v, sizeof(v));
+	(void)n;
+	errno = saved;
+}
+
+void sc__write_stderr(const char *buf, size_t len)
+{
+	int saved = errno;
+	ssize_t n = write(2, buf, len);
+	(void)n;
+	errno = saved;
+}

@@ -294,10 +294,7 @@ static void drain_fd(struct sc_chan *ch)
 		for (int i = 0; i < n; i++) {
 			int fd = ev[i].data.fd;
 			if (fd == ch->lfd) {
-				uint64_t v;
-				if (read(fd, &v, sizeof(v)) < 0) {
-					/* EAGAIN: already empty */
-				}
+				sc__efd_drain(fd);
 				continue;
 			}
 			/* a hostile peer may keep it full: bounded */
@@ -361,13 +358,7 @@ static void wake_peer_socket(int fd)
 /* Wake our own channel (local eventfd, never shared). */
 static void wake_local(struct sc_chan *ch)
 {
-	uint64_t one = 1;
-	int saved = errno;
-
-	if (write(ch->lfd, &one, sizeof(one)) < 0) {
-		/* EAGAIN: counter saturated, still readable */
-	}
-	errno = saved;
+	sc__efd_wake(ch->lfd);
 }
 
 void sc__chan_signal(struct sc_chan *ch)
@@ -378,13 +369,8 @@ void sc__chan_signal(struct sc_chan *ch)
 
 void sc__chan_unsignal(struct sc_chan *ch)
 {
-	uint64_t v;
-	int saved = errno;
-
-	if (ch->lfd >= 0 && read(ch->lfd, &v, sizeof(v)) < 0) {
-		/* EAGAIN: nothing to reset */
-	}
-	errno = saved;
+	if (ch->lfd >= 0)
+		sc__efd_drain(ch->lfd);
 }
 
 /* Wake the peer's cell idx for c (see sc__notify_peer). */

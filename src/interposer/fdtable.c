@@ -103,8 +103,7 @@ static void stats_open(void)
 				 sc__rundir_error());
 		if (n > (int)sizeof(buf) - 1)
 			n = (int)sizeof(buf) - 1;
-		if (R(write)(2, buf, (size_t)n) < 0) {
-		}
+		sc__write_stderr(buf, (size_t)n);
 	}
 }
 

@@ -156,7 +156,6 @@ static void pump_for(struct sc_sock *s)
  * OPEN carrying a tag arrived. */
 static int rdv_deliver(struct sc_listener *l, struct sc_conn *c)
 {
-	uint64_t one = 1;
 	int rc = -ECONNREFUSED;
 
 	pthread_mutex_lock(&G.rdv_lock);
@@ -165,8 +164,7 @@ static int rdv_deliver(struct sc_listener *l, struct sc_conn *c)
 			continue;
 		struct sc_conn *none = NULL;
 		if (atomic_compare_exchange_strong(&s->attached, &none, c)) {
-			if ((s != pumping_for || s->efd_exposed) &&
-			    R(write)(s->efd, &one, sizeof(one)) == sizeof(one))
+			if ((s != pumping_for || s->efd_exposed) && sc__efd_wake(s->efd) == 0)
 				s->efd_set = true;
 			rc = 0;
 		}

@@ -62,8 +62,7 @@ void log_line(int level, const char *fmt, ...)
 	if (n > (int)sizeof(buf) - 2)
 		n = (int)sizeof(buf) - 2;
 	buf[n++] = '\n';
-	if (R(write)(2, buf, (size_t)n) < 0) {
-	}
+	sc__write_stderr(buf, (size_t)n);
 	errno = saved;
 }
 

@@ -814,9 +814,8 @@ void sw_kick(void)
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		pthread_attr_destroy(&a);
 	}
-	uint64_t one = 1;
-	if (SW.efd >= 0 && R(write)(SW.efd, &one, sizeof(one)) < 0)
-		one = 0;        /* a saturated counter is readable anyway */
+	if (SW.efd >= 0)
+		sc__efd_wake(SW.efd);
 	pthread_mutex_unlock(&SW.lock);
 }
 
