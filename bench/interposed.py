@@ -30,7 +30,9 @@ the core figures of `shortcut perf` there first), which bench/plot.py draws.
   bench/interposed.py BUILD_DIR REPS [--quick] [--set programs|floor]
                       [--json FILE] [--only GROUP,...]
 
-Transports ("variants"): tcp, unix, shortcut (SHORTCUT_SPIN_US unset: the
+Transports ("variants"): tcp, sockmap (kernel TCP with eBPF sockmap
+redirection between the run's sockets: bench/sockmap/; root and cgroup v2
+only, else skipped with the reason), unix, shortcut (SHORTCUT_SPIN_US unset: the
 library default), shortcut_nospin (SHORTCUT_SPIN_US=0 in the environment of
 both accelerated ends), shortcut_all (SHORTCUT_SHORT_TCP=0: short connections
 accelerated too), ref (a physical reference from `shortcut perf`).
@@ -68,6 +70,8 @@ args = ap.parse_args()
 BUILD = os.path.abspath(args.build)
 SHORTCUT = os.path.join(BUILD, "shortcut")
 SOCKBENCH = os.path.join(BUILD, "bench", "sockbench")
+SOCKMAP = os.path.join(BUILD, "bench", "sockmap")
+SOCKMAP_OBJ = os.path.join(BUILD, "bench", "sockmap.bpf.o")
 QUICK = args.quick
 DUR = 1 if QUICK else 2          # seconds of each measured run (wrk, h2load, iperf3, memaslap)
 SB_DUR = 0.5 if QUICK else 2     # sockbench runs
@@ -117,6 +121,86 @@ def tail(text, n=300):
     return " / ".join(ln.strip() for ln in text.strip().splitlines() if ln.strip())[-n:]
 
 
+def cgroup2_root():
+    """where the cgroup v2 hierarchy is mounted, or None"""
+    with open("/proc/mounts") as f:
+        for ln in f:
+            x = ln.split()
+            if len(x) > 2 and x[2] == "cgroup2":
+                return x[1]
+    return None
+
+
+def sockmap_missing():
+    """why the sockmap column cannot run here, or None"""
+    if os.geteuid() != 0:
+        return "sockmap needs root (BPF programs, a cgroup of its own)"
+    if not (os.access(SOCKMAP, os.X_OK) and os.path.exists(SOCKMAP_OBJ)):
+        return "sockmap not built (clang and libbpf-dev: bench/sockmap/build.sh)"
+    if not cgroup2_root():
+        return "sockmap needs a cgroup v2 hierarchy"
+    return None
+
+
+class Sockmap:
+    """eBPF sockmap redirection for one run (bench/sockmap/): a cgroup of
+    its own, the loader holding the programs attached to it; the run's
+    programs are started inside it, so nothing else on the host is
+    touched.  close() gives the programs' own counts."""
+    seq = 0
+
+    def __init__(self):
+        Sockmap.seq += 1
+        self.cg = os.path.join(cgroup2_root(), f"sc-bench-sockmap-{os.getpid()}-{Sockmap.seq}")
+        os.makedirs(self.cg, exist_ok=True)
+        self.home = None
+        with open("/proc/self/cgroup") as f:
+            for ln in f:
+                if ln.startswith("0::"):
+                    self.home = os.path.join(cgroup2_root(), ln.strip()[3:].lstrip("/"))
+        self.p = subprocess.Popen([SOCKMAP, self.cg, SOCKMAP_OBJ], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.p.stdout.readline()
+        if line.strip() != "ready":
+            err = self.p.stderr.read().strip()
+            self.p.wait()
+            os.rmdir(self.cg)
+            raise Failed(f"sockmap: {err or 'no ready line'}")
+        self.counts = None
+
+    def _move(self, cg):
+        with open(os.path.join(cg, "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()))
+
+    class _Inside:
+        def __init__(self, sm):
+            self.sm = sm
+
+        def __enter__(self):
+            self.sm._move(self.sm.cg)       # (children are born in it)
+
+        def __exit__(self, *a):
+            self.sm._move(self.sm.home)
+
+    def inside(self):
+        return Sockmap._Inside(self)
+
+    def close(self):
+        if self.counts is None:
+            out, err = self.p.communicate(timeout=30)
+            try:
+                self.counts = json.loads(out.strip().splitlines()[-1])
+            except (ValueError, IndexError):
+                self.counts = {"inserted": 0, "redirected": 0, "missed": 0, "error": err.strip()}
+            for _ in range(50):     # (the run's processes are reaped: empty soon)
+                try:
+                    os.rmdir(self.cg)
+                    break
+                except OSError:
+                    time.sleep(0.1)
+        return self.counts
+
+
 class Ctx:
     """One run of one transport: its run directory, scratch directory,
     environment and server processes."""
@@ -146,22 +230,32 @@ class Ctx:
         self.pre = [SHORTCUT, "run"] if self.accel else []
         self.procs = []
         self.st = None
+        self.sm = None
+        if variant == "sockmap":
+            self.sm = Sockmap()
+
+    def popen(self, cmd, **kw):
+        """the program started in this run's cgroup (sockmap: its
+        sockets are the ones redirected), or plainly"""
+        if not self.sm:
+            return subprocess.Popen(self.pre + cmd, env=self.env, preexec_fn=raise_nofile,
+                                    start_new_session=True, **self.user, **kw)
+        with self.sm.inside():
+            return subprocess.Popen(self.pre + cmd, env=self.env, preexec_fn=raise_nofile,
+                                    start_new_session=True, **self.user, **kw)
 
     def path(self, name):
         return os.path.join(self.tmp, name)
 
     def server(self, cmd, log=None):
         out = open(self.path(log), "w") if log else subprocess.DEVNULL
-        p = subprocess.Popen(self.pre + cmd, env=self.env, stdout=out, stderr=subprocess.STDOUT,
-                             stdin=subprocess.DEVNULL, preexec_fn=raise_nofile,
-                             start_new_session=True, **self.user)
+        p = self.popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         self.procs.append(p)
         return p
 
     def run(self, cmd, timeout=120):
-        p = subprocess.Popen(self.pre + cmd, env=self.env, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-                             preexec_fn=raise_nofile, start_new_session=True, **self.user)
+        p = self.popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       stdin=subprocess.DEVNULL, text=True)
         try:
             out, err = p.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -242,6 +336,12 @@ class Ctx:
         `short_connections`, the server's `peer_not_accelerated`)."""
         self.stop()
         st = None
+        if self.sm:
+            n = self.sm.close()
+            if n["inserted"] < min(min_accel, 2) or not n["redirected"]:
+                raise Failed(f"sockmap did not redirect: {n['inserted']} sockets in its map "
+                             f"(expected >= {min(min_accel, 2)}), {n['redirected']} sends redirected, "
+                             f"{n['missed']} not")
         if self.accel:
             st = self.st = self.stats()
             fb = {k: v for k, v in st["fallback"].items() if v}
@@ -262,6 +362,8 @@ class Ctx:
 
     def cleanup(self):
         self.stop()
+        if self.sm:
+            self.sm.close()
         shutil.rmtree(self.rundir, ignore_errors=True)
         shutil.rmtree(self.tmp, ignore_errors=True)
 
@@ -661,14 +763,14 @@ SFX = {"shortcut_nospin": "_nospin", "shortcut_all": "_all"}
 
 # name, variants, function, programs needed
 GROUPS = [
-    ("rr", ["tcp", "unix", "shortcut", "shortcut_nospin", "ref"], sockbench("rr", 100, "ops_per_s"), ()),
-    ("stream", ["tcp", "unix", "shortcut", "ref"], sockbench("stream", 65536, "gbytes_per_s"), ()),
-    ("sockperf_pp", ["tcp", "shortcut", "shortcut_nospin"], sockperf("pp"), ("sockperf",)),
-    ("sockperf_tp", ["tcp", "shortcut"], sockperf("tp"), ("sockperf",)),
-    ("nginx", ["tcp", "unix", "shortcut"], nginx, ("nginx", "wrk")),
-    ("redis", ["tcp", "unix", "shortcut"], redis, ("redis-server", "redis-benchmark")),
-    ("iperf3", ["tcp", "shortcut"], iperf3, ("iperf3",)),
-    ("memcached", ["tcp", "unix", "shortcut"], memcached, ("memcached",)),
+    ("rr", ["tcp", "sockmap", "unix", "shortcut", "shortcut_nospin", "ref"], sockbench("rr", 100, "ops_per_s"), ()),
+    ("stream", ["tcp", "sockmap", "unix", "shortcut", "ref"], sockbench("stream", 65536, "gbytes_per_s"), ()),
+    ("sockperf_pp", ["tcp", "sockmap", "shortcut", "shortcut_nospin"], sockperf("pp"), ("sockperf",)),
+    ("sockperf_tp", ["tcp", "sockmap", "shortcut"], sockperf("tp"), ("sockperf",)),
+    ("nginx", ["tcp", "sockmap", "unix", "shortcut"], nginx, ("nginx", "wrk")),
+    ("redis", ["tcp", "sockmap", "unix", "shortcut"], redis, ("redis-server", "redis-benchmark")),
+    ("iperf3", ["tcp", "sockmap", "shortcut"], iperf3, ("iperf3",)),
+    ("memcached", ["tcp", "sockmap", "unix", "shortcut"], memcached, ("memcached",)),
 ]
 
 # id, group, title, unit, lower is better, Unix note (why there is none),
@@ -723,17 +825,17 @@ ROWS = [
 # returning why the group cannot run)
 SB = ["--seconds", str(SB_DUR)]
 FLOOR_GROUPS = [
-    ("conn", ["tcp", "unix", "shortcut", "shortcut_all"],
+    ("conn", ["tcp", "sockmap", "unix", "shortcut", "shortcut_all"],
      sockbench_floor("conn", SB + ["--size", "64"], {"conn": "ops_per_s"}), ()),
-    ("conn8", ["tcp", "unix", "shortcut", "shortcut_all"],
+    ("conn8", ["tcp", "sockmap", "unix", "shortcut", "shortcut_all"],
      sockbench_floor("conn", SB + ["--size", "64", "--clients", str(FLOOR_CLIENTS)],
                      {"conn8": "ops_per_s"}), ()),
-    ("setup", ["tcp", "unix", "shortcut"],
+    ("setup", ["tcp", "sockmap", "unix", "shortcut"],
      sockbench_floor("setup", ["--conns", str(SETUP_CONNS), "--calls", str(SETUP_CALLS)],
                      {"setup": "setup_s", "epoll_wait0": "epoll_wait0_ns"}), ()),
-    ("pgbench", ["tcp", "unix", "shortcut", "shortcut_all"], pgbench, pg_missing),
-    ("rate", ["tcp", "unix", "shortcut", "shortcut_nospin"], rate, ()),
-    ("pairs", ["tcp", "unix", "shortcut"],
+    ("pgbench", ["tcp", "sockmap", "unix", "shortcut", "shortcut_all"], pgbench, pg_missing),
+    ("rate", ["tcp", "sockmap", "unix", "shortcut", "shortcut_nospin"], rate, ()),
+    ("pairs", ["tcp", "sockmap", "unix", "shortcut"],
      sockbench_floor("rr", SB + ["--size", "100", "--pairs", str(PAIRS)], {"pairs": "ops_per_s"}), ()),
 ]
 NCPU = os.cpu_count()
@@ -789,6 +891,8 @@ def run_all(groups):
                              if isinstance(missing, list) else missing)
             print(f"skipping {name}: {skipped[name]}", file=sys.stderr)
             continue
+        if "sockmap" in variants and SOCKMAP_MISSING:
+            variants = [v for v in variants if v != "sockmap"]
         t0 = time.time()
         print(f"running: {name} ({', '.join(variants)}) x {args.reps}", file=sys.stderr, flush=True)
         for rep in range(args.reps):
@@ -848,15 +952,25 @@ def build_rows(rowspec, samples, errors, skipped, fallbacks, nfail):
             s = dict(s)
             s[sv] = samples.get(rid, {}).get(sv)
         tcp, unix, shm = s.get("tcp"), s.get("unix"), s.get(sv)
+        smap = s.get("sockmap")
         ref = s.get("ref")
         mt, mu, ms = med(tcp or []), med(unix or []), med(shm or [])
+        mm = med(smap or [])
         rt = paired(shm, tcp)
+        rm = paired(shm, smap)
+        rmt = paired(smap, tcp)
         ru = paired(shm, unix)
         rut = paired(unix, tcp)
         row = {
             "id": rid, "group": group, "title": title, "unit": unit, "lower_is_better": lower,
-            "samples": {"tcp": tcp, "unix": unix, "shortcut": shm, "reference": ref},
-            "median": {"tcp": mt, "unix": mu, "shortcut": ms, "reference": med(ref or [])},
+            "samples": {"tcp": tcp, "sockmap": smap, "unix": unix, "shortcut": shm, "reference": ref},
+            "median": {"tcp": mt, "sockmap": mm, "unix": mu, "shortcut": ms,
+                       "reference": med(ref or [])},
+            "ratio_to_sockmap": ms / mm if ms is not None and mm else None,
+            "ratio_to_sockmap_spread": [rm[0], rm[-1]] if rm else None,
+            "sockmap_ratio_to_tcp": mm / mt if mm is not None and mt else None,
+            "sockmap_ratio_to_tcp_spread": [rmt[0], rmt[-1]] if rmt else None,
+            "sockmap_skipped": SOCKMAP_MISSING,
             "ratio_to_tcp": ms / mt if ms is not None and mt else None,
             "ratio_to_tcp_spread": [rt[0], rt[-1]] if rt else None,
             "ratio_to_unix": ms / mu if ms is not None and mu else None,
@@ -868,18 +982,18 @@ def build_rows(rowspec, samples, errors, skipped, fallbacks, nfail):
             "target": {"op": target[0], "ratio_to_tcp": target[1],
                        "every_run": len(target) > 2} if target else None,
             "errors": {v: e for (g, v), e in errors.items()
-                       if g == group and v in ("tcp", "unix", sv, "ref")},
+                       if g == group and v in ("tcp", "sockmap", "unix", sv, "ref")},
             "skipped": skipped.get(group),
             "fallbacks": fallbacks.get((group, sv)),
             "shortcut_variant": sv,
-            "failed_runs": {v: nfail.get((group, v), 0) for v in ("tcp", "unix", sv)},
+            "failed_runs": {v: nfail.get((group, v), 0) for v in ("tcp", "sockmap", "unix", sv)},
             # figures measured beside the row's (rate: achieved rate, latency)
             "aux": {k.split(":")[1]: {v: med(x) for v, x in samples[k].items()}
                     for k in samples if k.startswith(rid + ":")},
         }
         if sv in SFX:                     # TCP and Unix: the same runs as the base row
             for k in list(row["aux"]):
-                for v in ("tcp", "unix"):
+                for v in ("tcp", "sockmap", "unix"):
                     row["aux"][k][v] = med(samples.get(f"{base}:{k}", {}).get(v) or [])
         if target and row["ratio_to_tcp"] is not None:
             # every_run: the worst repetition must meet it, not only the medians
@@ -897,17 +1011,26 @@ def cell(row, key):
     v = row["shortcut_variant"] if key == "shortcut" else key
     if row["median"][key] is None and v in row["errors"]:
         return "failed"
+    if key == "sockmap" and row["sockmap_skipped"]:
+        return "skipped"
     return fmt(row["median"][key])
 
 
+def vs(row, key):
+    """a ratio with its spread, as 2.1x (1.9–2.3)"""
+    r, s = row[key], row[key + "_spread"]
+    return f"{fr(r)} ({s[0]:.3g}–{s[1]:.3g})" if r is not None and s else fr(r)
+
+
 def print_table(rows, fallbacks):
-    print("| workload (unmodified programs) | kernel TCP | Unix socket | shortcut run "
-          "| shortcut vs TCP (spread) | shortcut vs Unix (spread) | Unix vs TCP | target | physical reference |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| workload (unmodified programs) | kernel TCP | sockmap | Unix socket | shortcut run "
+          "| shortcut vs TCP (spread) | shortcut vs sockmap (spread) | shortcut vs Unix (spread) "
+          "| sockmap vs TCP | Unix vs TCP | target | physical reference |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     notes = []
     for row, na in rows:
         if row["skipped"] and row["median"]["tcp"] is None:
-            print(f"| {row['title']} | ({row['skipped']}) | | | | | | | |")
+            print(f"| {row['title']} | ({row['skipped']}) | | | | | | | | | | |")
             continue
         if na:
             unix = f"n/a ({na})"
@@ -931,8 +1054,9 @@ def print_table(rows, fallbacks):
             r = row["median"]["reference"]
             ref = (f"{row['reference_name']} {fmt(r)} {row['unit']} "
                    f"(shortcut = {row['median']['shortcut'] / r:.2g} of it)")
-        print(f"| {row['title']} | {cell(row, 'tcp')} | {unix} | {cell(row, 'shortcut')} "
-              f"| {vs_tcp} | {vs_unix} | {fr(row['unix_ratio_to_tcp'])} | {tg} | {ref} |")
+        print(f"| {row['title']} | {cell(row, 'tcp')} | {cell(row, 'sockmap')} | {unix} "
+              f"| {cell(row, 'shortcut')} | {vs_tcp} | {vs(row, 'ratio_to_sockmap')} | {vs_unix} "
+              f"| {fr(row['sockmap_ratio_to_tcp'])} | {fr(row['unix_ratio_to_tcp'])} | {tg} | {ref} |")
         for v, e in row["errors"].items():
             n = f"{row['title']}, {v}: {e}"
             if n not in notes:
@@ -975,13 +1099,14 @@ AUX = {"achieved": ("achieved req/s", fmt), "p50": ("median latency µs", fmt)}
 
 def print_floor_table(rows, elapsed):
     """the issue 12 table: each row's target and its verdict"""
-    print("| workload | kernel TCP | Unix socket | shortcut run | shortcut vs TCP: median "
-          "(lowest–highest run) | target | result | beside it (TCP / Unix / shortcut) |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| workload | kernel TCP | sockmap | Unix socket | shortcut run | shortcut vs TCP: median "
+          "(lowest–highest run) | shortcut vs sockmap | sockmap vs TCP | target | result "
+          "| beside it (TCP / sockmap / Unix / shortcut) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     notes = []
     for row, _ in rows:
         if row["skipped"] and row["median"]["tcp"] is None:
-            print(f"| {row['title']} | ({row['skipped']}) | | | | | | |")
+            print(f"| {row['title']} | ({row['skipped']}) | | | | | | | | | |")
             continue
         rt, rs = row["ratio_to_tcp"], row["ratio_to_tcp_spread"]
         vs_tcp = f"{fr(rt)} ({rs[0]:.3g}–{rs[1]:.3g})" if rt is not None and rs else fr(rt)
@@ -1000,20 +1125,23 @@ def print_floor_table(rows, elapsed):
                        f"**incomplete** ({verdict} on the rest): shortcut {fb} in {n} of {args.reps} runs")
         if row["target_met"] is not None and t["every_run"] and rs:
             verdict += f" (worst run {rs[0] if t['op'] == '>=' else rs[1]:.3g}x)"
-        aux = "; ".join(f"{AUX[k][0]} " + " / ".join(AUX[k][1](d.get(v)) or "–" for v in ("tcp", "unix", sv))
+        aux = "; ".join(f"{AUX[k][0]} " + " / ".join(AUX[k][1](d.get(v)) or "–"
+                                                     for v in ("tcp", "sockmap", "unix", sv))
                         for k, d in row["aux"].items())
         m = re.match(r"rate(\d+)k", row["id"])
         if m:   # a transport that could not keep up was measured at a lower rate
             want = int(m.group(1)) * 1000
-            short = [name for v, name in (("tcp", "kernel TCP"), ("unix", "Unix"), (sv, "shortcut"))
+            short = [name for v, name in (("tcp", "kernel TCP"), ("sockmap", "sockmap"), ("unix", "Unix"),
+                                          (sv, "shortcut"))
                      if (row["aux"].get("achieved", {}).get(v) or want) < 0.95 * want]
             if short:
                 aux += f"; **{', '.join(short)} fell behind the rate** (saturated)"
         shm = cell(row, "shortcut")
         if shm == "failed" and "not accelerated" in row["errors"].get(sv, ""):
             shm = "fell back to TCP"
-        print(f"| {row['title']} | {cell(row, 'tcp')} | {cell(row, 'unix')} | {shm} "
-              f"| {vs_tcp} | {tg} | {verdict} | {aux} |")
+        print(f"| {row['title']} | {cell(row, 'tcp')} | {cell(row, 'sockmap')} | {cell(row, 'unix')} "
+              f"| {shm} | {vs_tcp} | {vs(row, 'ratio_to_sockmap')} | {fr(row['sockmap_ratio_to_tcp'])} "
+              f"| {tg} | {verdict} | {aux} |")
         for v, e in row["errors"].items():
             m = f"{row['title']}, {v}: {e}"
             if m not in notes:
@@ -1042,7 +1170,13 @@ def print_floor_table(rows, elapsed):
             print(f"- {m}")
 
 
+SOCKMAP_MISSING = None
+
+
 if __name__ == "__main__":
+    SOCKMAP_MISSING = sockmap_missing()
+    if SOCKMAP_MISSING:
+        print(f"sockmap column skipped: {SOCKMAP_MISSING}", file=sys.stderr)
     if not os.access(SOCKBENCH, os.X_OK):
         raise SystemExit(f"{SOCKBENCH} missing: make {os.path.relpath(SOCKBENCH)}")
     floor = args.set == "floor"

@@ -68,6 +68,9 @@ has_pg() {  # initdb, postgres and pgbench of one version
 	return 1
 }
 has_pg || need_apt+=(postgresql postgresql-client)
+# the sockmap column (bench/sockmap/): clang for the BPF programs, libbpf
+has clang || need_apt+=(clang)
+[ -e /usr/include/bpf/libbpf.h ] || need_apt+=(libbpf-dev)
 if [ ${#need_apt[@]} -gt 0 ]; then
 	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
 		echo "installing: ${need_apt[*]}" >&2
@@ -82,6 +85,9 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 		echo "missing Debian packages (their rows will say not installed): ${need_apt[*]}" >&2
 	fi
 fi
+# eBPF sockmap redirection, the kernel's own bypass, as a column of 2 and 2b
+# (bench/sockmap/: root and cgroup v2, else the column says skipped)
+bench/sockmap/build.sh build/bench >&2 || echo "sockmap column: not built (above)" >&2
 # the applications of 2c (pgbouncer, haproxy, mariadb, erlang, grpcio):
 # tests/integration/test_apps.py's installer; a row it cannot install says so
 tests/integration/apps/install.sh >&2
