@@ -430,6 +430,35 @@ uint64_t pattern_ck(size_t n, unsigned seed)
 	return h;
 }
 
+/* send bytes off..off+n of the pattern seed (fails loudly if it cannot) */
+void send_at(int fd, size_t off, size_t n, unsigned seed)
+{
+	static char buf[65536];
+	for (size_t done = 0; done < n;) {
+		size_t k = n - done < sizeof(buf) ? n - done : sizeof(buf);
+		pattern(buf, k, off + done, seed);
+		if (send_all(fd, buf, k) != (ssize_t)k)
+			fatal("send");
+		done += k;
+	}
+}
+
+/* receive n bytes: exactly bytes off..off+n of the pattern seed? */
+bool recv_exact_at(int fd, size_t off, size_t n, unsigned seed)
+{
+	static char buf[65536], want[65536];
+	bool exact = true;
+	for (size_t done = 0; done < n;) {
+		size_t k = n - done < sizeof(buf) ? n - done : sizeof(buf);
+		pattern(want, k, off + done, seed);
+		if (recv_all(fd, buf, k) != (ssize_t)k)
+			return false;
+		exact = exact && !memcmp(buf, want, k);
+		done += k;
+	}
+	return exact;
+}
+
 /* ---- connections ----------------------------------------------------------- */
 
 struct sockaddr_in t_addr(void)

@@ -14,21 +14,6 @@
 /* client -> server, seed 61: 0..100 (request 1), 100..600 (request 2);
  * server -> client, seed 62: 0..20000 (response), 20000..23000 (answer) */
 
-static void send_at(int fd, size_t off, size_t n, unsigned seed)
-{
-	static char buf[65536];
-	pattern(buf, n, off, seed);
-	if (send_all(fd, buf, n) != (ssize_t)n)
-		fatal("send");
-}
-
-static bool recv_exact_at(int fd, size_t off, size_t n, unsigned seed)
-{
-	static char buf[65536], want[65536];
-	pattern(want, n, off, seed);
-	return recv_all(fd, buf, n) == (ssize_t)n && !memcmp(buf, want, n);
-}
-
 static void server(int lfd)
 {
 	int fd = accept(lfd, NULL, NULL);

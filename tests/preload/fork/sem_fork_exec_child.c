@@ -48,21 +48,6 @@ static const char py[] =
 	"    print('client: python: recv at EOF: %s' % type(e).__name__)\n"
 	"s.close()\n";
 
-static void send_at(int fd, size_t off, size_t n, unsigned seed)
-{
-	static char buf[65536];
-	pattern(buf, n, off, seed);
-	if (send_all(fd, buf, n) != (ssize_t)n)
-		fatal("send");
-}
-
-static bool recv_exact_at(int fd, size_t off, size_t n, unsigned seed)
-{
-	static char buf[65536], want[65536];
-	pattern(want, n, off, seed);
-	return recv_all(fd, buf, n) == (ssize_t)n && !memcmp(buf, want, n);
-}
-
 static void server(int lfd)
 {
 	int fd = server_conn(lfd);

@@ -26,21 +26,6 @@ static size_t msg_size(int i)
 	return (size_t)((i * 7919 + 13) % 20000) + 1;
 }
 
-static void send_at(int fd, size_t off, size_t n, unsigned seed)
-{
-	static char buf[65536];
-	pattern(buf, n, off, seed);
-	if (send_all(fd, buf, n) != (ssize_t)n)
-		fatal("send");
-}
-
-static bool recv_exact_at(int fd, size_t off, size_t n, unsigned seed)
-{
-	static char buf[65536], want[65536];
-	pattern(want, n, off, seed);
-	return recv_all(fd, buf, n) == (ssize_t)n && !memcmp(buf, want, n);
-}
-
 /* fork a child that touches nothing, waits for a byte (or EOF) on the pipe
  * and _exit(0)s; *wfd: the parent's end */
 static pid_t idle_child(int *wfd)

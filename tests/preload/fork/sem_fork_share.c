@@ -18,21 +18,6 @@
  * (unread at the fork), 33200..40200 (to the child), 40200..65200 (to the
  * parent after the child) */
 
-static void send_at(int fd, size_t off, size_t n, unsigned seed)
-{
-	static char buf[65536];
-	pattern(buf, n, off, seed);
-	if (send_all(fd, buf, n) != (ssize_t)n)
-		fatal("send");
-}
-
-static bool recv_exact_at(int fd, size_t off, size_t n, unsigned seed)
-{
-	static char buf[65536], want[65536];
-	pattern(want, n, off, seed);
-	return recv_all(fd, buf, n) == (ssize_t)n && !memcmp(buf, want, n);
-}
-
 static void server(int lfd)
 {
 	int fd = server_conn(lfd);

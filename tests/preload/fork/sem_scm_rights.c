@@ -15,21 +15,6 @@
 /* client -> server: seed 21, offsets 0..5000 5000..25000 (client) 25000..35000
  * (helper); server -> client: seed 22, 0..3000 3000..53000 53000..55000 */
 
-static void send_at(int fd, size_t off, size_t n, unsigned seed)
-{
-	static char buf[65536];
-	pattern(buf, n, off, seed);
-	if (send_all(fd, buf, n) != (ssize_t)n)
-		fatal("send");
-}
-
-static bool recv_exact_at(int fd, size_t off, size_t n, unsigned seed)
-{
-	static char buf[65536], want[65536];
-	pattern(want, n, off, seed);
-	return recv_all(fd, buf, n) == (ssize_t)n && !memcmp(buf, want, n);
-}
-
 static void server(int lfd)
 {
 	int fd = server_conn(lfd);

@@ -221,21 +221,6 @@ static void server(int lfd)
 
 /* ---- the client ---------------------------------------------------------- */
 
-static bool echo_at(int fd, size_t off, size_t n, unsigned seed)
-{
-	static char buf[65536], want[65536];
-	pattern(want, n, off, seed);
-	return recv_all(fd, buf, n) == (ssize_t)n && !memcmp(buf, want, n);
-}
-
-static void send_at(int fd, size_t off, size_t n, unsigned seed)
-{
-	static char buf[65536];
-	pattern(buf, n, off, seed);
-	if (send_all(fd, buf, n) != (ssize_t)n)
-		fatal("send");
-}
-
 /* python: argv [name fd sent echoed seed]...: reads the echoes of
  * [echoed, sent) on each connection, then rounds of one message per
  * connection (sizes from an LCG) until 200000 bytes are sent, each echo
@@ -296,13 +281,13 @@ static void client(void)
 		for (int i = 0; i < 2; i++) {
 			send_at(fd[i], off[i], msgs[m], 33 + (unsigned)i);
 			say("connection %d: sent %zu, echo exact: %s", i + 1, msgs[m],
-			    yesno(echo_at(fd[i], off[i], msgs[m], 33 + (unsigned)i)));
+			    yesno(recv_exact_at(fd[i], off[i], msgs[m], 33 + (unsigned)i)));
 			off[i] += msgs[m];
 		}
 	/* echoes left in flight */
 	send_at(fd[0], off[0], INFLIGHT1, 33);
 	say("connection 1: sent %d, first %d of the echo exact: %s", INFLIGHT1, INFLIGHT1_READ,
-	    yesno(echo_at(fd[0], off[0], INFLIGHT1_READ, 33)));
+	    yesno(recv_exact_at(fd[0], off[0], INFLIGHT1_READ, 33)));
 	size_t echoed0 = off[0] + INFLIGHT1_READ;
 	off[0] += INFLIGHT1;
 	send_at(fd[1], off[1], INFLIGHT2, 34);
