@@ -2,8 +2,8 @@
 /*
  * Helpers shared by the preload oracle programs, tests/preload/<family>/
  * sem_*.c (libc only; never linked with libshortcut).  common.c is compiled
- * once, with epoll_common.c and spawn_common.c, into an archive that
- * tests/preload/run.sh links every program with.
+ * once, with epoll_common.c, spawn_common.c and exec_common.c, into an
+ * archive that tests/preload/run.sh links every program with.
  *
  * A scenario is a server(lfd) and a client() function.  run() makes a
  * listener on 127.0.0.1:0, forks (the child is the client), bounds both

@@ -13,8 +13,9 @@
 # XPASS and fails the run (the gap is closed: remove the marker).  A program
 # that does not compile, or fails on kernel TCP, fails whatever its marker.
 #
-# The helpers (common.c, epoll_common.c, spawn_common.c) are compiled once
-# into BUILD_DIR/preload/libsem.a, which every program links with.
+# The helpers (common.c, epoll_common.c, spawn_common.c, exec_common.c) are
+# compiled once into BUILD_DIR/preload/libsem.a, which every program links
+# with.
 #
 #   tests/preload/run.sh BUILD_DIR [NAME...]
 # NAME: a program (sem_dup, sem_dup.c, setup/sem_dup, a path to it) or a
@@ -66,10 +67,11 @@ fi
 # the helpers, once
 LIB=$OUT/libsem.a
 rm -f "$LIB"
-for c in common epoll_common spawn_common; do
+HELPERS="common epoll_common spawn_common exec_common"
+for c in $HELPERS; do
 	$CC $CFLAGS_SEM -c -o "$OUT/$c.o" "$HERE/$c.c" || { echo "run.sh: $c.c does not compile" >&2; exit 1; }
 done
-ar rcs "$LIB" "$OUT/common.o" "$OUT/epoll_common.o" "$OUT/spawn_common.o" || exit 1
+ar rcs "$LIB" $(for c in $HELPERS; do echo "$OUT/$c.o"; done) || exit 1
 
 pass=0
 fail=0
