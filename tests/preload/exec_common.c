@@ -87,3 +87,93 @@ int exec_child_run(const char *how, pid_t (*start)(char *argv[]))
 	child_start = start;
 	return run(child_server, child_client);
 }
+
+/* ---- exec_inflight_run --------------------------------------------------- */
+
+/* python: argv fd syncfd skip total coff n: tell the server it runs, read
+ * the server's stream from offset skip to total (seed 16), send n bytes of
+ * the client's stream from offset coff (seed 17), shut down, wait for EOF */
+static const char inflight_py[] =
+	"import os, socket, sys\n"
+	"def pat(n, seed, off=0):\n"
+	"    return bytes((((x + off) * 131 + seed + ((x + off) >> 9) + ((x + off) >> 17)) & 255) for x in range(n))\n"
+	"fd, sync, skip, total, coff, n = map(int, sys.argv[1:7])\n"
+	"s = socket.socket(fileno=fd)\n"
+	"s.settimeout(5)\n"
+	"os.write(sync, b'x')\n"
+	"want = pat(total - skip, 16, skip)\n"
+	"got = b''\n"
+	"try:\n"
+	"    while len(got) < len(want):\n"
+	"        b = s.recv(65536)\n"
+	"        if not b: break\n"
+	"        got += b\n"
+	"except OSError as e:\n"
+	"    print('client: recv error: %s' % type(e).__name__)\n"
+	"print('client: python received %d bytes, exact: %s' % (len(got), 'yes' if got == want else 'no'))\n"
+	"s.sendall(pat(n, 17, coff))\n"
+	"s.shutdown(socket.SHUT_WR)\n"
+	"try:\n"
+	"    print('client: recv at EOF = %d' % len(s.recv(100)))\n"
+	"except OSError as e:\n"
+	"    print('client: recv at EOF: %s' % type(e).__name__)\n"
+	"s.close()\n";
+
+static size_t inflight_skip;
+static bool inflight_keep;
+
+static void inflight_server(int lfd)
+{
+	int fd = server_conn(lfd);
+	send_pattern(fd, 100000, 16);
+	say("sent 100000 before the exec");
+	tell();
+	await_peer();                           /* python runs */
+	char buf[2000];
+	pattern(buf, sizeof(buf), 100000, 16);
+	res("send 2000 after the exec", send_all(fd, buf, sizeof(buf)));
+	size_t got;
+	uint64_t h = recv_count(fd, 70501, &got);
+	say("received %zu bytes up to EOF, exact: %s", got,
+	    yesno(got == 70500 && h == pattern_ck(70500, 17)));
+	res("close", close(fd));
+}
+
+static void inflight_client(void)
+{
+	int fd = client_conn();
+	send_pattern(fd, 70000, 17);
+	say("sent 70000 before the exec");
+	if (inflight_skip) {
+		static char part[65536], want[65536];
+		size_t n = inflight_skip;
+		pattern(want, n, 0, 16);
+		res("read part of the server's bytes", recv_all(fd, part, n));
+		say("exact: %s", yesno(!memcmp(part, want, n)));
+	}
+	await_peer();                           /* the server sent 100000 */
+	char a_fd[16], a_sync[16], a_skip[24];
+	snprintf(a_fd, sizeof(a_fd), "%d", fd);
+	snprintf(a_sync, sizeof(a_sync), "%d", t_c2p[1]);
+	snprintf(a_skip, sizeof(a_skip), "%zu", inflight_skip);
+	say("exec python3 with the connected fd, %s",
+	    inflight_keep ? "LD_PRELOAD kept" : "without the library");
+	fflush(t_out);
+	if (dup2(fileno(t_out), 1) < 0)
+		fatal("dup2");
+	if (!inflight_keep)
+		unsetenv("LD_PRELOAD");
+	char *argv[] = { "python3", "-c", (char *)inflight_py, a_fd, a_sync, a_skip, "102000",
+			 "70000", "500", NULL };
+	execvp("python3", argv);
+	fatal("exec python3");
+}
+
+int exec_inflight_run(size_t skip, bool keep_preload)
+{
+	if (skip > 65536)
+		fatal("exec_inflight_run: skip %zu", skip);
+	inflight_skip = skip;
+	inflight_keep = keep_preload;
+	return run(inflight_server, inflight_client);
+}

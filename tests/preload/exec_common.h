@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Conversations shared by the programs that hand a live connection to
- * python3 run without the library (exec_common.c, in the archive
+ * python3, mostly run without the library (exec_common.c, in the archive
  * tests/preload/run.sh links with): the same bytes both ways, only the way
  * python3 gets the fd differs from one program to the other.
  *
@@ -13,7 +13,17 @@
  * python3 starts), 40800..43800 (after python started).  Python reads the
  * 40000 and the 3000, sends 2000 and shuts down writing (a FIN, although the
  * client still holds the socket); the server gets the client's 10000 then
- * python's 2000, exact and in order, then EOF. */
+ * python's 2000, exact and in order, then EOF.
+ *
+ * exec_inflight_run (fork/sem_exec_inflight, sem_exec_lib): the client
+ * itself exec()s python3, cut mid-stream with data in flight both ways.
+ * client -> server, seed 17: 0..70000 (unread at the exec), 70000..70500
+ * (python);
+ * server -> client, seed 16: 0..100000 (sent before the exec; the client
+ * reads the first `skip` of them), 100000..102000 (after python started).
+ * Python reads the rest of the server's bytes, sends 500 and shuts down
+ * writing; the server gets the client's 70000 then python's 500, exact and
+ * in order, then EOF. */
 #ifndef SEM_EXEC_COMMON_H
 #define SEM_EXEC_COMMON_H
 
@@ -25,5 +35,10 @@
  * environment and the client's transcript (t_out) as its stdout, and
  * returns its pid (the client waits for it). */
 int exec_child_run(const char *how, pid_t (*start)(char *argv[]));
+
+/* run(): the conversation above.  skip: how many of the server's bytes the
+ * client reads before the exec (0: none); keep_preload: python3 runs with
+ * the client's LD_PRELOAD (the library loaded) rather than without it. */
+int exec_inflight_run(size_t skip, bool keep_preload);
 
 #endif
