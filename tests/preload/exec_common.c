@@ -177,3 +177,103 @@ int exec_inflight_run(size_t skip, bool keep_preload)
 	inflight_keep = keep_preload;
 	return run(inflight_server, inflight_client);
 }
+
+/* ---- echo_exec_client ---------------------------------------------------- */
+
+static const size_t echo_msgs[] = { 100, 3000, 20000, 40000 };
+#define INFLIGHT1 7000          /* sent on 1 before the exec; 1000 of its echo read */
+#define INFLIGHT1_READ 1000
+
+/* python: argv lcg [name fd sent echoed seed]...: reads the echoes of
+ * [echoed, sent) on each connection, then rounds of one message per
+ * connection (sizes from an LCG starting at lcg) until 200000 bytes are
+ * sent, each echo checked; closes both */
+static const char echo_py[] =
+	"import socket, sys\n"
+	"B = [bytes(((i * 131) + c) & 255 for i in range(512)) for c in range(256)]\n"
+	"def pat(off, n, seed):\n"
+	"    if n <= 0: return b''\n"
+	"    k0, k1 = off >> 9, (off + n - 1) >> 9\n"
+	"    s = b''.join(B[(seed + k + (k >> 8)) & 255] for k in range(k0, k1 + 1))\n"
+	"    o = off - (k0 << 9)\n"
+	"    return s[o:o + n]\n"
+	"def recvn(s, n):\n"
+	"    got = bytearray()\n"
+	"    while len(got) < n:\n"
+	"        b = s.recv(min(n - len(got), 1 << 20))\n"
+	"        if not b: break\n"
+	"        got += b\n"
+	"    return bytes(got)\n"
+	"a = sys.argv[2:]\n"
+	"conns = []\n"
+	"for i in range(0, len(a), 5):\n"
+	"    s = socket.socket(fileno=int(a[i + 1]))\n"
+	"    s.settimeout(10)\n"
+	"    conns.append([a[i], s, int(a[i + 2]), int(a[i + 3]), int(a[i + 4])])\n"
+	"for c in conns:\n"
+	"    got = recvn(c[1], c[2] - c[3])\n"
+	"    print('client: python: connection %s: the pending echo, %d bytes, exact: %s'\n"
+	"          % (c[0], len(got), 'yes' if got == pat(c[3], c[2] - c[3], c[4]) else 'no'))\n"
+	"    c[3] += len(got)\n"
+	"x, total, rounds, ok = int(sys.argv[1]), 0, 0, True\n"
+	"while total < 200000:\n"
+	"    sizes = []\n"
+	"    for c in conns:\n"
+	"        x = (x * 1103515245 + 12345) & 0x7fffffff\n"
+	"        n = 1 + x % 30000\n"
+	"        c[1].sendall(pat(c[2], n, c[4]))\n"
+	"        c[2] += n\n"
+	"        total += n\n"
+	"        sizes.append(n)\n"
+	"    for c, n in zip(conns, sizes):\n"
+	"        got = recvn(c[1], n)\n"
+	"        ok = ok and got == pat(c[3], n, c[4])\n"
+	"        c[3] += len(got)\n"
+	"    rounds += 1\n"
+	"print('client: python: %d rounds, %d bytes sent, every echo exact: %s'\n"
+	"      % (rounds, total, 'yes' if ok else 'no'))\n"
+	"for c in conns:\n"
+	"    print('client: python: connection %s: %d bytes sent in all, %d echoed' % (c[0], c[2], c[3]))\n"
+	"    c[1].close()\n";
+
+void echo_exec_client(unsigned seed, unsigned lcg, size_t inflight2, void (*sent2)(int fd2))
+{
+	int fd[2] = { client_conn(), client_conn() };
+	size_t off[2] = { 0, 0 };
+	for (size_t m = 0; m < sizeof(echo_msgs) / sizeof(echo_msgs[0]); m++)
+		for (int i = 0; i < 2; i++) {
+			send_at(fd[i], off[i], echo_msgs[m], seed + (unsigned)i);
+			say("connection %d: sent %zu, echo exact: %s", i + 1, echo_msgs[m],
+			    yesno(recv_exact_at(fd[i], off[i], echo_msgs[m], seed + (unsigned)i)));
+			off[i] += echo_msgs[m];
+		}
+	/* echoes left in flight */
+	send_at(fd[0], off[0], INFLIGHT1, seed);
+	say("connection 1: sent %d, first %d of the echo exact: %s", INFLIGHT1, INFLIGHT1_READ,
+	    yesno(recv_exact_at(fd[0], off[0], INFLIGHT1_READ, seed)));
+	size_t echoed0 = off[0] + INFLIGHT1_READ;
+	off[0] += INFLIGHT1;
+	send_at(fd[1], off[1], inflight2, seed + 1);
+	sent2(fd[1]);
+	size_t echoed1 = off[1];
+	off[1] += inflight2;
+
+	char args[11][24];
+	snprintf(args[0], 24, "%u", lcg);
+	for (int i = 0; i < 2; i++) {
+		snprintf(args[1 + 5 * i], 24, "%d", i + 1);
+		snprintf(args[2 + 5 * i], 24, "%d", fd[i]);
+		snprintf(args[3 + 5 * i], 24, "%zu", off[i]);
+		snprintf(args[4 + 5 * i], 24, "%zu", i ? echoed1 : echoed0);
+		snprintf(args[5 + 5 * i], 24, "%u", seed + (unsigned)i);
+	}
+	say("exec python3 with both fds, without the library");
+	fflush(t_out);
+	if (dup2(fileno(t_out), 1) < 0)
+		fatal("dup2");
+	unsetenv("LD_PRELOAD");
+	char *argv[] = { "python3", "-c", (char *)echo_py, args[0], args[1], args[2], args[3],
+			 args[4], args[5], args[6], args[7], args[8], args[9], args[10], NULL };
+	execv("/usr/bin/python3", argv);
+	fatal("exec python3");
+}

@@ -23,7 +23,18 @@
  * reads the first `skip` of them), 100000..102000 (after python started).
  * Python reads the rest of the server's bytes, sends 500 and shuts down
  * writing; the server gets the client's 70000 then python's 500, exact and
- * in order, then EOF. */
+ * in order, then EOF.
+ *
+ * echo_exec_client (switch/sem_switch_poll, sem_switch_epoll): the client
+ * of a server that echoes all it reads on two connections.  On each, the
+ * client sends messages of 100, 3000, 20000 and 40000 bytes (ECHO_EXEC_SENT
+ * in all), each echo checked, then leaves echoes in flight: on connection 1
+ * it sends 7000 and reads 1000 of their echo, on connection 2 it sends
+ * inflight2 and reads none.  Then it exec()s python3 without the library
+ * with both fds: python reads the pending echoes, sends about 200 KB more in
+ * messages of pseudo-random sizes on both connections, checks every echoed
+ * byte and closes both.  Connection 1's stream is pattern seed, connection
+ * 2's seed + 1 (and so their echoes). */
 #ifndef SEM_EXEC_COMMON_H
 #define SEM_EXEC_COMMON_H
 
@@ -40,5 +51,14 @@ int exec_child_run(const char *how, pid_t (*start)(char *argv[]));
  * client reads before the exec (0: none); keep_preload: python3 runs with
  * the client's LD_PRELOAD (the library loaded) rather than without it. */
 int exec_inflight_run(size_t skip, bool keep_preload);
+
+/* the client's bytes on each connection before the in-flight ones */
+#define ECHO_EXEC_SENT (100 + 3000 + 20000 + 40000)
+
+/* the client above (called as run()'s client); lcg: python's first state
+ * of the sizes' generator; sent2(fd2): after the inflight2 bytes on
+ * connection 2, says its line and does what the program waits for before
+ * the exec */
+void echo_exec_client(unsigned seed, unsigned lcg, size_t inflight2, void (*sent2)(int fd2));
 
 #endif

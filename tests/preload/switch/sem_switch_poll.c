@@ -15,17 +15,14 @@
  * peer notices nothing).  Two connections, so four halves switch back to
  * TCP. */
 // expect: switched 4
-#include "common.h"
+#include "exec_common.h"
 #include <pthread.h>
 #include <stdatomic.h>
 
-/* client -> server streams (and so their echoes): seed 33 on connection 1,
- * seed 34 on connection 2 */
-static const size_t msgs[] = { 100, 3000, 20000, 40000 };
-#define INFLIGHT1 7000          /* sent on 1 before the exec; 1000 of its echo read */
-#define INFLIGHT1_READ 1000
+/* the client: echo_exec_client (exec_common.h); client -> server streams
+ * (and so their echoes): seed 33 on connection 1, seed 34 on connection 2 */
 #define INFLIGHT2 5000          /* sent on 2 before the exec; none of its echo read */
-#define PRE2 (100 + 3000 + 20000 + 40000 + INFLIGHT2)
+#define PRE2 (ECHO_EXEC_SENT + INFLIGHT2)
 
 /* ---- the server's thread: blocking echo on connection 2 ------------------ */
 
@@ -221,102 +218,19 @@ static void server(int lfd)
 
 /* ---- the client ---------------------------------------------------------- */
 
-/* python: argv [name fd sent echoed seed]...: reads the echoes of
- * [echoed, sent) on each connection, then rounds of one message per
- * connection (sizes from an LCG) until 200000 bytes are sent, each echo
- * checked; closes both */
-static const char py[] =
-	"import socket, sys\n"
-	"B = [bytes(((i * 131) + c) & 255 for i in range(512)) for c in range(256)]\n"
-	"def pat(off, n, seed):\n"
-	"    if n <= 0: return b''\n"
-	"    k0, k1 = off >> 9, (off + n - 1) >> 9\n"
-	"    s = b''.join(B[(seed + k + (k >> 8)) & 255] for k in range(k0, k1 + 1))\n"
-	"    o = off - (k0 << 9)\n"
-	"    return s[o:o + n]\n"
-	"def recvn(s, n):\n"
-	"    got = bytearray()\n"
-	"    while len(got) < n:\n"
-	"        b = s.recv(min(n - len(got), 1 << 20))\n"
-	"        if not b: break\n"
-	"        got += b\n"
-	"    return bytes(got)\n"
-	"a = sys.argv[1:]\n"
-	"conns = []\n"
-	"for i in range(0, len(a), 5):\n"
-	"    s = socket.socket(fileno=int(a[i + 1]))\n"
-	"    s.settimeout(10)\n"
-	"    conns.append([a[i], s, int(a[i + 2]), int(a[i + 3]), int(a[i + 4])])\n"
-	"for c in conns:\n"
-	"    got = recvn(c[1], c[2] - c[3])\n"
-	"    print('client: python: connection %s: the pending echo, %d bytes, exact: %s'\n"
-	"          % (c[0], len(got), 'yes' if got == pat(c[3], c[2] - c[3], c[4]) else 'no'))\n"
-	"    c[3] += len(got)\n"
-	"x, total, rounds, ok = 777, 0, 0, True\n"
-	"while total < 200000:\n"
-	"    sizes = []\n"
-	"    for c in conns:\n"
-	"        x = (x * 1103515245 + 12345) & 0x7fffffff\n"
-	"        n = 1 + x % 30000\n"
-	"        c[1].sendall(pat(c[2], n, c[4]))\n"
-	"        c[2] += n\n"
-	"        total += n\n"
-	"        sizes.append(n)\n"
-	"    for c, n in zip(conns, sizes):\n"
-	"        got = recvn(c[1], n)\n"
-	"        ok = ok and got == pat(c[3], n, c[4])\n"
-	"        c[3] += len(got)\n"
-	"    rounds += 1\n"
-	"print('client: python: %d rounds, %d bytes sent, every echo exact: %s'\n"
-	"      % (rounds, total, 'yes' if ok else 'no'))\n"
-	"for c in conns:\n"
-	"    print('client: python: connection %s: %d bytes sent in all, %d echoed' % (c[0], c[2], c[3]))\n"
-	"    c[1].close()\n";
+/* after the in-flight bytes on connection 2: the exec waits for the
+ * server's thread asleep in recv() on it */
+static void sent2(int fd2)
+{
+	(void)fd2;
+	say("connection 2: sent %d, its echo not read", INFLIGHT2);
+	tell();                                 /* ready */
+	await_peer();                           /* the server's thread sleeps in recv() */
+}
 
 static void client(void)
 {
-	int fd[2] = { client_conn(), client_conn() };
-	size_t off[2] = { 0, 0 };
-	for (size_t m = 0; m < sizeof(msgs) / sizeof(msgs[0]); m++)
-		for (int i = 0; i < 2; i++) {
-			send_at(fd[i], off[i], msgs[m], 33 + (unsigned)i);
-			say("connection %d: sent %zu, echo exact: %s", i + 1, msgs[m],
-			    yesno(recv_exact_at(fd[i], off[i], msgs[m], 33 + (unsigned)i)));
-			off[i] += msgs[m];
-		}
-	/* echoes left in flight */
-	send_at(fd[0], off[0], INFLIGHT1, 33);
-	say("connection 1: sent %d, first %d of the echo exact: %s", INFLIGHT1, INFLIGHT1_READ,
-	    yesno(recv_exact_at(fd[0], off[0], INFLIGHT1_READ, 33)));
-	size_t echoed0 = off[0] + INFLIGHT1_READ;
-	off[0] += INFLIGHT1;
-	send_at(fd[1], off[1], INFLIGHT2, 34);
-	say("connection 2: sent %d, its echo not read", INFLIGHT2);
-	size_t echoed1 = off[1];
-	off[1] += INFLIGHT2;
-	tell();                                 /* ready */
-	await_peer();                           /* the server's thread sleeps in recv() */
-
-	char args[10][24];
-	snprintf(args[0], 24, "1");
-	snprintf(args[1], 24, "%d", fd[0]);
-	snprintf(args[2], 24, "%zu", off[0]);
-	snprintf(args[3], 24, "%zu", echoed0);
-	snprintf(args[4], 24, "33");
-	snprintf(args[5], 24, "2");
-	snprintf(args[6], 24, "%d", fd[1]);
-	snprintf(args[7], 24, "%zu", off[1]);
-	snprintf(args[8], 24, "%zu", echoed1);
-	snprintf(args[9], 24, "34");
-	say("exec python3 with both fds, without the library");
-	fflush(t_out);
-	if (dup2(fileno(t_out), 1) < 0)
-		fatal("dup2");
-	unsetenv("LD_PRELOAD");
-	char *argv[] = { "python3", "-c", (char *)py, args[0], args[1], args[2], args[3],
-			 args[4], args[5], args[6], args[7], args[8], args[9], NULL };
-	execv("/usr/bin/python3", argv);
-	fatal("exec python3");
+	echo_exec_client(33, 777, INFLIGHT2, sent2);
 }
 
 int main(void)
