@@ -4,44 +4,11 @@
  * nothing until EPOLL_CTL_MOD), EPOLL_CTL_DEL, ctl errors, a set mixing the
  * socket with a pipe, and a closed fd leaving the set (only when its last
  * duplicate is closed). */
-#include "common.h"
-#include <sys/epoll.h>
+#include "epoll_common.h"
 
 static int ep;
 
-static void wait_report(const char *label, int timeout_ms)
-{
-	struct epoll_event ev[8];
-	int n = epoll_wait(ep, ev, 8, timeout_ms);
-	if (n < 0) {
-		say("%s: epoll_wait = -1 %s", label, ename(errno));
-		return;
-	}
-	/* sort by tag so the order of a multi-event report is fixed */
-	for (int i = 0; i < n; i++)
-		for (int j = i + 1; j < n; j++)
-			if (ev[j].data.u64 < ev[i].data.u64) {
-				struct epoll_event t = ev[i];
-				ev[i] = ev[j];
-				ev[j] = t;
-			}
-	char line[512];
-	int len = snprintf(line, sizeof(line), "%s: epoll_wait = %d", label, n);
-	for (int i = 0; i < n; i++)
-		len += snprintf(line + len, sizeof(line) - (size_t)len, " [tag %llu %s]",
-				(unsigned long long)ev[i].data.u64, pmask((int)ev[i].events));
-	say("%s", line);
-}
-
-static int ctl(const char *label, int op, int fd, uint32_t events, uint64_t tag)
-{
-	struct epoll_event ev = { .events = events, .data.u64 = tag };
-	int rc = epoll_ctl(ep, op, fd, &ev);
-	res(label, rc);
-	return rc;
-}
-
-static void drain(int fd)
+static void drain_quiet(int fd)
 {
 	char buf[4096];
 	while (recv(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0) {
@@ -63,69 +30,69 @@ static void server(int lfd)
 	if (ep < 0)
 		fatal("epoll_create1");
 
-	ctl("ADD EPOLLIN (level)", EPOLL_CTL_ADD, fd, EPOLLIN, 1);
-	wait_report("idle", 100);
+	ctl("ADD EPOLLIN (level)", ep, EPOLL_CTL_ADD, fd, EPOLLIN, 1);
+	wait_report(ep, "idle", 100);
 	ask(10);
-	wait_report("data", 1000);
+	wait_report(ep, "data", 1000);
 	res("recv 4", recv(fd, buf, 4, 0));
-	wait_report("6 bytes remain", 100);
+	wait_report(ep, "6 bytes remain", 100);
 	res("recv 6", recv(fd, buf, 6, 0));
-	wait_report("drained", 100);
+	wait_report(ep, "drained", 100);
 
-	ctl("MOD EPOLLIN|EPOLLET", EPOLL_CTL_MOD, fd, EPOLLIN | EPOLLET, 1);
-	wait_report("edge, idle", 100);
+	ctl("MOD EPOLLIN|EPOLLET", ep, EPOLL_CTL_MOD, fd, EPOLLIN | EPOLLET, 1);
+	wait_report(ep, "edge, idle", 100);
 	ask(10);
-	wait_report("edge, data", 1000);
-	wait_report("edge, no new data", 100);
+	wait_report(ep, "edge, data", 1000);
+	wait_report(ep, "edge, no new data", 100);
 	res("recv 4", recv(fd, buf, 4, 0));
-	wait_report("edge, after partial read", 100);
-	drain(fd);
+	wait_report(ep, "edge, after partial read", 100);
+	drain_quiet(fd);
 	res("recv(DONTWAIT) drained", recv(fd, buf, sizeof(buf), MSG_DONTWAIT));
 	ask(10);
-	wait_report("edge, new data", 1000);
-	wait_report("edge, again", 100);
-	drain(fd);
+	wait_report(ep, "edge, new data", 1000);
+	wait_report(ep, "edge, again", 100);
+	drain_quiet(fd);
 
-	ctl("MOD EPOLLIN|EPOLLONESHOT", EPOLL_CTL_MOD, fd, EPOLLIN | EPOLLONESHOT, 1);
+	ctl("MOD EPOLLIN|EPOLLONESHOT", ep, EPOLL_CTL_MOD, fd, EPOLLIN | EPOLLONESHOT, 1);
 	ask(10);
-	wait_report("oneshot, data", 1000);
-	wait_report("oneshot, disabled", 100);
+	wait_report(ep, "oneshot, data", 1000);
+	wait_report(ep, "oneshot, disabled", 100);
 	ask(10);
-	wait_report("oneshot, more data while disabled", 100);
-	ctl("MOD re-arm", EPOLL_CTL_MOD, fd, EPOLLIN | EPOLLONESHOT, 2);
-	wait_report("oneshot, re-armed", 1000);
-	wait_report("oneshot, disabled again", 100);
-	drain(fd);
+	wait_report(ep, "oneshot, more data while disabled", 100);
+	ctl("MOD re-arm", ep, EPOLL_CTL_MOD, fd, EPOLLIN | EPOLLONESHOT, 2);
+	wait_report(ep, "oneshot, re-armed", 1000);
+	wait_report(ep, "oneshot, disabled again", 100);
+	drain_quiet(fd);
 
-	ctl("MOD EPOLLIN|EPOLLOUT", EPOLL_CTL_MOD, fd, EPOLLIN | EPOLLOUT, 3);
-	wait_report("writable", 1000);
-	ctl("MOD EPOLLIN", EPOLL_CTL_MOD, fd, EPOLLIN, 3);
-	ctl("DEL", EPOLL_CTL_DEL, fd, 0, 0);
+	ctl("MOD EPOLLIN|EPOLLOUT", ep, EPOLL_CTL_MOD, fd, EPOLLIN | EPOLLOUT, 3);
+	wait_report(ep, "writable", 1000);
+	ctl("MOD EPOLLIN", ep, EPOLL_CTL_MOD, fd, EPOLLIN, 3);
+	ctl("DEL", ep, EPOLL_CTL_DEL, fd, 0, 0);
 	ask(10);
-	wait_report("deleted, data", 100);
-	ctl("DEL again", EPOLL_CTL_DEL, fd, 0, 0);
-	ctl("MOD unregistered", EPOLL_CTL_MOD, fd, EPOLLIN, 1);
-	ctl("ADD", EPOLL_CTL_ADD, fd, EPOLLIN, 4);
-	ctl("ADD twice", EPOLL_CTL_ADD, fd, EPOLLIN, 4);
-	wait_report("re-added with data pending", 1000);
-	drain(fd);
+	wait_report(ep, "deleted, data", 100);
+	ctl("DEL again", ep, EPOLL_CTL_DEL, fd, 0, 0);
+	ctl("MOD unregistered", ep, EPOLL_CTL_MOD, fd, EPOLLIN, 1);
+	ctl("ADD", ep, EPOLL_CTL_ADD, fd, EPOLLIN, 4);
+	ctl("ADD twice", ep, EPOLL_CTL_ADD, fd, EPOLLIN, 4);
+	wait_report(ep, "re-added with data pending", 1000);
+	drain_quiet(fd);
 
 	/* a pipe in the same set */
 	int pp[2];
 	if (pipe(pp) < 0)
 		fatal("pipe");
-	ctl("ADD pipe", EPOLL_CTL_ADD, pp[0], EPOLLIN, 5);
-	wait_report("mixed, idle", 100);
+	ctl("ADD pipe", ep, EPOLL_CTL_ADD, pp[0], EPOLLIN, 5);
+	wait_report(ep, "mixed, idle", 100);
 	if (write(pp[1], "p", 1) != 1)
 		fatal("write");
-	wait_report("mixed, pipe ready", 1000);
+	wait_report(ep, "mixed, pipe ready", 1000);
 	ask(10);
-	wait_report("mixed, both ready", 1000);
+	wait_report(ep, "mixed, both ready", 1000);
 	if (read(pp[0], buf, 1) != 1)
 		fatal("read");
-	wait_report("mixed, socket ready", 1000);
-	drain(fd);
-	wait_report("mixed, idle again", 100);
+	wait_report(ep, "mixed, socket ready", 1000);
+	drain_quiet(fd);
+	wait_report(ep, "mixed, idle again", 100);
 	struct epoll_event evs[1];
 	res("epoll_wait with maxevents 0", epoll_wait(ep, evs, 0, 0));
 
@@ -135,20 +102,20 @@ static void server(int lfd)
 	int fd2 = server_conn(lfd);
 	await_peer();
 	int dup2fd = dup(fd2);
-	ctl("ADD second connection EPOLLOUT", EPOLL_CTL_ADD, fd2, EPOLLOUT, 6);
-	wait_report("second connection", 1000);
+	ctl("ADD second connection EPOLLOUT", ep, EPOLL_CTL_ADD, fd2, EPOLLOUT, 6);
+	wait_report(ep, "second connection", 1000);
 	res("close second connection (a duplicate remains)", close(fd2));
-	wait_report("after closing fd with a duplicate", 1000);
+	wait_report(ep, "after closing fd with a duplicate", 1000);
 	res("close duplicate", close(dup2fd));
-	wait_report("after closing the last fd", 100);
-	ctl("DEL of closed fd", EPOLL_CTL_DEL, fd2, 0, 0);
-	ctl("DEL of the pipe", EPOLL_CTL_DEL, pp[0], 0, 0);
+	wait_report(ep, "after closing the last fd", 100);
+	ctl("DEL of closed fd", ep, EPOLL_CTL_DEL, fd2, 0, 0);
+	ctl("DEL of the pipe", ep, EPOLL_CTL_DEL, pp[0], 0, 0);
 
-	ctl("ADD of a registered fd", EPOLL_CTL_ADD, fd, 0, 7);
-	ctl("MOD EPOLLIN|EPOLLRDHUP", EPOLL_CTL_MOD, fd, EPOLLIN | EPOLLRDHUP, 7);
+	ctl("ADD of a registered fd", ep, EPOLL_CTL_ADD, fd, 0, 7);
+	ctl("MOD EPOLLIN|EPOLLRDHUP", ep, EPOLL_CTL_MOD, fd, EPOLLIN | EPOLLRDHUP, 7);
 	tell_u64(1);                            /* client: SHUT_WR both connections */
 	await_peer();
-	wait_report("peer SHUT_WR", 1000);
+	wait_report(ep, "peer SHUT_WR", 1000);
 	res("recv", recv(fd, buf, sizeof(buf), 0));
 	res("close epoll fd", close(ep));
 	res("close", close(fd));

@@ -10,10 +10,9 @@
  * EPOLLEXCLUSIVE: with nobody sleeping both report it, a sleeping waiter
  * is woken (the data comes once the waiters' state says they sleep).
  * (epoll_ctl's rules for EPOLLEXCLUSIVE: sem_epoll_excl_ctl.c.) */
-#include "common.h"
+#include "epoll_common.h"
 #include <pthread.h>
 #include <stdatomic.h>
-#include <sys/epoll.h>
 
 #define M 60
 #define ROUNDS 5
@@ -247,28 +246,6 @@ static void threads(void)
 /* ---- epoll_ctl rules, two sets ------------------------------------------------- */
 
 static int ep1;
-
-static void ctl(const char *label, int ep, int op, int fd, uint32_t events, uint64_t tag)
-{
-	struct epoll_event ev = { .events = events, .data.u64 = tag };
-	res(label, epoll_ctl(ep, op, fd, &ev));
-}
-
-static void wait_report(int ep, const char *label, int timeout_ms)
-{
-	struct epoll_event ev[8];
-	int n = epoll_wait(ep, ev, 8, timeout_ms);
-	if (n < 0) {
-		say("%s: epoll_wait = -1 %s", label, ename(errno));
-		return;
-	}
-	char line[512];
-	int len = snprintf(line, sizeof(line), "%s: epoll_wait = %d", label, n);
-	for (int i = 0; i < n; i++)
-		len += snprintf(line + len, sizeof(line) - (size_t)len, " [tag %llu %s]",
-				(unsigned long long)ev[i].data.u64, pmask((int)ev[i].events));
-	say("%s", line);
-}
 
 struct sl {
 	pthread_t t;

@@ -19,52 +19,21 @@
  * during the wait" sends once the server sleeps in the call; the blocking
  * recv that signals interrupt gets its data once a signal has hit it and
  * it went on waiting. */
-#include "common.h"
+#include "epoll_common.h"
 #include <pthread.h>
 #include <stdatomic.h>
-#include <sys/epoll.h>
 #include <sys/select.h>
 
-enum { C_CONNECT = 1, C_SEND, C_SHUTWR, C_CLOSE, C_ABORT, C_DRAIN, C_SEND_LATER,
-       C_GC_CONNECT, C_GC_KILL, C_CONNECT_SMALL, C_SEND_AFTER_HIT, C_END };
+enum { F_CONNECT = 1, F_SEND, F_SHUTWR, F_CLOSE, F_ABORT, F_DRAIN, F_SEND_LATER,
+       F_GC_CONNECT, F_GC_KILL, F_CONNECT_SMALL, F_SEND_AFTER_HIT, F_END };
 
 #define SMALL_BUF 65536         /* SO_SNDBUF / SO_RCVBUF of the connection filled */
 
 static int ep;
 
-static void wait_report(const char *label, int timeout_ms)
-{
-	struct epoll_event ev[8];
-	int n = epoll_wait(ep, ev, 8, timeout_ms);
-	if (n < 0) {
-		say("%s: epoll_wait = -1 %s", label, ename(errno));
-		return;
-	}
-	for (int i = 0; i < n; i++)
-		for (int j = i + 1; j < n; j++)
-			if (ev[j].data.u64 < ev[i].data.u64) {
-				struct epoll_event t = ev[i];
-				ev[i] = ev[j];
-				ev[j] = t;
-			}
-	char line[512];
-	int len = snprintf(line, sizeof(line), "%s: epoll_wait = %d", label, n);
-	for (int i = 0; i < n; i++)
-		len += snprintf(line + len, sizeof(line) - (size_t)len, " [tag %llu %s]",
-				(unsigned long long)ev[i].data.u64, pmask((int)ev[i].events));
-	say("%s", line);
-}
-
-static int ctl(const char *label, int op, int fd, uint32_t events, uint64_t tag)
-{
-	struct epoll_event ev = { .events = events, .data.u64 = tag };
-	int rc = epoll_ctl(ep, op, fd, &ev);
-	res(label, rc);
-	return rc;
-}
-
-/* the client does cmd (with argument arg) and answers when done */
-static void cmd(uint64_t c, uint64_t arg)
+/* the client does c (one of its own commands, F_*; with argument arg) and
+ * answers when done */
+static void fcmd(uint64_t c, uint64_t arg)
 {
 	tell_u64(c);
 	tell_u64(arg);
@@ -73,7 +42,7 @@ static void cmd(uint64_t c, uint64_t arg)
 
 static int new_conn(int lfd)
 {
-	tell_u64(C_CONNECT);
+	tell_u64(F_CONNECT);
 	tell_u64(0);
 	int fd = server_conn(lfd);
 	await_peer();
@@ -84,7 +53,7 @@ static int new_conn(int lfd)
  * it connects, SO_SNDBUF on ours */
 static int new_conn_small(int lfd)
 {
-	tell_u64(C_CONNECT_SMALL);
+	tell_u64(F_CONNECT_SMALL);
 	tell_u64(0);
 	int fd = server_conn(lfd);
 	await_peer();
@@ -123,7 +92,7 @@ static void *sig_loop(void *arg)
 	if (atomic_load(&sig_hit_first)) {
 		/* first one signal into the blocking call the main thread is
 		 * in (its state), then, once it handled it and sleeps again,
-		 * the client may send (C_SEND_AFTER_HIT) */
+		 * the client may send (F_SEND_AFTER_HIT) */
 		wait_thread_asleep(getpid());
 		pthread_kill(main_thread, SIGUSR1);
 		for (long t0 = t_now_ms(); !atomic_load(&sig_count); msleep(1))
@@ -183,47 +152,47 @@ static void server(int lfd)
 
 	say("--- EPOLLET with IN|OUT|RDHUP: the whole mask at each edge; peer SHUT_WR");
 	int fd = new_conn(lfd);
-	ctl("ADD IN|OUT|RDHUP|ET", EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, 1);
-	wait_report("fresh", 1000);
-	wait_report("no new edge", 100);
-	cmd(C_SEND, 5);
-	wait_report("peer sent 5", 1000);
-	wait_report("no new edge", 100);
-	cmd(C_SEND, 5);
-	wait_report("peer sent 5 more", 1000);
+	ctl("ADD IN|OUT|RDHUP|ET", ep, EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, 1);
+	wait_report(ep, "fresh", 1000);
+	wait_report(ep, "no new edge", 100);
+	fcmd(F_SEND, 5);
+	wait_report(ep, "peer sent 5", 1000);
+	wait_report(ep, "no new edge", 100);
+	fcmd(F_SEND, 5);
+	wait_report(ep, "peer sent 5 more", 1000);
 	res("recv", recv(fd, buf, sizeof(buf), 0));
-	wait_report("after reading", 100);
-	cmd(C_SHUTWR, 0);
-	wait_report("peer SHUT_WR", 1000);
+	wait_report(ep, "after reading", 100);
+	fcmd(F_SHUTWR, 0);
+	wait_report(ep, "peer SHUT_WR", 1000);
 	res("recv", recv(fd, buf, sizeof(buf), 0));
-	wait_report("after reading EOF", 100);
+	wait_report(ep, "after reading EOF", 100);
 	res("send 3 (peer only shut its sending side)", send(fd, "abc", 3, MSG_NOSIGNAL));
 	res("shutdown(SHUT_WR)", shutdown(fd, SHUT_WR));
 	msleep(100);
-	wait_report("both directions shut", 0);
-	wait_report("no new edge", 100);
-	cmd(C_CLOSE, 0);
+	wait_report(ep, "both directions shut", 0);
+	wait_report(ep, "no new edge", 100);
+	fcmd(F_CLOSE, 0);
 	msleep(100);
-	ctl("MOD IN|OUT|RDHUP (level)", EPOLL_CTL_MOD, fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP, 1);
-	wait_report("peer closed too, level", 0);
+	ctl("MOD IN|OUT|RDHUP (level)", ep, EPOLL_CTL_MOD, fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP, 1);
+	wait_report(ep, "peer closed too, level", 0);
 	res("close", close(fd));
 
 	say("--- a registration with no events: only HUP/ERR");
 	fd = new_conn(lfd);
-	ctl("ADD 0", EPOLL_CTL_ADD, fd, 0, 2);
-	wait_report("fresh", 100);
-	cmd(C_SEND, 7);
-	wait_report("peer sent 7", 100);
+	ctl("ADD 0", ep, EPOLL_CTL_ADD, fd, 0, 2);
+	wait_report(ep, "fresh", 100);
+	fcmd(F_SEND, 7);
+	wait_report(ep, "peer sent 7", 100);
 	/* (the peer's SHUT_WR, not its close: a closed peer's orphaned socket
 	 * may answer our FIN with a reset when the kernel is short of memory
 	 * for orphans, and the kernel's transcript then shows ERR) */
-	cmd(C_SHUTWR, 0);
-	wait_report("peer shut down writing (FIN)", 100);
+	fcmd(F_SHUTWR, 0);
+	wait_report(ep, "peer shut down writing (FIN)", 100);
 	res("shutdown(SHUT_WR)", shutdown(fd, SHUT_WR));
 	msleep(100);
-	wait_report("both directions shut", 1000);
-	ctl("MOD IN|RDHUP", EPOLL_CTL_MOD, fd, EPOLLIN | EPOLLRDHUP, 2);
-	wait_report("asking for IN|RDHUP", 1000);
+	wait_report(ep, "both directions shut", 1000);
+	ctl("MOD IN|RDHUP", ep, EPOLL_CTL_MOD, fd, EPOLLIN | EPOLLRDHUP, 2);
+	wait_report(ep, "asking for IN|RDHUP", 1000);
 	res("recv", recv(fd, buf, sizeof(buf), 0));
 	res("recv", recv(fd, buf, sizeof(buf), 0));
 	res("close", close(fd));
@@ -231,75 +200,75 @@ static void server(int lfd)
 	say("--- peer's abortive close (SO_LINGER {1,0})");
 	fd = new_conn(lfd);
 	int fd2 = new_conn(lfd);
-	ctl("ADD IN|RDHUP", EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLRDHUP, 3);
-	ctl("ADD second connection, 0", EPOLL_CTL_ADD, fd2, 0, 4);
-	ctl("ADD second connection again", EPOLL_CTL_ADD, fd2, 0, 4);
+	ctl("ADD IN|RDHUP", ep, EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLRDHUP, 3);
+	ctl("ADD second connection, 0", ep, EPOLL_CTL_ADD, fd2, 0, 4);
+	ctl("ADD second connection again", ep, EPOLL_CTL_ADD, fd2, 0, 4);
 	int fd2d = dup(fd2);
-	ctl("ADD a duplicate of it, ET IN|OUT|RDHUP", EPOLL_CTL_ADD, fd2d,
+	ctl("ADD a duplicate of it, ET IN|OUT|RDHUP", ep, EPOLL_CTL_ADD, fd2d,
 	    EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, 5);
-	wait_report("fresh", 1000);
-	cmd(C_ABORT, 0);                        /* aborts the newest connection (fd2) */
-	cmd(C_ABORT, 0);                        /* then the older one (fd) */
+	wait_report(ep, "fresh", 1000);
+	fcmd(F_ABORT, 0);                        /* aborts the newest connection (fd2) */
+	fcmd(F_ABORT, 0);                        /* then the older one (fd) */
 	wait_ev(fd2, POLLERR);                  /* both resets have arrived */
 	wait_ev(fd, POLLERR);
-	wait_report("both aborted", 1000);
-	wait_report("again (ET reported, level ones stay)", 100);
+	wait_report(ep, "both aborted", 1000);
+	wait_report(ep, "again (ET reported, level ones stay)", 100);
 	res("recv (first)", recv(fd, buf, sizeof(buf), 0));
-	wait_report("first: error taken by recv", 100);
+	wait_report(ep, "first: error taken by recv", 100);
 	res("recv (first)", recv(fd, buf, sizeof(buf), 0));
 	so_error(fd2);
-	wait_report("second: error taken by SO_ERROR", 100);
+	wait_report(ep, "second: error taken by SO_ERROR", 100);
 	res("send (second)", send(fd2, "x", 1, MSG_NOSIGNAL));
 	res("close first", close(fd));
 	res("close second", close(fd2));
-	wait_report("second still open through its duplicate", 100);
+	wait_report(ep, "second still open through its duplicate", 100);
 	res("close duplicate", close(fd2d));
-	wait_report("all closed", 100);
+	wait_report(ep, "all closed", 100);
 
 	say("--- a send into a closed peer brings its RST");
 	fd = new_conn(lfd);
-	ctl("ADD IN|OUT|RDHUP", EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP, 6);
-	cmd(C_CLOSE, 0);
-	wait_report("peer closed", 1000);
+	ctl("ADD IN|OUT|RDHUP", ep, EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP, 6);
+	fcmd(F_CLOSE, 0);
+	wait_report(ep, "peer closed", 1000);
 	res("recv", recv(fd, buf, sizeof(buf), 0));
 	res("send 1", send(fd, "z", 1, MSG_NOSIGNAL));
 	wait_ev(fd, POLLERR);                   /* the peer's RST has arrived */
-	wait_report("after the peer's RST", 1000);
+	wait_report(ep, "after the peer's RST", 1000);
 	so_error(fd);
-	wait_report("error taken", 100);
+	wait_report(ep, "error taken", 100);
 	res("send 1", send(fd, "z", 1, MSG_NOSIGNAL));
 	res("close", close(fd));
 
 	say("--- EPOLLONESHOT with EPOLLOUT and EPOLLET, re-armed by MOD");
 	fd = new_conn(lfd);
-	ctl("ADD OUT|ONESHOT", EPOLL_CTL_ADD, fd, EPOLLOUT | EPOLLONESHOT, 7);
-	wait_report("oneshot OUT", 1000);
-	wait_report("disabled", 100);
-	ctl("MOD OUT|ONESHOT", EPOLL_CTL_MOD, fd, EPOLLOUT | EPOLLONESHOT, 8);
-	wait_report("re-armed", 1000);
-	wait_report("disabled", 100);
-	ctl("MOD IN|ONESHOT (no data)", EPOLL_CTL_MOD, fd, EPOLLIN | EPOLLONESHOT, 9);
-	wait_report("nothing to read", 100);
-	cmd(C_SEND, 3);
-	wait_report("peer sent 3", 1000);
-	cmd(C_SEND, 3);
-	wait_report("disabled, more data", 100);
-	ctl("MOD IN|OUT|ONESHOT|ET (data pending)", EPOLL_CTL_MOD, fd,
+	ctl("ADD OUT|ONESHOT", ep, EPOLL_CTL_ADD, fd, EPOLLOUT | EPOLLONESHOT, 7);
+	wait_report(ep, "oneshot OUT", 1000);
+	wait_report(ep, "disabled", 100);
+	ctl("MOD OUT|ONESHOT", ep, EPOLL_CTL_MOD, fd, EPOLLOUT | EPOLLONESHOT, 8);
+	wait_report(ep, "re-armed", 1000);
+	wait_report(ep, "disabled", 100);
+	ctl("MOD IN|ONESHOT (no data)", ep, EPOLL_CTL_MOD, fd, EPOLLIN | EPOLLONESHOT, 9);
+	wait_report(ep, "nothing to read", 100);
+	fcmd(F_SEND, 3);
+	wait_report(ep, "peer sent 3", 1000);
+	fcmd(F_SEND, 3);
+	wait_report(ep, "disabled, more data", 100);
+	ctl("MOD IN|OUT|ONESHOT|ET (data pending)", ep, EPOLL_CTL_MOD, fd,
 	    EPOLLIN | EPOLLOUT | EPOLLONESHOT | EPOLLET, 10);
-	wait_report("re-armed with data pending", 1000);
-	wait_report("disabled", 100);
-	ctl("MOD IN|ET (data pending)", EPOLL_CTL_MOD, fd, EPOLLIN | EPOLLET, 11);
-	wait_report("MOD gives an edge", 1000);
-	wait_report("no new edge", 100);
+	wait_report(ep, "re-armed with data pending", 1000);
+	wait_report(ep, "disabled", 100);
+	ctl("MOD IN|ET (data pending)", ep, EPOLL_CTL_MOD, fd, EPOLLIN | EPOLLET, 11);
+	wait_report(ep, "MOD gives an edge", 1000);
+	wait_report(ep, "no new edge", 100);
 	res("recv", recv(fd, buf, sizeof(buf), 0));
-	ctl("DEL", EPOLL_CTL_DEL, fd, 0, 0);
+	ctl("DEL", ep, EPOLL_CTL_DEL, fd, 0, 0);
 	res("close", close(fd));
 
 	say("--- a new EPOLLOUT edge after EAGAIN");
 	fd = new_conn_small(lfd);
 	res("fcntl O_NONBLOCK", fcntl(fd, F_SETFL, O_NONBLOCK));
-	ctl("ADD OUT|ET", EPOLL_CTL_ADD, fd, EPOLLOUT | EPOLLET, 12);
-	wait_report("fresh", 1000);
+	ctl("ADD OUT|ET", ep, EPOLL_CTL_ADD, fd, EPOLLOUT | EPOLLET, 12);
+	wait_report(ep, "fresh", 1000);
 	{
 		/* write until EAGAIN, until a wait says nothing for 200 ms */
 		uint64_t sent = 0, h = CK_INIT;
@@ -320,15 +289,15 @@ static void server(int lfd)
 				break;
 		}
 		say("filled until EAGAIN, no EPOLLOUT for 200 ms");
-		tell_u64(C_DRAIN);
+		tell_u64(F_DRAIN);
 		tell_u64(sent);
 		tell_u64(h);
 		await_peer();
 	}
-	wait_report("peer drained", 1000);
-	wait_report("no new edge", 100);
-	ctl("MOD OUT (level)", EPOLL_CTL_MOD, fd, EPOLLOUT, 12);
-	wait_report("level", 1000);
+	wait_report(ep, "peer drained", 1000);
+	wait_report(ep, "no new edge", 100);
+	ctl("MOD OUT (level)", ep, EPOLL_CTL_MOD, fd, EPOLLOUT, 12);
+	wait_report(ep, "level", 1000);
 	res("close", close(fd));
 
 
@@ -336,7 +305,7 @@ static void server(int lfd)
 	main_thread = pthread_self();
 	set_handler(SA_RESTART);
 	fd = new_conn(lfd);
-	ctl("ADD IN", EPOLL_CTL_ADD, fd, EPOLLIN, 14);
+	ctl("ADD IN", ep, EPOLL_CTL_ADD, fd, EPOLLIN, 14);
 	{
 		struct epoll_event ev[4];
 		signals_start();
@@ -367,7 +336,7 @@ static void server(int lfd)
 		sigset_t usr1;
 		sigemptyset(&usr1);
 		sigaddset(&usr1, SIGUSR1);
-		cmd(C_SEND_LATER, 4);
+		fcmd(F_SEND_LATER, 4);
 		signals_start();
 		int n = epoll_pwait(ep, ev, 4, 5000, &usr1);
 		signals_stop();
@@ -378,7 +347,7 @@ static void server(int lfd)
 		res("recv", recv_all(fd, buf, 4));
 
 		/* a blocking recv is restarted (SA_RESTART) */
-		cmd(C_SEND_AFTER_HIT, 6);
+		fcmd(F_SEND_AFTER_HIT, 6);
 		signals_start_hit();
 		res("blocking recv, signals during the wait", recv(fd, buf, sizeof(buf), 0));
 		signals_stop();
@@ -398,44 +367,44 @@ static void server(int lfd)
 	res("close", close(fd));
 
 	say("--- the peer process is killed");
-	tell_u64(C_GC_CONNECT);
+	tell_u64(F_GC_CONNECT);
 	tell_u64(0);
 	fd = server_conn(lfd);
 	await_peer();
-	ctl("ADD IN|RDHUP", EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLRDHUP, 15);
-	cmd(C_GC_KILL, 0);
+	ctl("ADD IN|RDHUP", ep, EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLRDHUP, 15);
+	fcmd(F_GC_KILL, 0);
 	wait_ev(fd, POLLRDHUP);                 /* its end has arrived */
-	wait_report("peer killed", 1000);
+	wait_report(ep, "peer killed", 1000);
 	res("recv", recv(fd, buf, sizeof(buf), 0));
 	res("close", close(fd));
 
 	say("--- the peer process is killed with data it did not read");
-	tell_u64(C_GC_CONNECT);
+	tell_u64(F_GC_CONNECT);
 	tell_u64(0);
 	fd = server_conn(lfd);
 	await_peer();
 	res("send 100", send_all(fd, buf, 100));
-	ctl("ADD IN|RDHUP", EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLRDHUP, 16);
+	ctl("ADD IN|RDHUP", ep, EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLRDHUP, 16);
 	msleep(100);
-	wait_report("before", 100);
-	cmd(C_GC_KILL, 0);
+	wait_report(ep, "before", 100);
+	fcmd(F_GC_KILL, 0);
 	wait_ev(fd, POLLERR);                   /* its reset has arrived */
-	wait_report("peer killed", 1000);
+	wait_report(ep, "peer killed", 1000);
 	res("recv", recv(fd, buf, sizeof(buf), 0));
-	wait_report("after recv", 100);
+	wait_report(ep, "after recv", 100);
 	res("recv", recv(fd, buf, sizeof(buf), 0));
 	res("close", close(fd));
 
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35))
 	say("--- epoll_pwait2");
 	fd = new_conn(lfd);
-	ctl("ADD IN", EPOLL_CTL_ADD, fd, EPOLLIN, 13);
+	ctl("ADD IN", ep, EPOLL_CTL_ADD, fd, EPOLLIN, 13);
 	{
 		struct epoll_event ev[4];
 		struct timespec t100 = { 0, 100000000 }, t0 = { 0, 0 }, t2 = { 2, 0 };
 		res("epoll_pwait2 idle, 100 ms", epoll_pwait2(ep, ev, 4, &t100, NULL));
 		res("epoll_pwait2 idle, 0", epoll_pwait2(ep, ev, 4, &t0, NULL));
-		cmd(C_SEND_LATER, 5);
+		fcmd(F_SEND_LATER, 5);
 		int n = epoll_pwait2(ep, ev, 4, &t2, NULL);
 		res("epoll_pwait2, peer sends during the wait", n);
 		if (n > 0)
@@ -455,7 +424,7 @@ static void server(int lfd)
 	say("--- epoll_pwait2: not in this C library");
 #endif
 
-	tell_u64(C_END);
+	tell_u64(F_END);
 	tell_u64(0);
 	res("close epoll fd", close(ep));
 }
@@ -469,15 +438,15 @@ static void client(void)
 
 	for (;;) {
 		uint64_t c = await_u64(), arg = await_u64();
-		if (c == C_END)
+		if (c == F_END)
 			break;
 		switch (c) {
-		case C_CONNECT:
+		case F_CONNECT:
 			if (nfd == 8)
 				fatal("too many connections");
 			fds[nfd++] = client_conn();
 			break;
-		case C_CONNECT_SMALL: {
+		case F_CONNECT_SMALL: {
 			if (nfd == 8)
 				fatal("too many connections");
 			struct sockaddr_in a = t_addr();
@@ -490,37 +459,37 @@ static void client(void)
 			fds[nfd++] = fd;
 			break;
 		}
-		case C_SEND:
+		case F_SEND:
 			pattern(buf, arg, seq, 5);
 			seq += arg;
 			if (send_all(fds[nfd - 1], buf, arg) != (ssize_t)arg)
 				fatal("send");
 			break;
-		case C_SHUTWR:
+		case F_SHUTWR:
 			res("shutdown(SHUT_WR)", shutdown(fds[nfd - 1], SHUT_WR));
 			break;
-		case C_CLOSE:
+		case F_CLOSE:
 			res("close", close(fds[nfd - 1]));
 			fds[--nfd] = -1;
 			break;
-		case C_ABORT: {
+		case F_ABORT: {
 			int fd = fds[--nfd];
 			struct linger lg = { 1, 0 };
 			setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 			res("abortive close", close(fd));
 			break;
 		}
-		case C_DRAIN: {
+		case F_DRAIN: {
 			uint64_t want = await_u64();
 			size_t got;
 			uint64_t h = recv_count(fds[nfd - 1], arg, &got);
 			say("drained what the server sent, equal: %s", yesno(got == arg && h == want));
 			break;
 		}
-		case C_SEND_LATER:              /* once the server sleeps in its call */
-		case C_SEND_AFTER_HIT:          /* once a signal hit its call */
+		case F_SEND_LATER:              /* once the server sleeps in its call */
+		case F_SEND_AFTER_HIT:          /* once a signal hit its call */
 			tell();
-			if (c == C_SEND_LATER)
+			if (c == F_SEND_LATER)
 				await_peer_asleep();
 			else
 				await_peer();
@@ -529,7 +498,7 @@ static void client(void)
 			if (send_all(fds[nfd - 1], buf, arg) != (ssize_t)arg)
 				fatal("send");
 			continue;               /* told already */
-		case C_GC_CONNECT: {
+		case F_GC_CONNECT: {
 			int p[2];
 			if (pipe(p) < 0)
 				fatal("pipe");
@@ -553,7 +522,7 @@ static void client(void)
 			close(p[0]);
 			break;
 		}
-		case C_GC_KILL:
+		case F_GC_KILL:
 			kill(gc, SIGKILL);
 			waitpid(gc, NULL, 0);
 			gc = -1;

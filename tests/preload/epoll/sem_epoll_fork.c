@@ -12,10 +12,8 @@
  * kernel TCP; the interposer's wait in an inherited set does not sleep, so
  * the parent gives the word anyway after 200 ms: the data is reported
  * whether it comes before or during the wait). */
-#include "common.h"
-#include <sys/epoll.h>
+#include "epoll_common.h"
 
-enum { C_CONNECT = 1, C_SEND, C_SEND_LATER, C_END };
 enum { W_WAIT = 1, W_READ, W_DEL, W_EXIT };
 
 static int ep;
@@ -24,31 +22,18 @@ static int to_w[2], from_w[2];
 static pid_t w_pid;             /* the child, in the parent */
 static bool in_worker;
 
-static void wait_report(const char *label, int timeout_ms)
+/* wait_report and ctl (epoll_common.h) on ep, a connection named by its tag,
+ * with "child: " first in the child */
+static void report(const char *label, int timeout_ms)
 {
 	struct epoll_event ev[8];
-	int n = epoll_wait(ep, ev, 8, timeout_ms);
-	if (n < 0) {
-		say("%s%s: epoll_wait = -1 %s", in_worker ? "child: " : "", label, ename(errno));
-		return;
-	}
-	for (int i = 0; i < n; i++)
-		for (int j = i + 1; j < n; j++)
-			if (ev[j].data.u64 < ev[i].data.u64) {
-				struct epoll_event t = ev[i];
-				ev[i] = ev[j];
-				ev[j] = t;
-			}
 	char line[512];
-	int len = snprintf(line, sizeof(line), "%s%s: epoll_wait = %d", in_worker ? "child: " : "",
-			   label, n);
-	for (int i = 0; i < n; i++)
-		len += snprintf(line + len, sizeof(line) - (size_t)len, " [tag %llu %s]",
-				(unsigned long long)ev[i].data.u64, pmask((int)ev[i].events));
-	say("%s", line);
+	int n = epoll_wait(ep, ev, 8, timeout_ms);
+	fmt_events(line, sizeof(line), label, n, ev);
+	say("%s%s", in_worker ? "child: " : "", line);
 }
 
-static void ctl(const char *label, int op, int tag, uint32_t events)
+static void ctl_tag(const char *label, int op, int tag, uint32_t events)
 {
 	struct epoll_event ev = { .events = events, .data.u64 = (uint64_t)tag };
 	int rc = epoll_ctl(ep, op, conns[tag], &ev);
@@ -92,13 +77,13 @@ static void worker(void)
 		case W_WAIT:
 			if (c.arg && write(from_w[1], "a", 1) != 1)  /* about to wait */
 				_exit(3);
-			wait_report(c.label, c.timeout);
+			report(c.label, c.timeout);
 			break;
 		case W_READ:
 			do_read(c.arg);
 			break;
 		case W_DEL:
-			ctl(c.label, EPOLL_CTL_DEL, c.arg, 0);
+			ctl_tag(c.label, EPOLL_CTL_DEL, c.arg, 0);
 			break;
 		case W_EXIT:
 			fflush(stdout);
@@ -138,14 +123,6 @@ static void w(int op, int arg, int timeout, const char *label)
 
 /* ---- the parent ------------------------------------------------------------- */
 
-static void cmd(uint64_t c, uint64_t conn, uint64_t n)
-{
-	tell_u64(c);
-	tell_u64(conn);
-	tell_u64(n);
-	await_peer();
-}
-
 static void server(int lfd)
 {
 	char buf[256];
@@ -159,10 +136,10 @@ static void server(int lfd)
 	ep = epoll_create1(0);
 	if (ep < 0)
 		fatal("epoll_create1");
-	ctl("ADD connection 1 IN", EPOLL_CTL_ADD, 1, EPOLLIN);
-	ctl("ADD connection 2 IN", EPOLL_CTL_ADD, 2, EPOLLIN);
-	ctl("ADD connection 3 IN|ET", EPOLL_CTL_ADD, 3, EPOLLIN | EPOLLET);
-	wait_report("before fork", 100);
+	ctl_tag("ADD connection 1 IN", EPOLL_CTL_ADD, 1, EPOLLIN);
+	ctl_tag("ADD connection 2 IN", EPOLL_CTL_ADD, 2, EPOLLIN);
+	ctl_tag("ADD connection 3 IN|ET", EPOLL_CTL_ADD, 3, EPOLLIN | EPOLLET);
+	report("before fork", 100);
 	if (pipe(to_w) < 0 || pipe(from_w) < 0)
 		fatal("pipe");
 	fflush(stdout);
@@ -178,19 +155,19 @@ static void server(int lfd)
 	w(W_WAIT, 0, 100, "idle");
 	cmd(C_SEND_LATER, 1, 5);                /* the client sends at our word */
 	w_(W_WAIT, 0, 3000, "sleeping, parent's connection 1 gets 5 bytes", true);
-	wait_report("the same, level-triggered", 1000);
+	report("the same, level-triggered", 1000);
 	res("parent: recv on connection 1", recv(conns[1], buf, sizeof(buf), 0));
 	w(W_WAIT, 0, 100, "after the parent read");
 
 	cmd(C_SEND, 2, 7);
-	wait_report("connection 2 gets 7 bytes", 1000);
+	report("connection 2 gets 7 bytes", 1000);
 	w(W_WAIT, 0, 1000, "connection 2 gets 7 bytes");
 	w(W_READ, 2, 0, NULL);
-	wait_report("after the child read", 100);
+	report("after the child read", 100);
 
 	cmd(C_SEND, 3, 4);
 	w(W_WAIT, 0, 1000, "connection 3 (EPOLLET) gets 4 bytes");
-	wait_report("edge taken by the child", 100);
+	report("edge taken by the child", 100);
 	res("parent: recv on connection 3", recv(conns[3], buf, sizeof(buf), 0));
 
 	tell_u64(C_CONNECT);
@@ -198,7 +175,7 @@ static void server(int lfd)
 	tell_u64(0);
 	conns[4] = server_conn(lfd);
 	await_peer();
-	ctl("ADD connection 4 (accepted after the fork) IN", EPOLL_CTL_ADD, 4, EPOLLIN);
+	ctl_tag("ADD connection 4 (accepted after the fork) IN", EPOLL_CTL_ADD, 4, EPOLLIN);
 	cmd(C_SEND, 4, 3);
 	w(W_WAIT, 0, 1000, "connection 4 gets 3 bytes");
 	res("parent: recv on connection 4", recv(conns[4], buf, sizeof(buf), 0));
@@ -206,12 +183,12 @@ static void server(int lfd)
 
 	w(W_DEL, 1, 0, "DEL connection 1");
 	cmd(C_SEND, 1, 2);
-	wait_report("connection 1 deleted by the child, gets 2 bytes", 100);
-	ctl("DEL connection 1 again", EPOLL_CTL_DEL, 1, 0);
-	ctl("MOD connection 2 IN|ONESHOT", EPOLL_CTL_MOD, 2, EPOLLIN | EPOLLONESHOT);
+	report("connection 1 deleted by the child, gets 2 bytes", 100);
+	ctl_tag("DEL connection 1 again", EPOLL_CTL_DEL, 1, 0);
+	ctl_tag("MOD connection 2 IN|ONESHOT", EPOLL_CTL_MOD, 2, EPOLLIN | EPOLLONESHOT);
 	cmd(C_SEND, 2, 6);
 	w(W_WAIT, 0, 1000, "connection 2 (ONESHOT) gets 6 bytes");
-	wait_report("disabled by the child's report", 100);
+	report("disabled by the child's report", 100);
 	res("parent: recv on connection 2", recv(conns[2], buf, sizeof(buf), 0));
 
 	w(W_EXIT, 0, 0, NULL);
@@ -219,7 +196,7 @@ static void server(int lfd)
 	waitpid(pid, &st, 0);
 	say("child exited: %s", yesno(WIFEXITED(st) && WEXITSTATUS(st) == 0));
 	cmd(C_SEND, 3, 9);
-	wait_report("after the child's exit, connection 3 gets 9 bytes", 1000);
+	report("after the child's exit, connection 3 gets 9 bytes", 1000);
 	res("parent: recv on connection 3", recv(conns[3], buf, sizeof(buf), 0));
 	res("parent: recv on connection 1", recv(conns[1], buf, sizeof(buf), 0));
 	tell_u64(C_END);
