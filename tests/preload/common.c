@@ -532,6 +532,21 @@ int server_conn(int lfd)
 	return fd;
 }
 
+ssize_t send_fd(int sp, int fd)
+{
+	char c = 'f', cbuf[CMSG_SPACE(sizeof(int))];
+	memset(cbuf, 0, sizeof(cbuf));
+	struct iovec iov = { &c, 1 };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
+			    .msg_control = cbuf, .msg_controllen = sizeof(cbuf) };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(fd));
+	return sendmsg(sp, &m, 0);
+}
+
 /* ---- the driver ------------------------------------------------------------- */
 
 static int t_ct_fd = -1;        /* the client's transcript, in the parent */

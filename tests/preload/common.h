@@ -148,5 +148,8 @@ void hs_client(int fd);
 void hs_server(int fd);
 int client_conn(void);                  /* raw_connect + hs_client */
 int server_conn(int lfd);               /* accept + hs_server */
+/* pass fd over the unix socket sp with SCM_RIGHTS (one byte, 'f', with
+ * it): sendmsg()'s result */
+ssize_t send_fd(int sp, int fd);
 
 #endif

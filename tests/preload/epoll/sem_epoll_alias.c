@@ -94,22 +94,6 @@ static int recv_fd(int us)
 	return fd;
 }
 
-static void send_fd(int us, int fd)
-{
-	char b = 'f';
-	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
-	struct iovec iov = { &b, 1 };
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
-			    .msg_controllen = sizeof(cbuf) };
-	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &fd, sizeof(fd));
-	if (sendmsg(us, &m, 0) != 1)
-		fatal("sendmsg");
-}
-
 static void client(void)
 {
 	/* mio's pattern */
@@ -167,7 +151,8 @@ static void client(void)
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sp) < 0)
 		fatal("socketpair");
 	ep = epoll_create1(0);
-	send_fd(sp[0], ep);
+	if (send_fd(sp[0], ep) != 1)
+		fatal("sendmsg");
 	ep2 = recv_fd(sp[1]);
 	round_("original / SCM_RIGHTS copy", ep, ep2, 47);
 	close(ep2);

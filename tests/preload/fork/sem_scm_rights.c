@@ -86,17 +86,7 @@ static void client(void)
 	tell();
 	await_peer();                           /* the server sent 50000 */
 
-	char c = 'f', cbuf[CMSG_SPACE(sizeof(int))];
-	memset(cbuf, 0, sizeof(cbuf));
-	struct iovec iov = { &c, 1 };
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
-			    .msg_control = cbuf, .msg_controllen = sizeof(cbuf) };
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &fd, sizeof(fd));
-	res("sendmsg(SCM_RIGHTS) to the helper", sendmsg(sp[0], &m, 0));
+	res("sendmsg(SCM_RIGHTS) to the helper", send_fd(sp[0], fd));
 	res("close its own copy", close(fd));
 	fflush(t_out);
 	if (write(sp[0], "g", 1) != 1)          /* the helper's lines come after these */

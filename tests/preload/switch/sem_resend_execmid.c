@@ -18,14 +18,7 @@ static void server(int lfd)
 	await_peer();                           /* bulk under way */
 	int sp[2];
 	socketpair(AF_UNIX, SOCK_STREAM, 0, sp);
-	char c = 'f';
-	char cb[CMSG_SPACE(sizeof(int))];
-	struct iovec iv = { &c, 1 };
-	struct msghdr m = { .msg_iov = &iv, .msg_iovlen = 1, .msg_control = cb, .msg_controllen = sizeof(cb) };
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-	cm->cmsg_level = SOL_SOCKET; cm->cmsg_type = SCM_RIGHTS; cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-	res("pass the fd", sendmsg(sp[0], &m, 0));
+	res("pass the fd", send_fd(sp[0], fd));
 	tell();
 	msleep(300);
 	size_t got;

@@ -9,17 +9,6 @@
 #define N1 900000
 static int sx;
 static void *bulk(void *a) { (void)a; send_pattern(sx, N1, 16); return NULL; }
-static void pass(int sp, int fd, const char *what)
-{
-	char c = 'f';
-	char cb[CMSG_SPACE(sizeof(int))];
-	struct iovec iv = { &c, 1 };
-	struct msghdr m = { .msg_iov = &iv, .msg_iovlen = 1, .msg_control = cb, .msg_controllen = sizeof(cb) };
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-	cm->cmsg_level = SOL_SOCKET; cm->cmsg_type = SCM_RIGHTS; cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-	res(what, sendmsg(sp, &m, 0));
-}
 static void server(int lfd)
 {
 	sx = server_conn(lfd);
@@ -50,8 +39,8 @@ static void client(void)
 	await_peer();
 	int sp[2];
 	socketpair(AF_UNIX, SOCK_STREAM, 0, sp);
-	pass(sp[0], x, "pass X");
-	pass(sp[0], y, "pass Y");
+	res("pass X", send_fd(sp[0], x));
+	res("pass Y", send_fd(sp[0], y));
 	size_t got;
 	uint64_t h = recv_count(x, N1, &got);
 	say("X: received %zu, exact: %s", got, yesno(got == N1 && h == pattern_ck(N1, 16)));
