@@ -48,9 +48,13 @@
 #include <linux/netlink.h>
 /* ---- classification ------------------------------------------------------ */
 
+/* A TCP socket to the program: plain TCP, or Multipath TCP (Go 1.24 and
+ * later listen with it by default; `mptcpize run`), which between two
+ * programs of one host is a TCP connection like any other. */
 static bool is_tcp_type(int type, int protocol)
 {
-	return (type & 0xf) == SOCK_STREAM && (protocol == 0 || protocol == IPPROTO_TCP);
+	return (type & 0xf) == SOCK_STREAM &&
+	       (protocol == 0 || protocol == IPPROTO_TCP || protocol == IPPROTO_MPTCP);
 }
 
 static uint64_t fd_ino(int fd)
@@ -442,7 +446,7 @@ SC_API int listen(int fd, int backlog)
 	uint16_t port;
 	int one = 1;
 	/* keep each SYN's headers: an accelerated client marks its SYN */
-	R(setsockopt)(fd, IPPROTO_TCP, TCP_SAVE_SYN, &one, sizeof(one));
+	s->nosyn = R(setsockopt)(fd, IPPROTO_TCP, TCP_SAVE_SYN, &one, sizeof(one)) < 0;
 	if (getsockname(fd, (struct sockaddr *)&me, &ml) == 0 &&
 	    sc__addr16((struct sockaddr *)&me, &a, &port)) {
 		pthread_mutex_lock(&s->lock);
@@ -529,12 +533,16 @@ struct syn_info {
 
 /* Classify an accepted connection by its SYN (TCP_SAVE_SYN): accelerated
  * or not, and both ends' addresses.  False if they cannot be had. */
-static bool syn_classify(int nfd, struct syn_info *si)
+static bool syn_classify(int nfd, bool nosyn, struct syn_info *si)
 {
 	uint8_t syn[128];
 	socklen_t sl = sizeof(syn);
 	bool have_syn = R(getsockopt)(nfd, IPPROTO_TCP, TCP_SAVED_SYN, syn, &sl) == 0 && sl >= 2;
-	si->marked = false;
+	/* accepted where the kernel keeps no SYN (nosyn: Multipath TCP), a
+	 * connection cannot say whether its client is accelerated: its offer
+	 * is looked for as a marked one's, while a client is connecting
+	 * (offer_await) */
+	si->marked = !have_syn && nosyn;
 	si->ttl = 0;
 	if (have_syn) {
 		int tos = (syn[0] >> 4) == 4 ? syn[1] : (syn[0] >> 4) == 6 ?
@@ -694,7 +702,7 @@ static void server_claim(int nfd, struct sc_sock *s)
 	struct syn_info si;
 	uint64_t client, tag;
 	s->owner = sc__pid();
-	if (!syn_classify(nfd, &si)) {
+	if (!syn_classify(nfd, s->nosyn, &si)) {
 		fallback_stat(s, nfd, SC_FB_PEER_PLAIN);
 		return;
 	}
@@ -797,6 +805,7 @@ SC_API int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
 				sock_board(s, sc__board(ls->bport, false), ls->bport);
 			if (s) {
 				s->passive = true;
+				s->nosyn = ls->nosyn;
 				/* the kernel's accepted socket has the
 				 * listener's buffer sizes */
 				s->sndbuf = ls->sndbuf;

@@ -133,6 +133,9 @@ struct sc_sock {
 	bool nonblock;          /* O_NONBLOCK of the open file description */
 	bool counted;           /* an established connection (bytes_tcp_*) */
 	bool passive;           /* accepted or listening: never connect()s (sock_fresh) */
+	bool nosyn;             /* listening, or accepted, where the kernel keeps
+				 * no SYN (Multipath TCP: server_claim cannot
+				 * see whether the client is accelerated) */
 	bool linger0;
 	bool shut_wr;           /* we shut down writing */
 	bool err_reported;      /* a reset was reported once (as sk_err) */
