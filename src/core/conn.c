@@ -56,9 +56,10 @@ int sc__conn_new(struct sc_group *g, uint32_t slot, struct sc_conn **out)
 	sc__ring_init(&c->rx, &c->s->ring[!c->side], sc__ring_data(g, slot, !c->side),
 		      g->ring_size[!c->side]);
 	pthread_mutex_init(&c->bindlock, NULL);
-	c->cell = SC_CELL_NONE;
+	/* (not shared yet: relaxed) */
+	atomic_store_explicit(&c->cell, SC_CELL_NONE, memory_order_relaxed);
 	for (int i = 0; i < SC_XCELLS; i++)
-		c->cellx[i] = SC_CELL_NONE;
+		atomic_store_explicit(&c->cellx[i], SC_CELL_NONE, memory_order_relaxed);
 	c->spin_ns[0] = c->spin_ns[1] = sc__cfg.spin_ns;
 	g->conns[slot] = c;
 	g->nconns++;
@@ -75,9 +76,7 @@ void sc__conn_set_flags(struct sc_conn *c, uint32_t f)
 
 int sc__conn_proto_error(struct sc_conn *c)
 {
-	int expected = 0;
-
-	if (atomic_compare_exchange_strong(&c->err, &expected, -EPROTO)) {
+	if (sc__conn_set_err(c, -EPROTO)) {
 		SC_STAT_ADD(proto_errors, 1);
 		SC_STAT_ADD(conns_aborted, 1);
 		/* the peer (if it is only buggy) sees a reset; once only, so
@@ -91,26 +90,24 @@ int sc__conn_proto_error(struct sc_conn *c)
 void sc__conn_peer_dead(struct sc_conn *c)
 {
 	/* peer death, as TCP shows it: a FIN if the peer had closed or read
-	 * everything we sent, else a reset */
+	 * everything we sent, else a reset (acquire: pairs with the release
+	 * in the peer's sc__conn_set_flags, as sc__peer_flags) */
 	uint32_t pf = atomic_load_explicit(&c->peer->flags, memory_order_acquire);
 	uint64_t pc = atomic_load_explicit(&c->s->consumed[!c->side].rx_consumed,
 					   memory_order_relaxed);
 	uint64_t pp = atomic_load_explicit(&c->tx.h->prod, memory_order_relaxed);
-	int expected = 0;
 	if (!(pf & SC_SF_ABORT) && (pf & SC_SF_CLOSED || pc == pp))
-		atomic_fetch_or(&c->lflags, SC_LF_PEER_GONE);
-	else if (atomic_compare_exchange_strong(&c->err, &expected, -ECONNRESET))
+		sc__conn_add_lflags(c, SC_LF_PEER_GONE);
+	else if (sc__conn_set_err(c, -ECONNRESET))
 		SC_STAT_ADD(conns_aborted, 1);
 	sc__notify_self(c);
 }
 
 int sc__conn_reset(struct sc_conn *c)
 {
-	int expected = 0;
-
-	if (atomic_compare_exchange_strong(&c->err, &expected, -ECONNRESET))
+	if (sc__conn_set_err(c, -ECONNRESET))
 		SC_STAT_ADD(conns_aborted, 1);
-	return atomic_load(&c->err);
+	return sc__conn_err(c);
 }
 
 uint32_t sc__peer_flags(struct sc_conn *c)
@@ -139,11 +136,15 @@ static void conn_free(struct sc_conn *c, uint32_t last_flags)
 	struct sc_group *g = c->g;
 
 	pthread_mutex_lock(&c->bindlock);
-	if (atomic_load(&c->chan))
-		sc__chan_detach(atomic_load(&c->chan), c);
-	for (int i = 0; i < SC_XCELLS; i++)
-		if (atomic_load(&c->chanx[i]))
-			sc__chan_detachx(atomic_load(&c->chanx[i]), c, i);
+	/* (relaxed: written under bindlock, which we hold) */
+	struct sc_chan *ch = atomic_load_explicit(&c->chan, memory_order_relaxed);
+	if (ch)
+		sc__chan_detach(ch, c);
+	for (int i = 0; i < SC_XCELLS; i++) {
+		ch = atomic_load_explicit(&c->chanx[i], memory_order_relaxed);
+		if (ch)
+			sc__chan_detachx(ch, c, i);
+	}
 	pthread_mutex_unlock(&c->bindlock);
 	if (c->own)
 		sc__chan_free(c->own);
@@ -184,7 +185,7 @@ static int ensure_channel(struct sc_conn *c)
 {
 	int rc;
 
-	if (c->chan)
+	if (atomic_load_explicit(&c->chan, memory_order_relaxed))      /* (ours) */
 		return 0;
 	if (!c->own && (rc = sc__chan_new(true, &c->own)))
 		return rc;
@@ -273,8 +274,8 @@ static int conn_wait(struct sc_conn *c, bool tx, bool (*cond)(struct sc_conn *),
 	 * call each way).  A cell whose channel fd someone polls (sc_conn_fd,
 	 * a shared channel) is armed for the poller instead, and we register
 	 * as a futex waiter so the waker wakes us too. */
-	struct sc_cell *cell = &c->g->my_cells[c->cell];
-	bool efd = atomic_load(&c->chan)->pfd >= 0;
+	struct sc_cell *cell = &c->g->my_cells[sc__conn_cell(c)];
+	bool efd = sc__conn_chan(c)->pfd >= 0;
 	_Atomic uint32_t *flag = tx ? &c->tx.h->tx_blocked : &c->rx.h->rx_armed;
 
 	if (efd)
@@ -530,6 +531,8 @@ int sc__connect_tagged(const char *path, uint64_t tag, uint64_t peer_ident,
 		/* the peer's first bytes, as if it had sent them: its
 		 * producer cursor starts past them (the OPEN says so) */
 		memcpy(sc__ring_data(g, slot, !c->side), early, elen);
+		/* release: the bytes first; pairs with the consumer's
+		 * acquire in sc__ring_avail */
 		atomic_store_explicit(&c->s->ring[!c->side].prod, elen, memory_order_release);
 	}
 	struct sc_msg m = { .magic = SC_MSG_MAGIC, .type = SC_MSG_OPEN,
@@ -566,7 +569,7 @@ SC_API int sc_shutdown(struct sc_conn *c, int how)
 	if (!c || (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR))
 		return -EINVAL;
 	if (how != SHUT_WR) {
-		atomic_fetch_or(&c->lflags, SC_LF_SHUT_RD);
+		sc__conn_add_lflags(c, SC_LF_SHUT_RD);
 		sc__conn_set_flags(c, SC_SF_RD_DONE);
 		/* a receiver of ours blocked on this connection returns 0 */
 		pthread_mutex_lock(&c->g->lock);
@@ -576,7 +579,7 @@ SC_API int sc_shutdown(struct sc_conn *c, int how)
 	if (how != SHUT_RD) {
 		sc__lock(&c->txlock);
 		sc__tx_flush_locked(c);         /* held bytes go before the end */
-		bool first = !(atomic_fetch_or(&c->lflags, SC_LF_SHUT_WR) & SC_LF_SHUT_WR);
+		bool first = !(sc__conn_add_lflags(c, SC_LF_SHUT_WR) & SC_LF_SHUT_WR);
 		if (first) {
 			sc__conn_set_flags(c, SC_SF_WR_DONE);
 			sc__notify_peer(c);
@@ -607,10 +610,11 @@ SC_API int sc_close(struct sc_conn *c)
 	sc__lock(&c->rxlock);
 	int64_t unread = sc__ring_avail(&c->rx);
 	sc__unlock(&c->rxlock);
+	/* acquire: as sc__peer_flags */
 	uint32_t pf = atomic_load_explicit(&c->peer->flags, memory_order_acquire);
-	if (atomic_load(&c->err) || (pf & SC_SF_ABORT)) {
+	if (sc__conn_err(c) || (pf & SC_SF_ABORT)) {
 		f = SC_SF_CLOSED;       /* already reset: nothing more to say */
-	} else if (c->linger0 || (unread != 0 && !((atomic_load(&c->lflags) & SC_LF_SHUT_WR) &&
+	} else if (c->linger0 || (unread != 0 && !((sc__conn_lflags(c) & SC_LF_SHUT_WR) &&
 						       (pf & SC_SF_WR_DONE)))) {
 		/* (both FINs exchanged: the kernel's socket is closed
 		 * already, and its close sends no reset) */
@@ -632,7 +636,11 @@ SC_API void sc_set_bufs(struct sc_conn *c, int sndbuf, int rcvbuf)
 	if (sndbuf >= 0)
 		atomic_store_explicit(&c->sndbuf, (uint32_t)sndbuf, memory_order_relaxed);
 	if (rcvbuf >= 0) {
-		uint32_t old = atomic_exchange(&c->me->rcvbuf, (uint32_t)rcvbuf);
+		/* seq_cst: the wider window before sc__notify_peer's look
+		 * at the peer's cell; a sender of the peer's arms, fences,
+		 * then reads it (tx.c): Dekker's pattern */
+		uint32_t old = atomic_exchange_explicit(&c->me->rcvbuf, (uint32_t)rcvbuf,
+							memory_order_seq_cst);
 		uint32_t o = old ? old : SC_WIN_RCV_DEFAULT;
 		uint32_t n = rcvbuf ? (uint32_t)rcvbuf : SC_WIN_RCV_DEFAULT;
 		if (n > o) {
@@ -667,9 +675,9 @@ SC_API void *sc_conn_user(const struct sc_conn *c)
 
 void sc__switch_freeze(struct sc_conn *c)
 {
-	if (atomic_load(&c->sw) >= SC_SW_FROZEN)
+	if (sc__conn_sw(c) >= SC_SW_FROZEN)
 		return;
-	atomic_store(&c->sw, SC_SW_FROZEN);
+	sc__conn_set_sw(c, SC_SW_FROZEN);
 	/* both direction locks are held: no read is half done, so the
 	 * consumed cursor is exact; the flag's release orders it */
 	atomic_store_explicit(&c->s->consumed[c->side].rx_consumed, c->rx.cons,
@@ -678,7 +686,7 @@ void sc__switch_freeze(struct sc_conn *c)
 	struct sc_msg m = { .magic = SC_MSG_MAGIC, .type = SC_MSG_SWITCH,
 			    .version = SC_LAYOUT_VERSION, .slot = c->slot, .tag = c->tag };
 	pthread_mutex_lock(&c->g->lock);
-	if (!c->g->dead)
+	if (!sc__group_dead(c->g))
 		sc__group_send(c->g, &m, -1);  /* lost (full): the peer sees the flag */
 	/* our blocked calls wake, see the freeze and go on over TCP */
 	sc__notify_self(c);
@@ -689,8 +697,9 @@ void sc__switch_freeze(struct sc_conn *c)
 
 int sc__switch_range(struct sc_conn *c, uint64_t *from, uint64_t *to)
 {
+	/* acquire: as sc__peer_flags (the peer's final cursor before FROZEN) */
 	uint32_t pf = atomic_load_explicit(&c->peer->flags, memory_order_acquire);
-	bool dead = __atomic_load_n(&c->g->dead, __ATOMIC_RELAXED);
+	bool dead = sc__group_dead(c->g);
 
 	*from = *to = c->tx.prod;
 	/* frozen first: its kernel socket lives on (in an exec'd image, in
@@ -700,9 +709,9 @@ int sc__switch_range(struct sc_conn *c, uint64_t *from, uint64_t *to)
 	 * sets SC_LF_DEATH_SWITCH, and a switch in between re-sent nothing) */
 	bool forked = (pf & (SC_SF_FORKED | SC_SF_CLOSED | SC_SF_ABORT)) == SC_SF_FORKED;
 	if (!(pf & SC_SF_FROZEN) &&
-	    !(dead && c->tag && (forked || (atomic_load(&c->lflags) & SC_LF_DEATH_SWITCH)))) {
+	    !(dead && c->tag && (forked || (sc__conn_lflags(c) & SC_LF_DEATH_SWITCH)))) {
 		if ((pf & (SC_SF_CLOSED | SC_SF_ABORT | SC_SF_RELEASED | SC_SF_REFUSED)) ||
-		    dead || atomic_load(&c->err))
+		    dead || sc__conn_err(c))
 			return 1;       /* nobody reads it any more: nothing to re-send */
 		return 0;
 	}
@@ -719,7 +728,7 @@ int sc__switch_range(struct sc_conn *c, uint64_t *from, uint64_t *to)
 
 void sc__switch_done(struct sc_conn *c)
 {
-	atomic_store(&c->sw, SC_SW_TCP);
+	sc__conn_set_sw(c, SC_SW_TCP);
 	sc__conn_set_flags(c, SC_SF_ONTCP);
 	pthread_mutex_lock(&c->g->lock);
 	sc__notify_self(c);     /* pollers and epoll sets look again: TCP now */
@@ -751,9 +760,9 @@ SC_API int sc_conn_events(struct sc_conn *c)
 	bool dm_full = c->dm_peer && sp >= 0 && !sc__dm_any_free(c->dm_peer);
 	sc__unlock(&c->txlock);
 	pf = sc__peer_flags(c);
-	uint32_t lf = atomic_load(&c->lflags);
+	uint32_t lf = sc__conn_lflags(c);
 	bool rd_done = (pf & (SC_SF_WR_DONE | SC_SF_CLOSED)) || (lf & SC_LF_PEER_GONE);
-	bool err = atomic_load(&c->err) || av < 0 || sp < 0 || (pf & SC_SF_ABORT);
+	bool err = sc__conn_err(c) || av < 0 || sp < 0 || (pf & SC_SF_ABORT);
 
 	if (av != 0 || rd_done || err || (lf & SC_LF_SHUT_RD))
 		ev |= SC_EV_IN;
@@ -782,27 +791,31 @@ int sc__conn_poll_arm_(struct sc_conn *c, bool want_out, bool sleeper)
 
 	pthread_mutex_lock(&c->bindlock);
 	if (!rc)
-		rc = sc__chan_ensure_pfd(atomic_load(&c->chan));
+		rc = sc__chan_ensure_pfd(sc__conn_chan(c));
 	if (!rc) {
 		/* report the next change even if nobody hit EAGAIN yet
 		 * (token first, then the flags).  A shared channel's token is
 		 * its own to arm (sc_chan_wait drains its fd when it re-arms a
 		 * token a waker took; arming it here would skip that drain) */
-		struct sc_chan *ch = atomic_load(&c->chan);
+		struct sc_chan *ch = sc__conn_chan(c);
 		if (ch->private_ || sleeper)
-			atomic_store_explicit(&c->g->my_cells[c->cell].armed, SC_ARM_POLL,
+			atomic_store_explicit(&c->g->my_cells[sc__conn_cell(c)].armed, SC_ARM_POLL,
 					      memory_order_relaxed);
 		c->polled = true;
 		c->polled_out = want_out;
-		atomic_fetch_or(&c->rx.h->rx_armed, SC_ARM_EDGE);
+		/* seq_cst: our flags before the caller's look at the
+		 * rings; the peer's cursor store before its load of them
+		 * (Dekker's pattern, as sc__conn_arm_edge) */
+		atomic_fetch_or_explicit(&c->rx.h->rx_armed, SC_ARM_EDGE, memory_order_seq_cst);
 		/* room is signalled only to a poller that asks for it (as
 		 * the kernel's write-space wake-up): otherwise every read by
 		 * the peer would wake us */
 		if (want_out)
-			atomic_fetch_or(&c->tx.h->tx_blocked, SC_ARM_EDGE);
+			atomic_fetch_or_explicit(&c->tx.h->tx_blocked, SC_ARM_EDGE,
+						 memory_order_seq_cst);
 		else
 			atomic_thread_fence(memory_order_seq_cst);
-		rc = atomic_load(&c->chan)->pfd;
+		rc = sc__conn_chan(c)->pfd;
 	}
 	pthread_mutex_unlock(&c->bindlock);
 	errno = saved;
@@ -825,15 +838,16 @@ SC_API int sc_conn_info(struct sc_conn *c, struct sc_conn_info *info)
 	sc__lock(&c->rxlock);
 	info->rx_prod = c->rx.prod;
 	info->rx_cons = c->rx.cons;
-	info->bytes_received = atomic_load(&c->bytes_received);
+	/* (counters for people: relaxed) */
+	info->bytes_received = atomic_load_explicit(&c->bytes_received, memory_order_relaxed);
 	sc__unlock(&c->rxlock);
 	sc__lock(&c->txlock);
 	info->tx_prod = c->tx.prod;
 	info->tx_cons = c->tx.cons;
-	info->bytes_sent = atomic_load(&c->bytes_sent);
+	info->bytes_sent = atomic_load_explicit(&c->bytes_sent, memory_order_relaxed);
 	sc__unlock(&c->txlock);
-	info->wakeups_sent = atomic_load(&c->wakeups);
-	info->sleeps = atomic_load(&c->sleeps);
+	info->wakeups_sent = atomic_load_explicit(&c->wakeups, memory_order_relaxed);
+	info->sleeps = atomic_load_explicit(&c->sleeps, memory_order_relaxed);
 	info->peer_pid = c->g->peer_pid;
 	info->state = sc_conn_events(c);
 	return 0;

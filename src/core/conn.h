@@ -97,6 +97,78 @@ struct sc_conn {
 };
 
 enum { SC_SW_NONE, SC_SW_ASKED, SC_SW_FROZEN, SC_SW_TCP };
+
+/*
+ * A connection's own state, read by a waiter's condition (sc__rx_ready,
+ * the send path's) after the seq_cst fence of sc__chan_arm_conn or
+ * sc__conn_arm_edge, and changed before the wake-up that follows
+ * (sc__notify_self, sc__notify_peer): seq_cst, Dekker's pattern (the
+ * setter's store before its look at the cell; the waiter's arming before
+ * its load of these).  Plain loads cost nothing more on x86-64.
+ */
+static inline int sc__conn_err(struct sc_conn *c)
+{
+	return atomic_load_explicit(&c->err, memory_order_seq_cst);
+}
+
+/* The sticky error, set once (0 → err); true if this call set it. */
+static inline bool sc__conn_set_err(struct sc_conn *c, int err)
+{
+	int expected = 0;
+	/* seq_cst: a waiter's condition (above) */
+	return atomic_compare_exchange_strong_explicit(&c->err, &expected, err,
+						       memory_order_seq_cst,
+						       memory_order_seq_cst);
+}
+
+static inline uint32_t sc__conn_lflags(struct sc_conn *c)
+{
+	return atomic_load_explicit(&c->lflags, memory_order_seq_cst);
+}
+
+/* Or f into lflags; the flags before. */
+static inline uint32_t sc__conn_add_lflags(struct sc_conn *c, uint32_t f)
+{
+	/* seq_cst: a waiter's condition (above) */
+	return atomic_fetch_or_explicit(&c->lflags, f, memory_order_seq_cst);
+}
+
+static inline int sc__conn_sw(struct sc_conn *c)
+{
+	return atomic_load_explicit(&c->sw, memory_order_seq_cst);
+}
+
+/* (under both direction locks, or the compare-exchange to ASKED) */
+static inline void sc__conn_set_sw(struct sc_conn *c, int sw)
+{
+	/* seq_cst: a waiter's condition (above) */
+	atomic_store_explicit(&c->sw, sw, memory_order_seq_cst);
+}
+
+/* ASKED if it was NONE; what it was (SC_SW_NONE: this call asked). */
+static inline int sc__conn_ask_sw(struct sc_conn *c)
+{
+	int expected = SC_SW_NONE;
+	/* seq_cst: a waiter's condition (above) */
+	atomic_compare_exchange_strong_explicit(&c->sw, &expected, SC_SW_ASKED,
+						memory_order_seq_cst, memory_order_seq_cst);
+	return expected;
+}
+
+/* The bound channel and its cell: stored with release in chan_attach and
+ * chan_detach (notify.c, under bindlock), read with acquire by whoever
+ * does not hold bindlock (the waiting thread, a waker under the group
+ * lock), so that the channel it points to is seen set up. */
+static inline struct sc_chan *sc__conn_chan(struct sc_conn *c)
+{
+	return atomic_load_explicit(&c->chan, memory_order_acquire);
+}
+
+static inline uint32_t sc__conn_cell(struct sc_conn *c)
+{
+	return atomic_load_explicit(&c->cell, memory_order_acquire);
+}
+
 /* What sc_send/sc_recv return on a connection frozen for the switch (an
  * internal code: the interposer goes on over TCP). */
 #define SC_ESWITCHED 1477

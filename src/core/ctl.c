@@ -52,7 +52,9 @@ void sc__cork_note(void)
 	/* our hold's store before this load; the thread's clearing of the
 	 * flag before its look at the holds: one of us sees the other */
 	atomic_thread_fence(memory_order_seq_cst);
-	if (atomic_load(&cork_tick) || atomic_exchange(&cork_tick, true))
+	/* seq_cst: the fence above's other side (ctl_cork_scan) */
+	if (atomic_load_explicit(&cork_tick, memory_order_seq_cst) ||
+	    atomic_exchange_explicit(&cork_tick, true, memory_order_seq_cst))
 		return;
 	if (ctl.wakefd >= 0)
 		sc__efd_wake(ctl.wakefd);
@@ -64,18 +66,21 @@ __thread struct sc_conn *sc__ctl_pump_refused;
 /* Control thread: end the holds that are due. */
 static void ctl_cork_scan(void)
 {
-	atomic_store(&cork_tick, false);
+	/* seq_cst: our clearing before our look at the holds; the sender's
+	 * hold before its look at the flag (the fence in sc__cork_note) */
+	atomic_store_explicit(&cork_tick, false, memory_order_seq_cst);
 	bool any = false;
 	uint64_t now = sc__now_ns();
 	pthread_mutex_lock(&ctl.lock);
 	for (struct sc_group *g = ctl.groups; g; g = g->next) {
 		pthread_mutex_lock(&g->lock);
 		sc__ctl_pump_held = g;
-		for (uint32_t s = 0; s < g->nslots && !g->dead; s++) {
+		for (uint32_t s = 0; s < g->nslots && !sc__group_dead(g); s++) {
 			struct sc_conn *c = g->conns[s];
-			if (c && atomic_load(&c->corked)) {
+			/* seq_cst: the load of Dekker's pattern above */
+			if (c && atomic_load_explicit(&c->corked, memory_order_seq_cst)) {
 				sc__cork_expire(c, now);
-				any |= atomic_load(&c->corked);
+				any |= atomic_load_explicit(&c->corked, memory_order_relaxed);
 			}
 		}
 		sc__ctl_pump_held = NULL;
@@ -85,8 +90,8 @@ static void ctl_cork_scan(void)
 	struct sc_conn *refused = sc__ctl_pump_refused;
 	sc__ctl_pump_refused = NULL;
 	sc__group_finish_refused(refused);
-	if (any)
-		atomic_store(&cork_tick, true);
+	if (any)        /* (our own thread reads it next: relaxed) */
+		atomic_store_explicit(&cork_tick, true, memory_order_relaxed);
 }
 
 /* ctl.lock held, the thread running: put the watched fd in its set.  What
@@ -95,9 +100,13 @@ static void ctl_cork_scan(void)
 static void watch_add(void)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = TAG_WATCH };
-	if (ctl.watch_fd >= 0 && !atomic_load(&ctl.watching) && !atomic_load(&ctl.watch_new) &&
+	/* (relaxed: watching and watch_new change under ctl.lock, or in the
+	 * thread, which only clears watch_new; the eventfd wakes it) */
+	if (ctl.watch_fd >= 0 && !atomic_load_explicit(&ctl.watching, memory_order_relaxed) &&
+	    !atomic_load_explicit(&ctl.watch_new, memory_order_relaxed) &&
 	    epoll_ctl(ctl.epfd, EPOLL_CTL_ADD, ctl.watch_fd, &ev) == 0) {
-		atomic_store(&ctl.watch_new, true);
+		/* seq_cst: read by ctl_main after the eventfd wakes it */
+		atomic_store_explicit(&ctl.watch_new, true, memory_order_seq_cst);
 		sc__efd_wake(ctl.wakefd);
 	}
 }
@@ -180,7 +189,7 @@ int sc__listener_group_fds(struct sc_listener *l, int *fds, int max)
 
 	pthread_mutex_lock(&ctl.lock);
 	for (struct sc_group *g = ctl.groups; g && n < max; g = g->next)
-		if (g->side == 1 && g->listener == l && !__atomic_load_n(&g->dead, __ATOMIC_RELAXED))
+		if (g->side == 1 && g->listener == l && !sc__group_dead(g))
 			fds[n++] = g->sock;
 	pthread_mutex_unlock(&ctl.lock);
 	return n;
@@ -205,7 +214,7 @@ static void listener_pump(struct sc_listener *l, uint64_t ident, const int *fds,
 		}
 		struct sc_conn *refused = NULL;
 		pthread_mutex_lock(&g->lock);
-		if (!g->dead && g->hello_done)
+		if (!sc__group_dead(g) && g->hello_done)
 			sc__group_pump_locked(g, &refused);
 		pthread_mutex_unlock(&g->lock);
 		sc__group_finish_refused(refused);
@@ -242,7 +251,7 @@ int sc__listener_register(struct sc_listener *l)
 		if (epoll_ctl(ctl.epfd, EPOLL_CTL_ADD, l->sock, &ev) < 0) {
 			rc = -errno;
 		} else {
-			__atomic_fetch_add(&ctl.nlisteners, 1, __ATOMIC_RELAXED);
+			atomic_fetch_add_explicit(&ctl.nlisteners, 1, memory_order_relaxed);
 			l->next = ctl.listeners;
 			ctl.listeners = l;
 		}
@@ -257,7 +266,7 @@ void sc__listener_unregister(struct sc_listener *l)
 {
 	pthread_mutex_lock(&ctl.lock);
 	epoll_ctl(ctl.epfd, EPOLL_CTL_DEL, l->sock, NULL);
-	__atomic_fetch_sub(&ctl.nlisteners, 1, __ATOMIC_RELAXED);
+	atomic_fetch_sub_explicit(&ctl.nlisteners, 1, memory_order_relaxed);
 	for (struct sc_listener **pp = &ctl.listeners; *pp; pp = &(*pp)->next)
 		if (*pp == l) {
 			*pp = l->next;
@@ -269,7 +278,7 @@ void sc__listener_unregister(struct sc_listener *l)
 			struct sc_msg m = { .magic = SC_MSG_MAGIC, .type = SC_MSG_CLOSE,
 					    .version = SC_LAYOUT_VERSION };
 			g->listener = NULL;
-			if (!g->dead)
+			if (!sc__group_dead(g))
 				sc__group_send(g, &m, -1);
 		}
 		pthread_mutex_unlock(&g->lock);
@@ -340,11 +349,11 @@ static void ctl_event(struct sc_group *g, uint32_t events)
 
 	pthread_mutex_lock(&g->lock);
 	sc__group_pump_locked(g, &refused);
-	if (!g->dead && (events & (EPOLLHUP | EPOLLRDHUP | EPOLLERR))) {
+	if (!sc__group_dead(g) && (events & (EPOLLHUP | EPOLLRDHUP | EPOLLERR))) {
 		/* drained everything the peer sent before it hung up */
 		sc__group_kill(g, -ECONNRESET);
 	}
-	if (g->dead)
+	if (sc__group_dead(g))
 		epoll_ctl(ctl.epfd, EPOLL_CTL_DEL, g->sock, NULL);
 	pthread_mutex_unlock(&g->lock);
 	sc__group_finish_refused(refused);
@@ -364,18 +373,20 @@ static bool ctl_reap(void)
 		pthread_mutex_unlock(&g->lock);
 		if (gone) {
 			*pp = g->next;
-			__atomic_fetch_sub(&ctl.ngroups, 1, __ATOMIC_RELAXED);
+			atomic_fetch_sub_explicit(&ctl.ngroups, 1, memory_order_relaxed);
 			epoll_ctl(ctl.epfd, EPOLL_CTL_DEL, g->sock, NULL);
 			sc__group_free(g);
 		} else {
 			pp = &g->next;
 		}
 	}
-	if (ctl.ngroups || ctl.nlisteners)
+	if (atomic_load_explicit(&ctl.ngroups, memory_order_relaxed) ||
+	    atomic_load_explicit(&ctl.nlisteners, memory_order_relaxed))
 		return false;
-	/* (the watched fd is not looked at until the thread starts again) */
-	atomic_store(&ctl.watching, false);
-	atomic_store(&ctl.watch_new, false);
+	/* (the watched fd is not looked at until the thread starts again;
+	 * seq_cst: as in ctl_main) */
+	atomic_store_explicit(&ctl.watching, false, memory_order_seq_cst);
+	atomic_store_explicit(&ctl.watch_new, false, memory_order_relaxed);
 	close(ctl.epfd);
 	close(ctl.wakefd);
 	if (ctl.reserve_fd >= 0)
@@ -391,12 +402,18 @@ static void *ctl_main(void *arg)
 	uint64_t next_cork = 0;
 
 	for (;;) {
-		if (atomic_load(&ctl.watch_new)) {
+		/* seq_cst: pairs with the store in watch_add */
+		if (atomic_load_explicit(&ctl.watch_new, memory_order_seq_cst)) {
 			ctl.watch_fn();
-			atomic_store(&ctl.watch_new, false);
-			atomic_store(&ctl.watching, true);
+			atomic_store_explicit(&ctl.watch_new, false, memory_order_relaxed);
+			/* seq_cst (release would do for sc__ctl_watching's
+			 * acquire: what fn saw comes first; kept as it was) */
+			atomic_store_explicit(&ctl.watching, true, memory_order_seq_cst);
 		}
-		int n = epoll_wait(ctl.epfd, ev, 32, atomic_load(&cork_tick) ? CORK_TICK_MS : -1);
+		/* (relaxed: a hold noted since is its sender's eventfd wake-up) */
+		int n = epoll_wait(ctl.epfd, ev, 32,
+				   atomic_load_explicit(&cork_tick, memory_order_relaxed) ?
+				   CORK_TICK_MS : -1);
 		for (int i = 0; i < n; i++) {
 			uint64_t tag = ev[i].data.u64;
 			if (tag == TAG_WATCH) {
@@ -412,18 +429,23 @@ static void *ctl_main(void *arg)
 				ctl_event((struct sc_group *)tag, ev[i].events);
 			}
 		}
-		if (atomic_exchange(&sc__ctl_kicked, false))
+		/* seq_cst: pairs with the store in sc__group_pump_locked (a
+		 * KICK read by a thread other than this one, which kicks us) */
+		if (atomic_exchange_explicit(&sc__ctl_kicked, false, memory_order_seq_cst))
 			ctl_switch_requests();
-		if (atomic_load(&cork_tick) && sc__now_ns() >= next_cork) {
+		if (atomic_load_explicit(&cork_tick, memory_order_relaxed) &&
+		    sc__now_ns() >= next_cork) {
 			ctl_cork_scan();
 			next_cork = sc__now_ns() + CORK_TICK_MS * 1000000ull;
 		}
 		/* only when a group died, or nothing may be left to watch: each
 		 * reap takes ctl.lock and every group's lock, and a waiting
 		 * client takes them too to read its OPEN */
-		if (atomic_exchange(&ctl.reap_due, false) ||
-		    (!__atomic_load_n(&ctl.ngroups, __ATOMIC_RELAXED) &&
-		     !__atomic_load_n(&ctl.nlisteners, __ATOMIC_RELAXED))) {
+		/* seq_cst: pairs with the store in group_maybe_zombie (group.c);
+		 * the counts are hints (ctl_reap counts again under the lock) */
+		if (atomic_exchange_explicit(&ctl.reap_due, false, memory_order_seq_cst) ||
+		    (!atomic_load_explicit(&ctl.ngroups, memory_order_relaxed) &&
+		     !atomic_load_explicit(&ctl.nlisteners, memory_order_relaxed))) {
 			pthread_mutex_lock(&ctl.lock);
 			bool done = ctl_reap();
 			pthread_mutex_unlock(&ctl.lock);
@@ -494,9 +516,14 @@ static void ctl_switch_requests(void)
 			struct sc_conn *c = g->conns[s];
 			uint32_t why;
 			if (c && atomic_load_explicit(&c->me->sw_req, memory_order_relaxed) &&
-			    (why = atomic_exchange(&c->me->sw_req, 0))) {
+			    /* seq_cst: pairs with the requester's store
+			     * before its kick (sc__kick_owner) */
+			    (why = atomic_exchange_explicit(&c->me->sw_req, 0, memory_order_seq_cst))) {
+				/* relaxed: the switch thread reads it after
+				 * the hook's hand-over (a lock, a wake-up) */
 				if (why & SC_SWREQ_EPOLL)
-					atomic_store(&c->sw_child_set, true);
+					atomic_store_explicit(&c->sw_child_set, true,
+							      memory_order_relaxed);
 				sc__group_switch_ask(c);
 			}
 		}
@@ -508,7 +535,8 @@ static void ctl_switch_requests(void)
 void sc__link_atfork_child(void)
 {
 	pthread_mutex_init(&ctl.lock, NULL);
-	atomic_store(&cork_tick, false);
+	/* (a fork child: one thread, nobody to pair with) */
+	atomic_store_explicit(&cork_tick, false, memory_order_relaxed);
 	/* the parent's control thread can still be asked to switch the
 	 * connections we inherit (its eventfd stays open here) */
 	if (ctl.wakefd >= 0 && ctl.nkick < 8) {
@@ -520,9 +548,11 @@ void sc__link_atfork_child(void)
 		if (g->sock >= 0)
 			close(g->sock);
 		g->sock = -1;
-		for (int i = 0; i < SC_MAX_CELLS; i++)
-			if (g->peer_wake[i] >= 0)
-				close(g->peer_wake[i]);
+		for (int i = 0; i < SC_MAX_CELLS; i++) {
+			int ws = atomic_load_explicit(&g->peer_wake[i], memory_order_relaxed);
+			if (ws >= 0)
+				close(ws);
+		}
 	}
 	for (struct sc_listener *l = ctl.listeners; l; l = l->next)
 		close(l->sock);
@@ -536,7 +566,8 @@ void sc__link_atfork_child(void)
 	 * into the child, still point at them (and are never used here) */
 	ctl.groups = ctl.zombies = NULL;
 	ctl.listeners = NULL;
-	ctl.ngroups = ctl.nlisteners = 0;
+	atomic_store_explicit(&ctl.ngroups, 0, memory_order_relaxed);
+	atomic_store_explicit(&ctl.nlisteners, 0, memory_order_relaxed);
 	ctl.running = false;
 	ctl.epfd = ctl.wakefd = ctl.reserve_fd = -1;
 	/* the watched fd is the parent's (an inotify instance is shared
@@ -544,8 +575,8 @@ void sc__link_atfork_child(void)
 	 * sets its own */
 	ctl.watch_fd = -1;
 	ctl.watch_fn = NULL;
-	atomic_store(&ctl.watching, false);
-	atomic_store(&ctl.watch_new, false);
+	atomic_store_explicit(&ctl.watching, false, memory_order_relaxed);
+	atomic_store_explicit(&ctl.watch_new, false, memory_order_relaxed);
 }
 
 /* every field of struct sc_stats is a public entry of counters.def */

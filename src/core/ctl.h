@@ -22,7 +22,9 @@ struct sc_ctl {
 	bool running;
 	int epfd, wakefd;
 	int reserve_fd;                 /* spare fd to shed a connection at EMFILE */
-	int ngroups, nlisteners;
+	/* changed under the lock, read without it by the thread (a hint:
+	 * relaxed) */
+	_Atomic int ngroups, nlisteners;
 	uint64_t next_lid;
 	struct sc_group *groups;
 	struct sc_listener *listeners;

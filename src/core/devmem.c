@@ -256,8 +256,13 @@ static void chunk_free(struct sc_dm_binding *b, uint32_t chunk)
 	b->delivered[chunk] = 0;
 	atomic_store_explicit(&b->owner[chunk], 0, memory_order_release);
 	(void)key;
-	atomic_fetch_add_explicit(&b->hdr->free_seq, 1, memory_order_release);
-	if (atomic_load_explicit(&b->hdr->waiters, memory_order_acquire))
+	/* seq_cst, both: our bump before our load of waiters; a waiting
+	 * sender's waiters bump before its load of free_seq
+	 * (sc__dm_wait_chunk): Dekker's pattern.  (They were release and
+	 * acquire, which let the load pass the bump off x86: a sender could
+	 * sleep its whole timeout with a chunk free.) */
+	atomic_fetch_add_explicit(&b->hdr->free_seq, 1, memory_order_seq_cst);
+	if (atomic_load_explicit(&b->hdr->waiters, memory_order_seq_cst))
 		SC_SYSCALL(SYS_futex, &b->hdr->free_seq, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
 }
 
@@ -435,7 +440,12 @@ int sc__dm_take_chunk(struct sc_dm_peer *p, uint64_t key)
 		uint32_t i = (start + k) % n;
 		uint64_t z = 0;
 		if (atomic_load_explicit(&p->owner[i], memory_order_relaxed) == 0 &&
-		    atomic_compare_exchange_strong(&p->owner[i], &z, key)) {
+		    /* acquire: pairs with the release of chunk_free (the
+		     * receiver is done with the chunk) or of
+		     * sc__dm_untake_chunk */
+		    atomic_compare_exchange_strong_explicit(&p->owner[i], &z, key,
+							    memory_order_acquire,
+							    memory_order_relaxed)) {
 			atomic_store_explicit(&p->hdr->hint, i + 1, memory_order_relaxed);
 			return (int)i;
 		}
@@ -480,10 +490,11 @@ void sc__dm_stats(struct sc_dm_stats *st)
 	for (struct sc_dm_binding *b = bindings; b; b = b->next)
 		st->bindings += !b->unbound;
 	pthread_mutex_unlock(&dm_lock);
-	st->bytes_into_regions = atomic_load(&sc__statp->dm_bytes_in);
-	st->frags_delivered = atomic_load(&sc__statp->dm_frags);
-	st->frags_outstanding = atomic_load(&sc__statp->dm_frags_out);
-	st->waits = atomic_load(&sc__statp->dm_waits);
+	/* (counters: relaxed, as SC_STAT_ADD) */
+	st->bytes_into_regions = atomic_load_explicit(&sc__statp->dm_bytes_in, memory_order_relaxed);
+	st->frags_delivered = atomic_load_explicit(&sc__statp->dm_frags, memory_order_relaxed);
+	st->frags_outstanding = atomic_load_explicit(&sc__statp->dm_frags_out, memory_order_relaxed);
+	st->waits = atomic_load_explicit(&sc__statp->dm_waits, memory_order_relaxed);
 }
 
 /* The binding id b of ours for region sharing (the group's peer maps it):

@@ -89,7 +89,7 @@ int sc__dm_share(struct sc_group *g, uint32_t id)
 			struct sc_msg m = { .magic = SC_MSG_MAGIC, .type = SC_MSG_DEVMEM,
 					    .version = SC_LAYOUT_VERSION, .cell = id,
 					    .pid = sc__pid() };
-			rc = g->dead ? -ECONNRESET : group_send2(g, &m, rfd, cfd);
+			rc = sc__group_dead(g) ? -ECONNRESET : group_send2(g, &m, rfd, cfd);
 		}
 		if (!rc)
 			g->dm_shared[i] = id;
@@ -171,7 +171,7 @@ struct sc_group *sc__group_alloc(int side, int sock)
 	g->sock = sock;
 	pthread_mutex_init(&g->lock, NULL);
 	for (int i = 0; i < SC_MAX_CELLS; i++)
-		g->peer_wake[i] = -1;
+		atomic_store_explicit(&g->peer_wake[i], -1, memory_order_relaxed);
 	return g;
 }
 
@@ -193,9 +193,11 @@ static void group_map_cells(struct sc_group *g)
 /* Free a group nobody references any more (control thread, no locks). */
 void sc__group_free(struct sc_group *g)
 {
-	for (int i = 0; i < SC_MAX_CELLS; i++)
-		if (g->peer_wake[i] >= 0)
-			close(g->peer_wake[i]);
+	for (int i = 0; i < SC_MAX_CELLS; i++) {
+		int ws = atomic_load_explicit(&g->peer_wake[i], memory_order_relaxed);
+		if (ws >= 0)
+			close(ws);
+	}
 	if (g->base)
 		munmap(g->base, g->size);
 	sc__dm_peers_free(g->dm_peers);
@@ -209,10 +211,11 @@ void sc__group_free(struct sc_group *g)
 /* Queue a dead, unused group for the control thread (group lock held). */
 static void group_maybe_zombie(struct sc_group *g)
 {
-	if (!g->dead || g->nconns || g->zombie)
+	if (!sc__group_dead(g) || g->nconns || g->zombie)
 		return;
 	g->zombie = true;
-	atomic_store(&ctl.reap_due, true);
+	/* seq_cst: before the kick; pairs with the exchange in ctl_main */
+	atomic_store_explicit(&ctl.reap_due, true, memory_order_seq_cst);
 	sc__ctl_kick();
 }
 
@@ -366,7 +369,7 @@ int sc__group_register(struct sc_group *g)
 		return -errno;
 	g->next = ctl.groups;
 	ctl.groups = g;
-	__atomic_fetch_add(&ctl.ngroups, 1, __ATOMIC_RELAXED);
+	atomic_fetch_add_explicit(&ctl.ngroups, 1, memory_order_relaxed);
 	return 0;
 }
 
@@ -386,9 +389,9 @@ int sc__group_for_connect(const char *path, uint64_t max_seg, uint64_t peer_iden
 		pthread_mutex_lock(&g->lock);
 		/* a peer that hung up (or closed its listener) since the control
 		 * thread last looked: find out now rather than open into it */
-		if (!g->dead)
+		if (!sc__group_dead(g))
 			sc__group_pump_locked(g, NULL);
-		if (!g->dead && !g->no_new && (s = find_slot(g)) >= 0)
+		if (!sc__group_dead(g) && !g->no_new && (s = find_slot(g)) >= 0)
 			goto found;
 		pthread_mutex_unlock(&g->lock);
 	}
@@ -459,7 +462,7 @@ int sc__group_cell_send(struct sc_group *g, uint32_t idx, int efd)
 	struct sc_msg m = { .magic = SC_MSG_MAGIC, .type = SC_MSG_CELL,
 			    .version = SC_LAYOUT_VERSION, .gen = gen, .cell = idx };
 
-	if (g->dead)
+	if (sc__group_dead(g))
 		return 0;
 	int rc = sc__group_send(g, &m, efd);
 	if (rc == -EPIPE || rc == -ECONNRESET)
@@ -487,17 +490,17 @@ void sc__group_release_slot(struct sc_group *g, uint32_t slot)
 
 void sc__group_kill(struct sc_group *g, int err)
 {
-	bool was_dead = g->dead;
+	bool was_dead = sc__group_dead(g);
 
-	/* atomic: sc__notify_peer peeks at it without the group lock */
-	__atomic_store_n(&g->dead, true, __ATOMIC_RELAXED);
+	/* atomic: sc__notify_peer peeks at it without the group lock
+	 * (relaxed: sc__group_dead) */
+	atomic_store_explicit(&g->dead, true, memory_order_relaxed);
 	for (uint32_t s = 0; s < g->nslots; s++) {
 		struct sc_conn *c = g->conns[s];
 		if (!c)
 			continue;
-		int expected = 0;
 		int e = err;
-		if (err == -ECONNRESET && sc__switch_hook && (atomic_load(&c->sw) ||
+		if (err == -ECONNRESET && sc__switch_hook && (sc__conn_sw(c) ||
 		    (atomic_load_explicit(&c->peer->flags, memory_order_acquire) & SC_SF_FROZEN))) {
 			/* the peer froze it for a switch to TCP and went away
 			 * (exec): its kernel socket lives on; the switch ends
@@ -517,7 +520,7 @@ void sc__group_kill(struct sc_group *g, int err)
 			 * is read first, then the kernel says (EOF, a reset, or
 			 * the child's bytes).  The interposer watches the
 			 * kernel socket meanwhile (sc__conn_peer_dead) */
-			atomic_fetch_or(&c->lflags, SC_LF_DEATH_SWITCH);
+			sc__conn_add_lflags(c, SC_LF_DEATH_SWITCH);
 			sc__notify_self(c);
 			sc__switch_hook(c);
 			continue;
@@ -526,7 +529,7 @@ void sc__group_kill(struct sc_group *g, int err)
 			sc__conn_peer_dead(c);
 			continue;
 		}
-		if (e && atomic_compare_exchange_strong(&c->err, &expected, e))
+		if (e && sc__conn_set_err(c, e))
 			SC_STAT_ADD(conns_aborted, 1);
 		/* a peer that broke the protocol but still runs sees a reset
 		 * (flagged before it can see our hang-up below) */
@@ -628,7 +631,8 @@ static int group_cell(struct sc_group *g, const struct sc_msg *m, int fd)
 			close(fd);
 		return -EPROTO;
 	}
-	int old = g->peer_wake[m->cell];
+	/* relaxed: only written under the group lock, which we hold */
+	int old = atomic_load_explicit(&g->peer_wake[m->cell], memory_order_relaxed);
 	if (old >= 0) {
 		/* replace in place: a concurrent waker writes either the old
 		 * or the new socket, never a recycled fd number */
@@ -638,9 +642,12 @@ static int group_cell(struct sc_group *g, const struct sc_msg *m, int fd)
 			return rc;
 	} else {
 		fd = sc__fd_park(fd);
-		__atomic_store_n(&g->peer_wake[m->cell], fd, __ATOMIC_RELEASE);
+		/* release: pairs with the acquire in sc__group_peer_wake */
+		atomic_store_explicit(&g->peer_wake[m->cell], fd, memory_order_release);
 	}
-	__atomic_store_n(&g->peer_gen[m->cell], m->gen, __ATOMIC_RELEASE);
+	/* release: the socket (stored or replaced in place above) before its
+	 * generation; pairs with the acquire in sc__group_peer_wake */
+	atomic_store_explicit(&g->peer_gen[m->cell], m->gen, memory_order_release);
 	return 0;
 }
 
@@ -652,12 +659,11 @@ void (*sc__switch_hook)(struct sc_conn *c);
  * switch its own connections with us. */
 void sc__group_switch_ask(struct sc_conn *c)
 {
-	int expected = SC_SW_NONE;
 	if (!sc__switch_hook)
 		return;
 	/* asked now, or frozen by us and waiting for this peer's half */
-	if (atomic_compare_exchange_strong(&c->sw, &expected, SC_SW_ASKED) ||
-	    expected == SC_SW_ASKED || expected == SC_SW_FROZEN)
+	int was = sc__conn_ask_sw(c);
+	if (was == SC_SW_NONE || was == SC_SW_ASKED || was == SC_SW_FROZEN)
 		sc__switch_hook(c);
 }
 
@@ -677,7 +683,7 @@ void sc__group_pump_locked(struct sc_group *g, struct sc_conn **refused)
 	struct sc_msg m;
 	int fd, fd2, rc;
 
-	while (!g->dead) {
+	while (!sc__group_dead(g)) {
 		rc = recv_msg(g, &m, &fd, &fd2);
 		if (rc == 0)
 			return;
@@ -685,7 +691,8 @@ void sc__group_pump_locked(struct sc_group *g, struct sc_conn **refused)
 			if (g->side == 1 && !g->hello_done && m.type == SC_MSG_KICK) {
 				/* not a group: a process that inherited one of
 				 * our connections asks us to look at sw_req */
-				atomic_store(&sc__ctl_kicked, true);
+				/* seq_cst: pairs with the exchange in ctl_main */
+				atomic_store_explicit(&sc__ctl_kicked, true, memory_order_seq_cst);
 				rc = -ECONNRESET;
 			} else if (g->side == 1 && !g->hello_done) {
 				rc = group_hello(g, &m, fd);
@@ -757,11 +764,13 @@ static bool gen_older(uint32_t a, uint32_t b)
 
 int sc__group_peer_wake(struct sc_group *g, uint32_t idx, uint32_t gen)
 {
-	if (gen_older(__atomic_load_n(&g->peer_gen[idx], __ATOMIC_ACQUIRE), gen)) {
+	/* acquire: pairs with the release in group_cell (the socket before
+	 * its generation) */
+	if (gen_older(atomic_load_explicit(&g->peer_gen[idx], memory_order_acquire), gen)) {
 		/* the CELL message for this generation was sent before the
 		 * generation became visible: it is in the socket */
 		sc__group_pump(g);
-		if (gen_older(__atomic_load_n(&g->peer_gen[idx], __ATOMIC_ACQUIRE), gen))
+		if (gen_older(atomic_load_explicit(&g->peer_gen[idx], memory_order_acquire), gen))
 			return -1;
 	}
 	/* (a newer one: the cell was handed out again after the caller read
@@ -770,6 +779,7 @@ int sc__group_peer_wake(struct sc_group *g, uint32_t idx, uint32_t gen)
 	 * token the caller takes is the new owner's, or the take fails.
 	 * Called a protocol error, it reset about one nginx upstream
 	 * connection in a thousand, each one's cell handed out anew.) */
-	return __atomic_load_n(&g->peer_wake[idx], __ATOMIC_ACQUIRE);
+	/* acquire: pairs with the release in group_cell */
+	return atomic_load_explicit(&g->peer_wake[idx], memory_order_acquire);
 }
 

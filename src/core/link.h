@@ -37,11 +37,14 @@ struct sc_group {
 	struct sc_conn *conns[SC_MAX_SLOTS];    /* our connection per slot */
 	bool slot_busy[SC_MAX_SLOTS];   /* side 0: allocated and not yet free */
 	int nconns;                     /* live entries in conns[] */
-	int peer_wake[SC_MAX_CELLS];    /* peer channels' wake sockets, by cell */
-	uint32_t peer_gen[SC_MAX_CELLS];        /* generation of each (atomic access) */
+	/* peer channels' wake sockets, by cell, and the generation of each:
+	 * written under the lock, read by wakers without it
+	 * (sc__group_peer_wake) */
+	_Atomic int peer_wake[SC_MAX_CELLS];
+	_Atomic uint32_t peer_gen[SC_MAX_CELLS];
 	uint32_t my_gen;                /* last wake_gen we handed out */
 	struct sc_chan *cell_chan[SC_MAX_CELLS];  /* our cells' owners */
-	bool dead;                      /* peer gone or protocol broken */
+	_Atomic bool dead;              /* peer gone or protocol broken (sc__group_dead) */
 	bool hello_done;                /* side 1: HELLO received */
 	bool zombie;                    /* waiting for the control thread to free it */
 	bool no_new;                    /* side 0: the listener closed; open no more */
@@ -60,6 +63,15 @@ struct sc_group {
 	struct sc_listener *listener;   /* side 1: where OPENs go; NULL once closed */
 	struct sc_group *next;          /* global list */
 };
+
+/* g->dead: set once, under the group lock (sc__group_kill); read under it,
+ * or without it as a hint (sc__notify_peer's choice of error, a listener's
+ * look): relaxed, nothing is published with it, and a reader that acts on
+ * it takes the lock or hears of the kill through the wake-ups it sends. */
+static inline bool sc__group_dead(struct sc_group *g)
+{
+	return atomic_load_explicit(&g->dead, memory_order_relaxed);
+}
 
 static inline struct sc_slot *sc__slot(struct sc_group *g, uint32_t s)
 {

@@ -43,7 +43,11 @@ void sc__lo_rank(const void *lock, int rank, const char *name)
 		const void *cur = atomic_load_explicit(&lo_tab[i].lock, memory_order_acquire);
 		if (cur != lock && cur != NULL && cur != LO_GONE)
 			continue;
-		if (cur != lock && !atomic_compare_exchange_strong(&lo_tab[i].lock, &cur, lock))
+		/* seq_cst (kept): the slot's claim; readers acquire the
+		 * lock word, then the rank released below */
+		if (cur != lock && !atomic_compare_exchange_strong_explicit(&lo_tab[i].lock, &cur, lock,
+									    memory_order_seq_cst,
+									    memory_order_seq_cst))
 			continue;       /* (another thread took the slot) */
 		atomic_store_explicit(&lo_tab[i].name, name, memory_order_relaxed);
 		atomic_store_explicit(&lo_tab[i].rank, rank, memory_order_release);

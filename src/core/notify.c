@@ -37,6 +37,16 @@
 #include "sys.h"
 
 static void futex_wake(struct sc_cell *cell);
+
+/* The channel may stop being quiet (struct sc_chan).  seq_cst, as the
+ * loads of epoch and quiet_at in sc_chan_wait and sc__chan_quiet: a move
+ * made before a token is armed (or a fd drained) must be seen by a
+ * waiter that reads epoch before it arms and collects (its epoch load,
+ * arming, fence, collect; our move, then the token or drain). */
+static void epoch_move(struct sc_chan *ch)
+{
+	atomic_fetch_add_explicit(&ch->epoch, 1, memory_order_seq_cst);
+}
 static void drain_fd(struct sc_chan *ch);
 static int add_wake_socket(struct sc_chan *ch, struct sc_chan_cell *cc);
 
@@ -151,19 +161,22 @@ static int chan_attach(struct sc_chan *ch, struct sc_conn *c, int x)
 	}
 	if (cc->nconns++ == 0) {
 		/* a new cell is not armed: the channel is not quiet */
-		atomic_fetch_add(&ch->epoch, 1);
+		epoch_move(ch);
 		atomic_store_explicit(&ch->ncells_seen, ch->ncells, memory_order_relaxed);
 	}
 	/* release: the CELL message carrying our wake socket was sent before
 	 * the peer can see this index, so a peer that finds the index unknown
 	 * can drain the group socket and find it */
 	if (x >= 0) {
-		c->chanx[x] = ch;
-		c->cellx[x] = cc->idx;
+		/* release: sc__conn_chan's acquire (for chanx, a reader
+		 * under bindlock or sc__chan_xindex's relaxed look) */
+		atomic_store_explicit(&c->chanx[x], ch, memory_order_release);
+		atomic_store_explicit(&c->cellx[x], cc->idx, memory_order_release);
 		atomic_store_explicit(&c->me->cellx[x], cc->idx, memory_order_release);
 	} else {
-		c->chan = ch;
-		c->cell = cc->idx;
+		/* release: pairs with sc__conn_chan and sc__conn_cell */
+		atomic_store_explicit(&c->chan, ch, memory_order_release);
+		atomic_store_explicit(&c->cell, cc->idx, memory_order_release);
 		atomic_store_explicit(&c->me->cell, cc->idx, memory_order_release);
 	}
 out:
@@ -210,11 +223,13 @@ static void chan_detach(struct sc_chan *ch, struct sc_conn *c, int x)
 	}
 	pthread_mutex_unlock(&ch->lock);
 	if (x >= 0) {
-		c->chanx[x] = NULL;
-		c->cellx[x] = SC_CELL_NONE;
+		atomic_store_explicit(&c->chanx[x], NULL, memory_order_relaxed);
+		atomic_store_explicit(&c->cellx[x], SC_CELL_NONE, memory_order_relaxed);
 	} else {
-		c->chan = NULL;
-		c->cell = SC_CELL_NONE;
+		/* release: as in chan_attach (a reader that finds no
+		 * channel attaches one under bindlock) */
+		atomic_store_explicit(&c->chan, NULL, memory_order_release);
+		atomic_store_explicit(&c->cell, SC_CELL_NONE, memory_order_release);
 	}
 }
 
@@ -280,7 +295,7 @@ static void chan_drain(struct sc_chan *ch)
 	/* a drain but the arming's own (rearm_all): tokens taken, so cells
 	 * may be disarmed; moved first, so that a caller finding the channel
 	 * quiet finds the signal still in its fd */
-	atomic_fetch_add(&ch->epoch, 1);
+	epoch_move(ch);
 	drain_fd(ch);
 }
 
@@ -396,7 +411,7 @@ static int wake_peer_cell(struct sc_conn *c, uint32_t idx)
 		uint32_t gen = atomic_load_explicit(&cell->wake_gen, memory_order_acquire);
 		int ws = sc__group_peer_wake(g, idx, gen);
 		if (ws < 0)
-			return __atomic_load_n(&g->dead, __ATOMIC_RELAXED) ? -ECONNRESET :
+			return sc__group_dead(g) ? -ECONNRESET :
 			       sc__conn_proto_error(c);
 		if (!take(cell, v))
 			return 0;
@@ -430,10 +445,11 @@ static void notify_self_cell(struct sc_conn *c, uint32_t idx);
 
 void sc__notify_self(struct sc_conn *c)
 {
-	notify_self_cell(c, c->cell);
+	uint32_t cell = sc__conn_cell(c);
+	notify_self_cell(c, cell);
 	for (int i = 0; i < SC_XCELLS; i++) {
 		uint32_t x = atomic_load_explicit(&c->cellx[i], memory_order_relaxed);
-		if (x != SC_CELL_NONE && x != c->cell)
+		if (x != SC_CELL_NONE && x != cell)
 			notify_self_cell(c, x);
 	}
 }
@@ -461,7 +477,7 @@ static void notify_self_cell(struct sc_conn *c, uint32_t idx)
 
 uint32_t sc__chan_arm_conn(struct sc_conn *c, uint32_t mode)
 {
-	struct sc_cell *cell = &c->g->my_cells[c->cell];
+	struct sc_cell *cell = &c->g->my_cells[sc__conn_cell(c)];
 	/* before arming: any wake-up from now on changes it */
 	uint32_t seq = atomic_load_explicit(&cell->wake_seq, memory_order_acquire);
 
@@ -469,7 +485,7 @@ uint32_t sc__chan_arm_conn(struct sc_conn *c, uint32_t mode)
 	/* a futex token: a waker will not signal the channel's fd (stored
 	 * after the token: see sc_chan_wait) */
 	if (mode != SC_ARM_POLL)
-		atomic_fetch_add(&atomic_load(&c->chan)->epoch, 1);
+		epoch_move(sc__conn_chan(c));
 	/* the armed flag (and the caller's rx_armed/tx_blocked store) must be
 	 * visible before we re-check the ring; pairs with set_ready's fence */
 	atomic_thread_fence(memory_order_seq_cst);
@@ -504,14 +520,14 @@ int sc__conn_sleep(struct sc_cell *cell, uint32_t seq, uint64_t deadline_ns)
 
 void sc__chan_rearm_poll(struct sc_conn *c)
 {
-	struct sc_chan *ch = atomic_load(&c->chan);
+	struct sc_chan *ch = sc__conn_chan(c);
 	_Atomic uint32_t *w;
 
 	/* a shared channel's fd speaks for all its connections: only
 	 * sc_chan_wait may reset it */
 	if (!ch || ch->pfd < 0 || !ch->private_)
 		return;
-	w = &c->g->my_cells[c->cell].armed;
+	w = &c->g->my_cells[sc__conn_cell(c)].armed;
 	/* flag still set: nobody signalled the fd since it was armed */
 	if (atomic_load_explicit(w, memory_order_relaxed) == SC_ARM_POLL)
 		return;
@@ -566,10 +582,10 @@ int sc__chan_bind(struct sc_conn *c, struct sc_chan *ch, bool quiet)
 			goto out;
 		ch = c->own;
 	}
-	if (atomic_load(&c->chan) == ch)
+	if (sc__conn_chan(c) == ch)
 		goto out;
-	if (atomic_load(&c->chan))
-		sc__chan_detach(atomic_load(&c->chan), c);
+	if (sc__conn_chan(c))
+		sc__chan_detach(sc__conn_chan(c), c);
 	rc = sc__chan_attach(ch, c);
 	if (rc)
 		goto out;
@@ -577,7 +593,9 @@ int sc__chan_bind(struct sc_conn *c, struct sc_chan *ch, bool quiet)
 	/* report the connection's next change of state, and its present one
 	 * if it already has something to report (no bindlock here: the
 	 * send/receive paths take bindlock inside their own locks) */
-	atomic_fetch_or(&c->rx.h->rx_armed, SC_ARM_EDGE);
+	/* seq_cst: our flag before sc_conn_events' look at the ring; the
+	 * producer's publish before its load of rx_armed (Dekker's pattern) */
+	atomic_fetch_or_explicit(&c->rx.h->rx_armed, SC_ARM_EDGE, memory_order_seq_cst);
 	if (!quiet && (sc_conn_events(c) & (SC_EV_IN | SC_EV_ERR | SC_EV_HUP | SC_EV_RDHUP))) {
 		pthread_mutex_lock(&c->g->lock);
 		sc__notify_self(c);
@@ -603,7 +621,7 @@ SC_API void sc_chan_close(struct sc_chan *ch)
 			struct sc_group *g = ch->cells[i].g;
 			pthread_mutex_lock(&g->lock);
 			for (uint32_t s = 0; s < g->nslots && !found; s++)
-				if (g->conns[s] && atomic_load(&g->conns[s]->chan) == ch)
+				if (g->conns[s] && sc__conn_chan(g->conns[s]) == ch)
 					found = g->conns[s];
 			pthread_mutex_unlock(&g->lock);
 		}
@@ -613,7 +631,7 @@ SC_API void sc_chan_close(struct sc_chan *ch)
 		if (sc_chan_bind(found, NULL)) {
 			/* no fd for its own channel: leave it unbound */
 			pthread_mutex_lock(&found->bindlock);
-			if (atomic_load(&found->chan) == ch)
+			if (sc__conn_chan(found) == ch)
 				sc__chan_detach(ch, found);
 			pthread_mutex_unlock(&found->bindlock);
 		}
@@ -667,7 +685,7 @@ static int take_cell(struct sc_chan *ch, struct sc_chan_cell *cc, struct sc_conn
 			bits &= bits - 1;
 			/* a hostile peer may set any bit: keep only ours */
 			if (slot < g->nslots && g->conns[slot] &&
-			    (atomic_load(&g->conns[slot]->chan) == ch ||
+			    (sc__conn_chan(g->conns[slot]) == ch ||
 			     sc__chan_xindex(g->conns[slot], ch) >= 0))
 				out[k++] = g->conns[slot];
 		}
@@ -723,7 +741,7 @@ static void rearm_all(struct sc_chan *ch)
 
 void sc__chan_arm_keep(struct sc_chan *ch)
 {
-	atomic_fetch_add(&ch->epoch, 1);        /* the fd is not reset */
+	epoch_move(ch);        /* the fd is not reset */
 	pthread_mutex_lock(&ch->lock);
 	for (int i = 0; i < ch->ncells; i++)
 		atomic_store_explicit(&ch->cells[i].g->my_cells[ch->cells[i].idx].armed,
@@ -743,7 +761,9 @@ void sc__chan_reset(struct sc_chan *ch)
 
 bool sc__chan_quiet(struct sc_chan *ch)
 {
-	return atomic_load(&ch->quiet_at) == atomic_load(&ch->epoch);
+	/* seq_cst: as epoch_move */
+	return atomic_load_explicit(&ch->quiet_at, memory_order_seq_cst) ==
+	       atomic_load_explicit(&ch->epoch, memory_order_seq_cst);
 }
 
 int sc__chan_cells(struct sc_chan *ch)
@@ -781,12 +801,14 @@ SC_API int sc_chan_wait(struct sc_chan *ch, struct sc_conn **out, int n, int tim
 			/* read before arming: whatever may disarm a cell after
 			 * that moves it (a token armed for a futex sleep stores
 			 * the token first) */
-			uint32_t e0 = atomic_load(&ch->epoch);
+			/* seq_cst: the other side of epoch_move */
+			uint32_t e0 = atomic_load_explicit(&ch->epoch, memory_order_seq_cst);
 			rearm_all(ch);
 			int got = collect(ch, out + k, n - k);
 			k += got;
 			if (got == 0) {
-				atomic_store(&ch->quiet_at, e0);
+				/* seq_cst: read by sc__chan_quiet */
+				atomic_store_explicit(&ch->quiet_at, e0, memory_order_seq_cst);
 				break;
 			}
 			if (k == n)

@@ -10,7 +10,8 @@ _Atomic int32_t sc__cached_pid;
 
 void sc__pid_reset(void)
 {
-	atomic_store(&sc__cached_pid, 0);
+	/* relaxed: the fork child's only thread (its atfork handler) */
+	atomic_store_explicit(&sc__cached_pid, 0, memory_order_relaxed);
 }
 
 static pthread_once_t pid_once = PTHREAD_ONCE_INIT;

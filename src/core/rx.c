@@ -17,20 +17,20 @@
 
 bool sc__rx_ready(struct sc_conn *c)
 {
-	return sc__ring_avail(&c->rx) != 0 || atomic_load(&c->err) ||
+	return sc__ring_avail(&c->rx) != 0 || sc__conn_err(c) ||
 	       atomic_load_explicit(&c->sw, memory_order_relaxed) >= SC_SW_FROZEN ||
 	       (sc__peer_flags(c) & (SC_SF_WR_DONE | SC_SF_CLOSED | SC_SF_ABORT | SC_SF_FROZEN)) ||
-	       (atomic_load(&c->lflags) & (SC_LF_PEER_GONE | SC_LF_SHUT_RD | SC_LF_DEATH_SWITCH));
+	       (sc__conn_lflags(c) & (SC_LF_PEER_GONE | SC_LF_SHUT_RD | SC_LF_DEATH_SWITCH));
 }
 
 /* SO_RCVLOWAT: enough bytes, or anything that ends the wait */
 bool sc__rx_lowat_ready(struct sc_conn *c)
 {
 	int64_t av = sc__ring_avail(&c->rx);
-	return av >= c->lowat_want || av < 0 || atomic_load(&c->err) ||
+	return av >= c->lowat_want || av < 0 || sc__conn_err(c) ||
 	       atomic_load_explicit(&c->sw, memory_order_relaxed) >= SC_SW_FROZEN ||
 	       (sc__peer_flags(c) & (SC_SF_WR_DONE | SC_SF_CLOSED | SC_SF_ABORT | SC_SF_FROZEN)) ||
-	       (atomic_load(&c->lflags) & (SC_LF_PEER_GONE | SC_LF_SHUT_RD | SC_LF_DEATH_SWITCH));
+	       (sc__conn_lflags(c) & (SC_LF_PEER_GONE | SC_LF_SHUT_RD | SC_LF_DEATH_SWITCH));
 }
 
 /* Ring empty: 0 for end of stream, -errno for an error, 1 to keep going. */
@@ -45,16 +45,16 @@ static int rx_empty_state(struct sc_conn *c)
 		return -ECONNREFUSED;
 	if (pf & SC_SF_ABORT)
 		return sc__conn_reset(c);
-	if ((pf & SC_SF_FROZEN) || (atomic_load(&c->lflags) & SC_LF_DEATH_SWITCH))
+	if ((pf & SC_SF_FROZEN) || (sc__conn_lflags(c) & SC_LF_DEATH_SWITCH))
 		return -SC_ESWITCHED;   /* the peer went back to TCP: so do we */
-	if ((pf & (SC_SF_WR_DONE | SC_SF_CLOSED)) || (atomic_load(&c->lflags) & SC_LF_PEER_GONE)) {
+	if ((pf & (SC_SF_WR_DONE | SC_SF_CLOSED)) || (sc__conn_lflags(c) & SC_LF_PEER_GONE)) {
 		/* the flag was stored after the last cursor: look again */
 		int64_t av = sc__ring_avail(&c->rx);
 		if (av < 0)
 			return sc__conn_proto_error(c);
 		return av ? 1 : 0;
 	}
-	if (atomic_load(&c->lflags) & SC_LF_SHUT_RD)
+	if (sc__conn_lflags(c) & SC_LF_SHUT_RD)
 		return 0;
 	return 1;
 }
@@ -102,7 +102,7 @@ static int rx_wait_for(struct sc_conn *c, int64_t want)
 {
 	int rc = 0;
 	c->lowat_want = want;
-	while (!rc && !sc__rx_lowat_ready(c) && atomic_load(&c->sw) < SC_SW_FROZEN)
+	while (!rc && !sc__rx_lowat_ready(c) && sc__conn_sw(c) < SC_SW_FROZEN)
 		rc = sc__conn_wait(c, false, sc__rx_lowat_ready);
 	return rc;
 }

@@ -88,7 +88,10 @@ bool sc__spin_crowded(void)
 	if (at && now - at < CROWD_MS)
 		return atomic_load_explicit(&crowd, memory_order_relaxed);
 	/* one sampler; the others take the last verdict */
-	if (!atomic_compare_exchange_strong(&crowd_at, &at, now ? now : 1))
+	/* relaxed: it elects a sampler, and publishes nothing (the verdict
+	 * is read relaxed: a stale one costs a spin or a sleep) */
+	if (!atomic_compare_exchange_strong_explicit(&crowd_at, &at, now ? now : 1,
+						     memory_order_relaxed, memory_order_relaxed))
 		return atomic_load_explicit(&crowd, memory_order_relaxed);
 	long r = runnable();
 	bool c = r > ncpus();

@@ -55,7 +55,7 @@ static int tx_error(struct sc_conn *c)
 		return -SC_ESWITCHED;   /* the rest goes over TCP */
 	/* the peer died having forked: switch once what it left is read
 	 * (until then bytes go to the ring, and the switch re-sends them) */
-	if ((atomic_load(&c->lflags) & SC_LF_DEATH_SWITCH) &&
+	if ((sc__conn_lflags(c) & SC_LF_DEATH_SWITCH) &&
 	    atomic_load_explicit(&c->rx.h->prod, memory_order_acquire) ==
 	    atomic_load_explicit(&c->s->consumed[c->side].rx_consumed, memory_order_relaxed))
 		return -SC_ESWITCHED;
@@ -63,7 +63,7 @@ static int tx_error(struct sc_conn *c)
 		return -ECONNREFUSED;
 	if (pf & SC_SF_ABORT)
 		return sc__conn_reset(c);
-	if ((pf & SC_SF_CLOSED) || (atomic_load(&c->lflags) & SC_LF_PEER_GONE) ||
+	if ((pf & SC_SF_CLOSED) || (sc__conn_lflags(c) & SC_LF_PEER_GONE) ||
 	    (pf & (SC_SF_RD_DONE | SC_SF_WR_DONE)) == (SC_SF_RD_DONE | SC_SF_WR_DONE))
 		return -EPIPE;
 	return 0;
@@ -195,7 +195,9 @@ static int send_dm_round(struct sc_conn *c, struct sc_src *src, size_t total, si
 		tx_wake_now(c, wake);
 	if (k == -EAGAIN && !nb) {
 		nospace(c);
-		atomic_fetch_or(&c->tx.h->tx_blocked, SC_ARM_EDGE);
+		/* seq_cst: our flag before our wait's look; the consumer's
+		 * cursor before its load of tx_blocked (Dekker's pattern) */
+		atomic_fetch_or_explicit(&c->tx.h->tx_blocked, SC_ARM_EDGE, memory_order_seq_cst);
 		sc__dm_wait(c, seq);
 		return TX_GO_ON;
 	}
@@ -270,7 +272,7 @@ static ssize_t send_(struct sc_conn *c, struct sc_src *src, size_t total, int fl
 
 	sc__lock(&c->txlock);
 	bool hold = (flags & SC_MORE) || c->cork_opt;
-	if (atomic_load(&c->lflags) & SC_LF_SHUT_WR) {
+	if (sc__conn_lflags(c) & SC_LF_SHUT_WR) {
 		rc = -EPIPE;
 		goto out;
 	}
