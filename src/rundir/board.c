@@ -114,11 +114,15 @@ static bool slot_hold(struct board_slot *sl, struct sc_board *b)
 	do {
 		if (r < 0)
 			return false;
-	} while (!atomic_compare_exchange_weak(&sl->refs, &r, r + 1));
+	} while (!atomic_compare_exchange_weak_explicit(&sl->refs, &r, r + 1, memory_order_seq_cst,
+							memory_order_relaxed));
 	/* (seq_cst both: either the unmapper's 0 -> SLOT_DEAD came first and
-	 * failed our exchange, or ours came first and failed its) */
-	if (atomic_load(&sl->b) != b) {
-		atomic_fetch_sub(&sl->refs, 1);
+	 * failed our exchange, or ours came first and failed its; and a hold
+	 * taken after the unmap's refs = 0 sees its b = NULL: "the slot's
+	 * hold/unmap pattern" below) */
+	if (atomic_load_explicit(&sl->b, memory_order_seq_cst) != b) {
+		/* (relaxed: a count we took back, nothing to publish) */
+		atomic_fetch_sub_explicit(&sl->refs, 1, memory_order_relaxed);
 		return false;
 	}
 	slot_touch(sl);
@@ -135,12 +139,15 @@ static void boards_trim(void)
 		uint32_t age = 0;
 		for (int i = 0; i < nmapped; i++) {
 			struct board_slot *sl = &slots[mapped[i]];
-			if (!atomic_load(&sl->b)) {
+			/* (relaxed: sl->b changes under board_lock, held) */
+			if (!atomic_load_explicit(&sl->b, memory_order_relaxed)) {
 				mapped[i--] = mapped[--nmapped];
 				continue;
 			}
 			uint32_t a = now - atomic_load_explicit(&sl->used, memory_order_relaxed);
-			if (atomic_load(&sl->refs) == 0 && (best < 0 || a > age)) {
+			/* (relaxed: a candidate; the compare-exchange decides) */
+			if (atomic_load_explicit(&sl->refs, memory_order_relaxed) == 0 &&
+			    (best < 0 || a > age)) {
 				best = i;
 				age = a;
 			}
@@ -150,16 +157,21 @@ static void boards_trim(void)
 		uint16_t port = mapped[best];
 		struct board_slot *sl = &slots[port];
 		int32_t zero = 0;
-		atomic_store(&unmapping, port);
-		if (atomic_compare_exchange_strong(&sl->refs, &zero, SLOT_DEAD)) {
+		/* seq_cst, all: the slot's hold/unmap pattern (slot_hold);
+		 * unmapping is read by a fork child (sc__board_atfork_child) */
+		atomic_store_explicit(&unmapping, port, memory_order_seq_cst);
+		if (atomic_compare_exchange_strong_explicit(&sl->refs, &zero, SLOT_DEAD,
+							    memory_order_seq_cst,
+							    memory_order_seq_cst)) {
 			/* the pointer goes before the mapping (a fork child
 			 * that finds it still there may keep using it) */
-			struct sc_board *b = atomic_exchange(&sl->b, NULL);
+			struct sc_board *b = atomic_exchange_explicit(&sl->b, NULL,
+								      memory_order_seq_cst);
 			mapped[best] = mapped[--nmapped];
 			munmap(b, sizeof(*b));
-			atomic_store(&sl->refs, 0);
+			atomic_store_explicit(&sl->refs, 0, memory_order_seq_cst);
 		}
-		atomic_store(&unmapping, -1);
+		atomic_store_explicit(&unmapping, -1, memory_order_seq_cst);
 	}
 }
 
@@ -182,8 +194,9 @@ struct sc_board *sc__board(uint16_t port, bool create)
 	pthread_mutex_lock(&board_lock);
 	b = atomic_load_explicit(&sl->b, memory_order_relaxed);
 	if (b) {
-		/* mapped (again) meanwhile: under the lock, not being unmapped */
-		atomic_fetch_add(&sl->refs, 1);
+		/* mapped (again) meanwhile: under the lock, not being unmapped
+		 * (seq_cst: the slot's hold/unmap pattern, slot_hold) */
+		atomic_fetch_add_explicit(&sl->refs, 1, memory_order_seq_cst);
 		slot_touch(sl);
 		goto out;
 	}
@@ -216,8 +229,10 @@ struct sc_board *sc__board(uint16_t port, bool create)
 		goto out;
 	}
 	uint32_t zero = 0;
-	if (__atomic_compare_exchange_n(&b->magic, &zero, SC_BOARD_MAGIC, false,
-					__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+	/* acq_rel: the first mapper of a new file claims it; acquire on
+	 * failure pairs with that claim (another process's) */
+	if (atomic_compare_exchange_strong_explicit(&b->magic, &zero, SC_BOARD_MAGIC,
+						    memory_order_acq_rel, memory_order_acquire)) {
 		b->version = SC_BOARD_VERSION;
 		b->port = port;
 	} else if (zero != SC_BOARD_MAGIC) {
@@ -227,9 +242,13 @@ struct sc_board *sc__board(uint16_t port, bool create)
 		goto out;
 	}
 	close(fd);
-	atomic_store(&sl->ino, (uint64_t)st.st_ino);
-	atomic_fetch_add(&sl->refs, 1);
-	atomic_store_explicit(&sl->used, atomic_fetch_add(&board_epoch, 1) + 1,
+	/* (under board_lock; ino and refs before the release of sl->b) */
+	atomic_store_explicit(&sl->ino, (uint64_t)st.st_ino, memory_order_relaxed);
+	/* seq_cst: the slot's hold/unmap pattern (slot_hold) */
+	atomic_fetch_add_explicit(&sl->refs, 1, memory_order_seq_cst);
+	/* (relaxed: an age for boards_trim, under board_lock) */
+	atomic_store_explicit(&sl->used, atomic_fetch_add_explicit(&board_epoch, 1,
+								   memory_order_relaxed) + 1,
 			      memory_order_relaxed);
 	if (nmapped < (int)(sizeof(mapped) / sizeof(mapped[0])))
 		mapped[nmapped++] = port;
@@ -242,6 +261,23 @@ out:
 
 static bool entry_live(struct sc_board *b, int i, bool ours);
 
+/*
+ * A listener entry's owner and prereg words: written under the board's
+ * flock (entry_write, sc__board_unlisten), read without it by every
+ * process that looks for a listener.  seq_cst, as they always were: a
+ * reader that goes on to the entry's addresses acquires naddr (released
+ * last by entry_write); the words themselves order nothing else.
+ */
+static uint64_t entry_owner(const struct sc_board_listener *l)
+{
+	return atomic_load_explicit(&l->owner, memory_order_seq_cst);
+}
+
+static bool entry_prereg(const struct sc_board_listener *l)
+{
+	return atomic_load_explicit(&l->prereg, memory_order_seq_cst);
+}
+
 /* fd: port's board file as named now; is b the mapping of another? */
 static bool board_stale(uint16_t port, struct sc_board *b, int fd)
 {
@@ -249,8 +285,11 @@ static bool board_stale(uint16_t port, struct sc_board *b, int fd)
 	struct board_slot *sl = &slots[port];
 	/* (a description opened before a collection removed the file is of
 	 * the removed one: no link left) */
-	return fd < 0 || fstat(fd, &st) < 0 || st.st_nlink == 0 || atomic_load(&sl->b) != b ||
-	       atomic_load(&sl->ino) != (uint64_t)st.st_ino;
+	/* (relaxed: sl->b and ino change under board_lock, which the callers
+	 * hold, or a caller that holds b: its hold keeps them) */
+	return fd < 0 || fstat(fd, &st) < 0 || st.st_nlink == 0 ||
+	       atomic_load_explicit(&sl->b, memory_order_relaxed) != b ||
+	       atomic_load_explicit(&sl->ino, memory_order_relaxed) != (uint64_t)st.st_ino;
 }
 
 bool sc__board_forget(uint16_t port, struct sc_board *b)
@@ -260,26 +299,30 @@ bool sc__board_forget(uint16_t port, struct sc_board *b)
 	int saved = errno;
 
 	pthread_mutex_lock(&board_lock);
-	if (atomic_load(&sl->b) == b) {
+	/* (relaxed: under board_lock) */
+	if (atomic_load_explicit(&sl->b, memory_order_relaxed) == b) {
 		/* (already replaced or unmapped: look it up again) */
 		dropped = false;
 		int fd = board_open(port, 0);
 		int32_t zero = 0;
 		if (board_stale(port, b, fd)) {
-			atomic_store(&unmapping, port);
+			/* seq_cst, all: as in boards_trim */
+			atomic_store_explicit(&unmapping, port, memory_order_seq_cst);
 			/* held by someone else of ours: left (its holders go on
 			 * with it: a listener of a removed board serves nobody,
 			 * a client finds no listener there) */
-			if (atomic_compare_exchange_strong(&sl->refs, &zero, SLOT_DEAD)) {
-				atomic_store(&sl->b, NULL);
+			if (atomic_compare_exchange_strong_explicit(&sl->refs, &zero, SLOT_DEAD,
+								    memory_order_seq_cst,
+								    memory_order_seq_cst)) {
+				atomic_store_explicit(&sl->b, NULL, memory_order_seq_cst);
 				munmap(b, sizeof(*b));
-				atomic_store(&sl->refs, 0);
+				atomic_store_explicit(&sl->refs, 0, memory_order_seq_cst);
 				for (int i = 0; i < nmapped; i++)
 					if (mapped[i] == port)
 						mapped[i--] = mapped[--nmapped];
 				dropped = true;
 			}
-			atomic_store(&unmapping, -1);
+			atomic_store_explicit(&unmapping, -1, memory_order_seq_cst);
 		}
 		if (fd >= 0)
 			close(fd);
@@ -296,7 +339,11 @@ bool sc__board_recheck(uint16_t port)
 	int saved = errno;
 	if (!board_path(port, path))
 		return false;
-	bool other = stat(path, &st) < 0 || (uint64_t)st.st_ino != atomic_load(&slots[port].ino);
+	/* seq_cst (kept; acquire would do): stored before the release of
+	 * sl->b, under board_lock (sc__board) */
+	bool other = stat(path, &st) < 0 ||
+		     (uint64_t)st.st_ino != atomic_load_explicit(&slots[port].ino,
+								 memory_order_seq_cst);
 	errno = saved;
 	return other;
 }
@@ -328,10 +375,11 @@ bool sc__board_collect(int dfd, const char *name, uint16_t port)
 				  MAP_SHARED, fd, 0);
 	if (b == MAP_FAILED)
 		goto out;
-	bool live = __atomic_load_n(&b->magic, __ATOMIC_ACQUIRE) != SC_BOARD_MAGIC ||
+	/* acquire: pairs with the claim in sc__board */
+	bool live = atomic_load_explicit(&b->magic, memory_order_acquire) != SC_BOARD_MAGIC ||
 		    b->port != port;    /* not a board of ours as we know it: left */
 	for (int i = 0; i < SC_BOARD_LISTENERS && !live; i++)
-		live = atomic_load(&b->listeners[i].owner) && entry_live(b, i, false);
+		live = entry_owner(&b->listeners[i]) && entry_live(b, i, false);
 	munmap(b, offsetof(struct sc_board, connecting));
 	/* under the flock: a listener writes its entry under it, then checks
 	 * that the file it wrote in is still the port's (sc__board_listen) */
@@ -374,7 +422,8 @@ static int lock_fd_locked(uint16_t port)
 {
 	struct stat st;
 	if (board_lkfd[port] && (fstat(board_lkfd[port] - 1, &st) < 0 ||
-				 (uint64_t)st.st_ino != atomic_load(&slots[port].ino))) {
+				 (uint64_t)st.st_ino != atomic_load_explicit(&slots[port].ino,
+									     memory_order_seq_cst))) {
 		close(board_lkfd[port] - 1);
 		board_lkfd[port] = 0;
 	}
@@ -426,7 +475,7 @@ static int entry_lock(struct sc_board *b, int i, short type)
 static bool entry_live(struct sc_board *b, int i, bool ours)
 {
 	struct sc_board_listener *l = &b->listeners[i];
-	uint64_t owner = atomic_load(&l->owner);
+	uint64_t owner = entry_owner(l);
 	if (!owner)
 		return false;
 	int fd = board_open((uint16_t)b->port, 0);
@@ -435,7 +484,7 @@ static bool entry_live(struct sc_board *b, int i, bool ours)
 			close(fd);
 		return false;
 	}
-	if (atomic_load(&l->prereg)) {
+	if (entry_prereg(l)) {
 		/* written by a parent for its child, not taken over yet:
 		 * live while the parent is */
 		if (fd >= 0)
@@ -458,9 +507,11 @@ void sc__board_atfork_child(void)
 	 * the parent's unmapping (or left to us, mapped but unnamed) */
 	pthread_mutex_init(&board_lock, NULL);
 	pthread_mutex_init(&lk_lock, NULL);
-	int p = atomic_exchange(&unmapping, -1);
-	if (p >= 0 && atomic_load(&slots[p].refs) == SLOT_DEAD)
-		atomic_store(&slots[p].refs, 0);
+	/* (relaxed: the fork child's only thread; what the parent's thread
+	 * stored before the fork is in the copy) */
+	int p = atomic_exchange_explicit(&unmapping, -1, memory_order_relaxed);
+	if (p >= 0 && atomic_load_explicit(&slots[p].refs, memory_order_relaxed) == SLOT_DEAD)
+		atomic_store_explicit(&slots[p].refs, 0, memory_order_relaxed);
 	for (int k = 0; k < n_lk_ports; k++) {
 		uint16_t port = lk_ports[k];
 		if (board_lkfd[port])
@@ -478,17 +529,23 @@ void sc__board_atfork_child(void)
 static void entry_write(struct sc_board_listener *l, uint64_t owner, int32_t kid, bool prereg,
 			const struct sc_board_listener *t)
 {
-	l->naddr = 0;
-	atomic_store(&l->owner, owner);
-	atomic_store(&l->prereg, prereg ? 1u : 0u);
+	atomic_store_explicit(&l->naddr, 0, memory_order_relaxed);
+	/* seq_cst: entry_owner and entry_prereg's readers (kept) */
+	atomic_store_explicit(&l->owner, owner, memory_order_seq_cst);
+	atomic_store_explicit(&l->prereg, prereg ? 1u : 0u, memory_order_seq_cst);
 	l->kid = kid;
 	l->netns = t->netns;
 	l->sock_ino = t->sock_ino;
 	l->wildcard = t->wildcard;
-	atomic_store(&l->deferred, atomic_load(&t->deferred));
+	/* (a hint: relaxed, as sc__board_defers reads it) */
+	atomic_store_explicit(&l->deferred,
+			      atomic_load_explicit(&t->deferred, memory_order_relaxed),
+			      memory_order_relaxed);
 	memcpy(l->addr, t->addr, sizeof(l->addr));
-	/* naddr last: a reader sees the addresses complete */
-	__atomic_store_n(&l->naddr, t->naddr, __ATOMIC_RELEASE);
+	/* naddr last, release: a reader sees the addresses complete (pairs
+	 * with the acquire in sc__board_serves and sc__board_defers) */
+	atomic_store_explicit(&l->naddr, atomic_load_explicit(&t->naddr, memory_order_relaxed),
+			      memory_order_release);
 }
 
 static int board_put(struct sc_board *b, uint64_t owner, int32_t kid, bool prereg,
@@ -498,9 +555,9 @@ static int board_put(struct sc_board *b, uint64_t owner, int32_t kid, bool prere
 		return -ENOSPC;
 	for (int i = 0; i < SC_BOARD_LISTENERS; i++) {
 		struct sc_board_listener *l = &b->listeners[i];
-		uint64_t p = atomic_load(&l->owner);
+		uint64_t p = entry_owner(l);
 		bool same = p == owner && l->sock_ino == t->sock_ino && l->kid == kid &&
-			    !atomic_load(&l->prereg) == !prereg;
+			    !entry_prereg(l) == !prereg;
 		if (p && !same && entry_live(b, i, true))
 			continue;
 		if (!prereg && entry_lock(b, i, F_WRLCK) < 0) {
@@ -519,15 +576,17 @@ int sc__board_listen(struct sc_board *b, const struct sc_addr16 *addr, uint64_t 
 {
 	int fd = board_open((uint16_t)b->port, 0), rc, saved = errno;
 	struct sc_board_listener t = { .netns = sc__netns(), .sock_ino = sock_ino,
-				       .wildcard = sc__addr_is_any(addr), .naddr = 1,
-				       .deferred = deferred };
+				       .wildcard = sc__addr_is_any(addr), .deferred = deferred };
 
+	/* (t is ours, on the stack: relaxed) */
+	uint32_t n = 1;
 	if (t.wildcard)
-		t.naddr = (uint32_t)local_addrs(t.addr, SC_BOARD_ADDRS);
+		n = (uint32_t)local_addrs(t.addr, SC_BOARD_ADDRS);
 	else
 		t.addr[0] = *addr;
-	if (!t.naddr)
-		t.naddr = SC_BOARD_ADDRS + 1;   /* wildcard, loopback only */
+	if (!n)
+		n = SC_BOARD_ADDRS + 1;   /* wildcard, loopback only */
+	atomic_store_explicit(&t.naddr, n, memory_order_relaxed);
 	if (fd < 0) {
 		rc = errno == ENOENT ? -ESTALE : -errno;        /* removed */
 		errno = saved;
@@ -557,10 +616,10 @@ int sc__board_listen_inherit(struct sc_board *b, uint64_t sock_ino, uint64_t par
 	struct sc_board_listener *from = NULL, *pre = NULL, *kids = NULL;
 	for (int i = 0; i < SC_BOARD_LISTENERS && parent; i++) {
 		struct sc_board_listener *l = &b->listeners[i];
-		uint64_t o = atomic_load(&l->owner);
+		uint64_t o = entry_owner(l);
 		if (!o || l->sock_ino != sock_ino)
 			continue;
-		bool p = atomic_load(&l->prereg);
+		bool p = entry_prereg(l);
 		if (o == parent && !p)
 			from = l;
 		else if (o == parent && p && l->kid == kid)
@@ -600,8 +659,8 @@ void sc__board_defer(struct sc_board *b, uint64_t sock_ino, bool deferred)
 		flock(fd, LOCK_EX);
 	for (int i = 0; i < SC_BOARD_LISTENERS; i++) {
 		struct sc_board_listener *l = &b->listeners[i];
-		if (atomic_load(&l->owner) && l->sock_ino == sock_ino)
-			atomic_store(&l->deferred, deferred);
+		if (entry_owner(l) && l->sock_ino == sock_ino)
+			atomic_store_explicit(&l->deferred, deferred, memory_order_relaxed);
 	}
 	if (fd >= 0)
 		flock_close(fd);
@@ -619,9 +678,10 @@ void sc__board_unlisten(struct sc_board *b, uint64_t sock_ino)
 	for (int i = 0; i < SC_BOARD_LISTENERS && me; i++) {
 		struct sc_board_listener *l = &b->listeners[i];
 		/* (not those we wrote for a child: they are its) */
-		if (atomic_load(&l->owner) == me && l->sock_ino == sock_ino &&
-		    !atomic_load(&l->prereg)) {
-			atomic_store(&l->owner, 0);
+		if (entry_owner(l) == me && l->sock_ino == sock_ino &&
+		    !entry_prereg(l)) {
+			/* seq_cst: entry_owner's readers (kept) */
+			atomic_store_explicit(&l->owner, 0, memory_order_seq_cst);
 			entry_lock(b, i, F_UNLCK);
 		}
 	}
@@ -680,8 +740,9 @@ bool sc__board_serves(struct sc_board *b, const struct sc_addr16 *dst)
 
 	for (int i = 0; i < SC_BOARD_LISTENERS && !yes; i++) {
 		struct sc_board_listener *l = &b->listeners[i];
-		uint64_t owner = atomic_load(&l->owner);
-		uint32_t n = __atomic_load_n(&l->naddr, __ATOMIC_ACQUIRE);
+		uint64_t owner = entry_owner(l);
+		/* acquire: pairs with the release in entry_write */
+		uint32_t n = atomic_load_explicit(&l->naddr, memory_order_acquire);
 		if (!owner || !n)
 			continue;
 		yes = entry_serves(l, n, dst, loop);
@@ -699,9 +760,10 @@ bool sc__board_defers(struct sc_board *b, const struct sc_addr16 *dst)
 	for (int i = 0; i < SC_BOARD_LISTENERS; i++) {
 		struct sc_board_listener *l = &b->listeners[i];
 		if (!atomic_load_explicit(&l->deferred, memory_order_relaxed) ||
-		    !atomic_load(&l->owner))
+		    !entry_owner(l))
 			continue;
-		uint32_t n = __atomic_load_n(&l->naddr, __ATOMIC_ACQUIRE);
+		/* acquire: pairs with the release in entry_write */
+		uint32_t n = atomic_load_explicit(&l->naddr, memory_order_acquire);
 		if (n && entry_serves(l, n, dst, loop))
 			return true;
 	}
@@ -743,7 +805,10 @@ int sc__board_connecting(struct sc_board *b)
 		uint32_t p = atomic_load_explicit(&c->who, memory_order_relaxed);
 		if (p && now - atomic_load_explicit(&c->t_ms, memory_order_relaxed) < SLOT_STALE_MS)
 			continue;
-		if (!atomic_compare_exchange_strong(&c->who, &p, me))
+		/* seq_cst (kept): taken before our connect()'s SYN, which the
+		 * acceptor sees before its sc__board_anyone_connecting */
+		if (!atomic_compare_exchange_strong_explicit(&c->who, &p, me, memory_order_seq_cst,
+							     memory_order_relaxed))
 			continue;
 		/* (a reader that sees the pid before the time takes the old
 		 * time: at worst it does not wait for this client) */
@@ -758,7 +823,11 @@ void sc__board_connected(struct sc_board *b, int slot)
 	if (slot >= 0 && slot < SC_BOARD_CONNECTING) {
 		uint32_t me = connecting_token();
 		/* ours still (a stale slot may have been taken over) */
-		atomic_compare_exchange_strong(&b->connecting[slot].who, &me, 0);
+		/* seq_cst (release at least): our offer, posted, before the
+		 * free; pairs with the acquire in sc__board_anyone_connecting */
+		atomic_compare_exchange_strong_explicit(&b->connecting[slot].who, &me, 0,
+							memory_order_seq_cst,
+							memory_order_relaxed);
 	}
 }
 

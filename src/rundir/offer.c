@@ -46,10 +46,23 @@ static uint64_t offer_writer(struct sc_offer *o, uint64_t w)
 	return atomic_load_explicit(&o->writer, memory_order_relaxed);
 }
 
+/*
+ * Every transition of an offer's word (FREE → BUSY, OFFERED → CLAIMED,
+ * → WITHDRAWN, DECLINED → FREE): a compare-exchange, seq_cst as it always
+ * was (acq_rel would do: the fields an entry's writer filled are released
+ * by offer_fill's store of the word and acquired by each reader's load of
+ * it, and a taker must see the previous use's fields done with).
+ */
+static bool word_cas(_Atomic uint64_t *word, uint64_t *w, uint64_t to)
+{
+	return atomic_compare_exchange_strong_explicit(word, w, to, memory_order_seq_cst,
+						       memory_order_seq_cst);
+}
+
 /* Take entry o (its word was w) to write it: BUSY under our identity. */
 static bool offer_take(struct sc_offer *o, uint64_t *w, uint64_t me)
 {
-	return atomic_compare_exchange_strong(&o->word, w, SC_OFFER_WORD(me, SC_OFFER_BUSY));
+	return word_cas(&o->word, w, SC_OFFER_WORD(me, SC_OFFER_BUSY));
 }
 
 /* Fill entry o we took (as me) and publish it as word `final`. */
@@ -83,7 +96,7 @@ int sc__offer_post(struct sc_board *b, uint16_t cport, const struct sc_addr16 *s
 		if (st == SC_OFFER_DECLINED && (w >> 8) == 0 && offer_matches(o, cport, dst, src) &&
 		    sc__board_ms() - o->time_ms < DECLINE_FRESH_MS) {
 			/* the accepting side was first: it saw no mark */
-			atomic_compare_exchange_strong(&o->word, &w, 0);
+			word_cas(&o->word, &w, 0);
 			errno = saved;
 			return -ECONNREFUSED;
 		}
@@ -138,7 +151,11 @@ static int backed_cached(struct sc_board *b, void *p, size_t len)
 	if (!m) {
 		_Atomic uint64_t *n = calloc(BACKED_PAGES / 64 + 1, sizeof(*n));
 		_Atomic uint64_t *none = NULL;
-		if (n && !atomic_compare_exchange_strong(&backed_map[port], &none, n)) {
+		/* acq_rel: our zeroed map before its pointer (release), or
+		 * the winner's (acquire); pairs with the acquire above */
+		if (n && !atomic_compare_exchange_strong_explicit(&backed_map[port], &none, n,
+								  memory_order_acq_rel,
+								  memory_order_acquire)) {
 			free(n);
 			n = none;
 		}
@@ -247,10 +264,10 @@ bool sc__offer_withdraw(struct sc_board *b, int idx, uint64_t tag)
 	uint64_t v = SC_OFFER_WORD(tag, SC_OFFER_OFFERED);
 	/* the fields stay: an acceptor that has not looked yet learns that
 	 * the client is gone instead of waiting for an offer */
-	if (atomic_compare_exchange_strong(w, &v, SC_OFFER_WORD(tag, SC_OFFER_WITHDRAWN)))
+	if (word_cas(w, &v, SC_OFFER_WORD(tag, SC_OFFER_WITHDRAWN)))
 		return true;
 	v = SC_OFFER_WORD(tag, SC_OFFER_DECLINED);
-	return atomic_compare_exchange_strong(w, &v, 0);
+	return word_cas(w, &v, 0);
 }
 
 bool sc__offer_withdrawn(struct sc_board *b, uint16_t cport, const struct sc_addr16 *local,
@@ -285,7 +302,7 @@ int sc__offer_claim(struct sc_board *b, uint16_t cport, const struct sc_addr16 *
 	atomic_store_explicit(&o->claimer, me, memory_order_relaxed);
 	/* if the CAS succeeds, the fields we checked were that offer's (a
 	 * new offer in the entry would have a new tag) */
-	if (!atomic_compare_exchange_strong(&o->word, &w, SC_OFFER_WORD(w >> 8, SC_OFFER_CLAIMED)))
+	if (!word_cas(&o->word, &w, SC_OFFER_WORD(w >> 8, SC_OFFER_CLAIMED)))
 		return -1;
 	*client = p;
 	*tag = w >> 8;
@@ -348,7 +365,7 @@ void sc__offer_undecline(struct sc_board *b, int idx, const struct sc_addr16 *lo
 	uint64_t w = SC_OFFER_WORD(0, SC_OFFER_DECLINED);
 	if (offer_matches(o, (uint16_t)idx, local, remote) &&
 	    atomic_load_explicit(&o->writer, memory_order_relaxed) == sc__self())
-		atomic_compare_exchange_strong(&o->word, &w, 0);
+		word_cas(&o->word, &w, 0);
 }
 
 void sc__offer_done(struct sc_board *b, int idx)

@@ -61,7 +61,10 @@ static _Atomic uint64_t *ports_map(void)
 	}
 	_Atomic uint64_t *want = p == MAP_FAILED ? (void *)PORTS_NONE : p, *none = NULL;
 	/* one mapping per process: another thread's won */
-	if (!atomic_compare_exchange_strong(&ports, &none, want) && want != (void *)PORTS_NONE)
+	/* (seq_cst, kept: release would do, for the acquire below) */
+	if (!atomic_compare_exchange_strong_explicit(&ports, &none, want, memory_order_seq_cst,
+						     memory_order_seq_cst) &&
+	    want != (void *)PORTS_NONE)
 		munmap(p, PORTS_SIZE);
 	m = atomic_load_explicit(&ports, memory_order_acquire);
 	return m == (void *)PORTS_NONE ? NULL : m;
@@ -74,11 +77,12 @@ void sc__port_mark(uint16_t port)
 	/* (seq_cst: before the board is made or written, as every client's
 	 * look at the bit comes before its open of the board) */
 	if (m && !(atomic_load_explicit(&m[port >> 6], memory_order_relaxed) & bit))
-		atomic_fetch_or(&m[port >> 6], bit);
+		atomic_fetch_or_explicit(&m[port >> 6], bit, memory_order_seq_cst);
 }
 
 bool sc__port_listened(uint16_t port)
 {
 	_Atomic uint64_t *m = ports_map();
-	return !m || (atomic_load(&m[port >> 6]) >> (port & 63) & 1);
+	/* seq_cst: the other side of sc__port_mark's */
+	return !m || (atomic_load_explicit(&m[port >> 6], memory_order_seq_cst) >> (port & 63) & 1);
 }

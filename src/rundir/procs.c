@@ -242,7 +242,10 @@ static bool procs_fd_check(void)
 		ok = procs_fd >= 0;
 		uint64_t id = atomic_load_explicit(&self, memory_order_relaxed);
 		struct sc_proc *t = atomic_load_explicit(&procs, memory_order_acquire);
-		if (ok && id && t && atomic_load(&t[id & 0xffff].id) == id) {
+		/* acquire: pairs with slot_fill's release of the id (a
+		 * comparison only: is the slot still ours?) */
+		if (ok && id && t &&
+		    atomic_load_explicit(&t[id & 0xffff].id, memory_order_acquire) == id) {
 			struct flock fl = slot_lock((uint32_t)(id & 0xffff), F_WRLCK);
 			if (fcntl(procs_fd, F_SETLK, &fl) < 0)
 				atomic_store_explicit(&self, 0, memory_order_release);

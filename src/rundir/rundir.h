@@ -65,7 +65,8 @@ struct sc_board_listener {
 	_Atomic uint64_t owner;         /* its process's identity (procs.c); 0: free */
 	uint64_t netns;                 /* network namespace inode */
 	uint64_t sock_ino;              /* the listening socket's inode */
-	uint32_t naddr;                 /* addresses below; 0 = not yet written */
+	_Atomic uint32_t naddr;         /* addresses below; 0 = not yet written
+					 * (stored last, release: entry_write) */
 	uint32_t wildcard;
 	_Atomic uint32_t prereg;        /* written by the parent at fork for its
 					 * child `kid`, until the child takes it
@@ -168,7 +169,8 @@ struct sc_early {
 _Static_assert(sizeof(struct sc_early) == 256, "early bytes: four cache lines");
 
 struct sc_board {
-	uint32_t magic, version, port, pad;
+	_Atomic uint32_t magic;         /* set once (compare-exchange from 0) */
+	uint32_t version, port, pad;
 	struct sc_board_listener listeners[SC_BOARD_LISTENERS];
 	struct sc_board_connecting connecting[SC_BOARD_CONNECTING];
 	struct sc_offer offers[SC_BOARD_OFFERS] __attribute__((aligned(64)));
@@ -428,6 +430,10 @@ struct sc_conn_rec {
 #define SC_STAT_RECS 4096
 
 struct sc_stats_file {
+	/* magic: stored last with __atomic_store_n (release), read with
+	 * __atomic_load_n (acquire): plain, not _Atomic, because the
+	 * command's reader (cli/run.c) reads it with the builtin too, which
+	 * clang refuses on an _Atomic field */
 	uint32_t magic, version;
 	int32_t pid;
 	_Atomic uint32_t nrecs;         /* records [0, nrecs) were ever used */
@@ -466,7 +472,8 @@ void sc__rec_put(struct sc_conn_rec *r);
  * <rundir>/stats-retired, under flock (exclusive to fold or reset, shared
  * to read with the live files). */
 struct sc_stats_retired {
-	uint32_t magic, version;
+	_Atomic uint32_t magic;         /* set once (compare-exchange from 0) */
+	uint32_t version;
 	_Atomic uint64_t opens;         /* stats files made: every 64th collects */
 	uint64_t processes;             /* files folded in */
 	struct sc_counters c;

@@ -63,8 +63,9 @@ void sc__stats_file_child(void)
 {
 	/* a grandchild forked before its parent made its own file owes one
 	 * too (child_owes came along) */
-	if (atomic_exchange(&stats_file, NULL))
-		atomic_store(&child_owes, true);
+	/* (relaxed: the fork child's only thread) */
+	if (atomic_exchange_explicit(&stats_file, NULL, memory_order_relaxed))
+		atomic_store_explicit(&child_owes, true, memory_order_relaxed);
 	pthread_mutex_init(&child_lock, NULL);
 	/* (a thread of the parent's may have held it) */
 	pthread_mutex_init(&retired_lock, NULL);
@@ -73,11 +74,13 @@ void sc__stats_file_child(void)
 static struct sc_stats_file *child_file(void)
 {
 	pthread_mutex_lock(&child_lock);
-	if (atomic_load(&child_owes)) {
+	/* (relaxed: changed under child_lock, which we hold; the file is
+	 * published by stats_file's own release) */
+	if (atomic_load_explicit(&child_owes, memory_order_relaxed)) {
 		/* made once: a failure leaves the child counting into its
 		 * parent's file, without records (as a full run directory) */
 		(void)stats_open(true);
-		atomic_store(&child_owes, false);
+		atomic_store_explicit(&child_owes, false, memory_order_relaxed);
 	}
 	pthread_mutex_unlock(&child_lock);
 	return atomic_load_explicit(&stats_file, memory_order_acquire);
@@ -96,14 +99,27 @@ struct sc_conn_rec *sc__rec_get(void)
 		if (rec_back(f, i) < 0)
 			return NULL;
 		if (atomic_load_explicit(&r->mode, memory_order_relaxed) == SC_REC_FREE &&
-		    atomic_compare_exchange_strong(&r->mode, &z, SC_REC_TCP)) {
+		    /* seq_cst (kept; acquire would do: the previous use's
+		     * release in sc__rec_put) */
+		    atomic_compare_exchange_strong_explicit(&r->mode, &z, SC_REC_TCP,
+							    memory_order_seq_cst,
+							    memory_order_relaxed)) {
 			/* readers look up to nrecs (a record not yet counted
 			 * there is simply not listed yet) */
 			uint32_t n = atomic_load_explicit(&f->nrecs, memory_order_relaxed);
-			while (n < i + 1 && !atomic_compare_exchange_weak(&f->nrecs, &n, i + 1))
+			/* seq_cst (kept; release would do): pairs with the
+			 * acquire in sc__stats_recs (rundir.h) */
+			while (n < i + 1 &&
+			       !atomic_compare_exchange_weak_explicit(&f->nrecs, &n, i + 1,
+								      memory_order_seq_cst,
+								      memory_order_relaxed))
 				;
+			/* (relaxed: rec_low is where a search starts, a hint;
+			 * the compare-exchange on mode decides) */
 			uint32_t lo = i;
-			atomic_compare_exchange_strong(&rec_low, &lo, i + 1);
+			atomic_compare_exchange_strong_explicit(&rec_low, &lo, i + 1,
+								memory_order_relaxed,
+								memory_order_relaxed);
 			atomic_store_explicit(&r->bytes_sent, 0, memory_order_relaxed);
 			atomic_store_explicit(&r->bytes_received, 0, memory_order_relaxed);
 			r->reason = 0;
@@ -126,8 +142,12 @@ void sc__rec_put(struct sc_conn_rec *r)
 		return;
 	atomic_store_explicit(&r->mode, SC_REC_FREE, memory_order_release);
 	if (f && r >= f->recs && r < f->recs + SC_STAT_RECS) {
-		uint32_t i = (uint32_t)(r - f->recs), lo = atomic_load(&rec_low);
-		while (i < lo && !atomic_compare_exchange_weak(&rec_low, &lo, i))
+		/* (relaxed: a hint, as in sc__rec_get) */
+		uint32_t i = (uint32_t)(r - f->recs);
+		uint32_t lo = atomic_load_explicit(&rec_low, memory_order_relaxed);
+		while (i < lo && !atomic_compare_exchange_weak_explicit(&rec_low, &lo, i,
+									memory_order_relaxed,
+									memory_order_relaxed))
 			;
 	}
 }
@@ -185,13 +205,18 @@ static int stats_open(bool child)
 			f->comm[n - 1] = 0;
 		close(cf);
 	}
-	atomic_store(&rec_low, 0);      /* (a child's hints were its parent's) */
-	atomic_store(&rec_backed, 0);
+	/* (a child's hints were its parent's; relaxed: hints, and the file
+	 * is published below by stats_file's release) */
+	atomic_store_explicit(&rec_low, 0, memory_order_relaxed);
+	atomic_store_explicit(&rec_backed, 0, memory_order_relaxed);
 	if (child)
 		sc__statp = &f->c;      /* the parent's counts stay in its file */
 	else
 		sc__stats_move(&f->c);
 	atomic_store_explicit(&stats_file, f, memory_order_release);
+	/* release: the header before the magic; pairs with the acquire in
+	 * collect_file and the command's reader (cli/run.c).  A
+	 * builtin: magic is not _Atomic (rundir.h says why) */
 	__atomic_store_n(&f->magic, SC_STATS_MAGIC, __ATOMIC_RELEASE);
 	/* the files of processes that died since are collected now and then
 	 * (a pgbench -C run left 1,612 of them) */
@@ -236,10 +261,15 @@ struct sc_stats_retired *sc__stats_retired(int *fdp)
 			if (m != MAP_FAILED) {
 				r = m;
 				uint32_t zero = 0;
-				if (__atomic_compare_exchange_n(&r->magic, &zero, SC_RETIRED_MAGIC, false,
-								__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+				/* acq_rel: the first mapper claims the
+				 * file; acquire on failure pairs with that
+				 * claim (another process's) */
+				if (atomic_compare_exchange_strong_explicit(
+					    &r->magic, &zero, SC_RETIRED_MAGIC,
+					    memory_order_acq_rel, memory_order_acquire))
 					r->version = SC_STATS_VERSION;
-				if (r->magic != SC_RETIRED_MAGIC) {
+				if (atomic_load_explicit(&r->magic, memory_order_relaxed) !=
+				    SC_RETIRED_MAGIC) {
 					munmap(m, sizeof(*r));
 					r = NULL;
 				}
@@ -328,6 +358,8 @@ static void collect_file(struct sc_stats_retired *r, int dfd, const char *name, 
 	close(fd);
 	if (f == MAP_FAILED)
 		return;
+	/* acquire: pairs with the release in stats_open (a builtin: magic is
+	 * not _Atomic, rundir.h says why) */
 	uint32_t magic = __atomic_load_n(&f->magic, __ATOMIC_ACQUIRE);
 	bool ours = magic == SC_STATS_MAGIC && f->version == SC_STATS_VERSION && f->ident == id;
 	bool blank = !magic;
