@@ -145,10 +145,13 @@ SC_API int close(int fd)
 static void forget_range(unsigned first, unsigned last)
 {
 	for (unsigned p = first >> PAGE_BITS; p < NPAGES && (p << PAGE_BITS) <= last; p++) {
-		struct sc_sock *_Atomic *pg = atomic_load(&pages[p]);
+		/* acquire: pairs with the release in sock_set (fdtable.c) */
+		struct sc_sock *_Atomic *pg = atomic_load_explicit(&pages[p],
+				memory_order_acquire);
 		for (unsigned i = 0; pg && i < (1u << PAGE_BITS); i++) {
 			unsigned fd = (p << PAGE_BITS) | i;
-			if (fd >= first && fd <= last && atomic_load(&pg[i]))
+			if (fd >= first && fd <= last && atomic_load_explicit(&pg[i],
+					memory_order_acquire))
 				fd_drop((int)fd, true);
 		}
 	}

@@ -195,7 +195,7 @@ bool on_shared_chan(struct sc_sock *s)
 {
 	if (sock_mode(s) != M_SHM || !s->c)
 		return false;
-	struct sc_chan *ch = atomic_load(&s->c->chan);
+	struct sc_chan *ch = sc__conn_chan(s->c);
 	return ch && !ch->private_;
 }
 
@@ -362,9 +362,9 @@ static int iov_rest(const struct iovec *iov, int iovcnt, size_t skip, struct iov
  * call it cut short goes on over TCP. */
 bool switching(struct sc_conn *c)
 {
-	return atomic_load(&c->sw) != SC_SW_NONE ||
+	return sc__conn_sw(c) != SC_SW_NONE ||
 	       (atomic_load_explicit(&c->peer->flags, memory_order_acquire) & SC_SF_FROZEN) ||
-	       (atomic_load(&c->lflags) & SC_LF_DEATH_SWITCH);
+	       (sc__conn_lflags(c) & SC_LF_DEATH_SWITCH);
 }
 
 /* Bytes a connection of ours moved over TCP. */
@@ -432,7 +432,7 @@ static ssize_t send_pending(int fd, struct sc_sock *s, const struct xfer *x, int
 	bool nb = s->nonblock || (flags & MSG_DONTWAIT);
 	ssize_t n = 0;
 	pthread_mutex_lock(&s->lock);
-	if (sock_mode(s) == M_PENDING && atomic_load(&s->attached))
+	if (sock_mode(s) == M_PENDING && sock_attached(s))
 		pending_settle(fd, s, false, 0);
 	if (sock_mode(s) == M_PENDING)
 		n = nb && !pending_tcp_up(fd, s) ? -EAGAIN :    /* not connected yet */

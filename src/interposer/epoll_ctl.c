@@ -51,7 +51,8 @@ static void reg_unwatch(struct sc_ep *e, struct sc_epreg *r)
 {
 	if (r->foreign) {
 		r->foreign = false;
-		atomic_fetch_sub(&nforeign, 1);
+		/* relaxed: a count its readers read relaxed (a fast path) */
+		atomic_fetch_sub_explicit(&nforeign, 1, memory_order_relaxed);
 	}
 	for (int i = 0; i < 2; i++)
 		if (r->wfd[i] >= 0) {
@@ -232,7 +233,7 @@ static int ep_bind(struct sc_ep *e, struct sc_epreg *r, struct sc_conn *c)
 {
 	if (ep_chan_ensure(e) < 0)
 		return -ENOMEM;
-	struct sc_chan *cur = atomic_load(&c->chan);
+	struct sc_chan *cur = sc__conn_chan(c);
 	if (cur && cur != c->own && cur != e->ch) {
 		/* in another epoll set's channel: ours watches it as one of
 		 * the connection's extra channels (the peer wakes every one),
@@ -261,7 +262,11 @@ static int ep_bind(struct sc_ep *e, struct sc_epreg *r, struct sc_conn *c)
 			r->second = true;
 			/* what happened before the watch began is seen by
 			 * the caller's look; the next change wakes us */
-			atomic_fetch_or(&c->rx.h->rx_armed, SC_ARM_EDGE);
+			/* seq_cst: our flag before the caller's look at the
+			 * ring; the producer's publish before its load of
+			 * rx_armed (Dekker's pattern) */
+			atomic_fetch_or_explicit(&c->rx.h->rx_armed, SC_ARM_EDGE,
+					memory_order_seq_cst);
 		}
 		return rc;
 	}
@@ -302,7 +307,7 @@ int ep_collect(struct sc_ep *e, bool arm)
 		if (k < 0)
 			k = 0;
 		for (int i = 0; i < k; i++) {
-			int x = atomic_load(&cs[i]->chan) == e->ch ? -1 : sc__chan_xindex(cs[i], e->ch);
+			int x = sc__conn_chan(cs[i]) == e->ch ? -1 : sc__chan_xindex(cs[i], e->ch);
 			struct sc_epreg *head = x >= 0 ? cs[i]->userx[x] : sc_conn_user(cs[i]);
 			for (struct sc_epreg *r = head; r; r = r->sib) {
 				check_add(e, r);
@@ -323,14 +328,14 @@ void reg_sig(struct sc_epreg *r, uint64_t sig[3])
 	sig[0] = r->sig_in;
 	sig[1] = r->sig_out;
 	sig[2] = r->sig_fl;
-	if (!r->s->c || atomic_load(&r->s->mode) != M_SHM)
+	if (!r->s->c || sock_mode(r->s) != M_SHM)
 		return;
 	struct sc_conn *c = r->s->c;
 	/* (the error too: a peer that died with bytes unread sets only it,
 	 * the reset an ET entry must hear of) */
 	uint64_t fl = atomic_load_explicit(&c->peer->flags, memory_order_acquire) |
-		      (uint64_t)atomic_load(&c->lflags) << 32 |
-		      (uint64_t)(atomic_load(&c->err) != 0) << 30;
+		      (uint64_t)sc__conn_lflags(c) << 32 |
+		      (uint64_t)(sc__conn_err(c) != 0) << 30;
 	sig[0] = atomic_load_explicit(&c->rx.h->prod, memory_order_acquire) ^ fl * 0x9e3779b97f4a7c15ull;
 	/* room is news after a send ran out of it, or a look found none (the
 	 * kernel's SOCK_NOSPACE, which tcp_poll and a full send set): the
@@ -370,7 +375,8 @@ static void reg_watch_shm(struct sc_ep *e, struct sc_epreg *r, struct sc_sock *s
 		if (pfd >= 0)
 			reg_watch_fd(e, r, 0, pfd, 0);
 		r->foreign = true;
-		atomic_fetch_add(&nforeign, 1);
+		/* relaxed: as in reg_unwatch */
+		atomic_fetch_add_explicit(&nforeign, 1, memory_order_relaxed);
 	}
 	if (!settle)
 		return;
@@ -645,7 +651,10 @@ static void kreg_follow(struct sc_ep *e, struct sc_epreg *r, int fd, struct sc_s
 	pthread_mutex_unlock(&kreg_lock);
 	reg_start(e, r, r->events, r->data, off);
 	pthread_mutex_unlock(&e->lock);
-	if (atomic_load(&e->sleepers))
+	/* seq_cst: the load of Dekker's pattern with ep_sleep_prepare
+	 * (epoll_wait.c): our change before it, the sleeper's count before
+	 * its look */
+	if (atomic_load_explicit(&e->sleepers, memory_order_seq_cst))
 		ep_wake_sleepers(e);    /* (as epoll_ctl: see there) */
 	if (e->exposed)
 		ep_expose(e);
@@ -767,12 +776,15 @@ static bool ctl_ours(int epfd, int op, int fd, struct sc_sock *s, const struct e
 		return false;
 	enum sc_route rt = sock_route(fd, s);
 	struct sc_ep *f = ep_of(epfd);
-	if ((rt == RT_SHM || rt == RT_INHERITED) && f && atomic_load(&f->child_used)) {
+	/* seq_cst (kept; acquire would do): set by ep_switched (epoll_set.c)
+	 * in the switch thread */
+	if ((rt == RT_SHM || rt == RT_INHERITED) && f && atomic_load_explicit(&f->child_used,
+			memory_order_seq_cst)) {
 		if (child_may_hold(0)) {
 			sock_switch(fd, s);
 			rt = sock_where(s);
 		} else {
-			atomic_store(&f->child_used, false);
+			atomic_store_explicit(&f->child_used, false, memory_order_seq_cst);
 		}
 	}
 	return rt == RT_PENDING || rt == RT_SHM || rt == RT_INHERITED;
@@ -913,7 +925,11 @@ SC_API int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	uint64_t token = reg_token(r);  /* (r may be freed once we unlock) */
 	pthread_mutex_unlock(&e->lock);
 	int saved = errno;
-	if (rc == 0 && op != EPOLL_CTL_DEL && atomic_load(&e->sleepers))
+	/* seq_cst: the load of Dekker's pattern with ep_sleep_prepare
+	 * (epoll_wait.c): our change before it, the sleeper's count before
+	 * its look */
+	if (rc == 0 && op != EPOLL_CTL_DEL && atomic_load_explicit(&e->sleepers,
+			memory_order_seq_cst))
 		/* another thread is asleep in the kernel's wait on this set
 		 * (in ours, or passed through before the set had a shadow):
 		 * the kernel would wake it for an entry ready now, and for

@@ -91,7 +91,9 @@ static bool ep_tab_set(int fd, struct sc_ep *e)
 {
 	if ((unsigned)fd >= (NPAGES << PAGE_BITS))
 		return false;
-	struct sc_ep *_Atomic *p = atomic_load(&ep_pages[fd >> PAGE_BITS]);
+	/* (relaxed: eps_lock held, under which the pages change) */
+	struct sc_ep *_Atomic *p = atomic_load_explicit(&ep_pages[fd >> PAGE_BITS],
+			memory_order_relaxed);
 	if (!p) {
 		if (!e)
 			return true;
@@ -193,7 +195,8 @@ static int ep_shadow_locked(struct sc_ep *e)
 {
 	static _Atomic uint32_t next_id;
 	e->inner = sc__fd_park(R(epoll_create1)(EPOLL_CLOEXEC));
-	e->id = atomic_fetch_add(&next_id, 1) + 1;
+	/* relaxed: a unique number, nothing published with it */
+	e->id = atomic_fetch_add_explicit(&next_id, 1, memory_order_relaxed) + 1;
 	e->cookie = ep_mkcookie(EP_MAGIC_SET, e->id);
 	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = e->cookie };
 	if (e->inner < 0 || R(epoll_ctl)(e->fd, EPOLL_CTL_ADD, e->inner, &ev) < 0) {
@@ -206,7 +209,8 @@ static int ep_shadow_locked(struct sc_ep *e)
 	}
 	e->next = eps;
 	eps = e;
-	atomic_fetch_add(&neps, 1);
+	/* seq_cst (kept; release would do): the fast path's acquire loads of neps */
+	atomic_fetch_add_explicit(&neps, 1, memory_order_seq_cst);
 	return 0;
 }
 
@@ -308,7 +312,9 @@ void ep_dup(int oldfd, int newfd)
 void ep_mark_shared(void)
 {
 	for (unsigned p = 0; p < NPAGES; p++) {
-		struct sc_ep *_Atomic *pg = atomic_load(&ep_pages[p]);
+		/* acquire: pairs with the release in ep_tab_set */
+		struct sc_ep *_Atomic *pg = atomic_load_explicit(&ep_pages[p],
+				memory_order_acquire);
 		for (unsigned i = 0; pg && i < (1u << PAGE_BITS); i++) {
 			struct sc_ep *e = atomic_load_explicit(&pg[i], memory_order_relaxed);
 			if (e)
@@ -344,7 +350,11 @@ void ep_switched(struct sc_sock *s, bool child_set)
 			if (r->s == s && !r->kernel) {
 				struct epoll_event ev = { .events = r->events, .data = r->data };
 				if (child_set)
-					atomic_store(&e->child_used, true);
+					/* seq_cst (kept; release would do):
+					 * read by a later epoll_ctl ADD
+					 * (epoll_ctl.c) */
+					atomic_store_explicit(&e->child_used, true,
+							memory_order_seq_cst);
 				/* a fired EPOLLONESHOT entry stays in the set,
 				 * silent but for a hang-up, until MOD re-arms it */
 				if (r->disabled)
@@ -373,11 +383,15 @@ void ep_inherited_use(struct sc_ep *e)
 	if (!e)
 		return;
 	pthread_mutex_lock(&ep_inh_lock);
-	for (struct ep_inh *_Atomic *pp = &ep_inh; *pp;) {
-		struct ep_inh *x = *pp;
+	/* (relaxed, all: under ep_inh_lock; the list's lock-free reader,
+	 * epoll_ctl's look at ep_inh, is a hint) */
+	struct ep_inh *_Atomic *pp = &ep_inh, *x;
+	while ((x = atomic_load_explicit(pp, memory_order_relaxed))) {
 		if (x->ep == e) {
-			*pp = x->next;
-			x->next = mine;
+			atomic_store_explicit(pp, atomic_load_explicit(&x->next,
+					memory_order_relaxed),
+					      memory_order_relaxed);
+			atomic_store_explicit(&x->next, mine, memory_order_relaxed);
 			mine = x;
 		} else {
 			pp = &x->next;
@@ -385,8 +399,8 @@ void ep_inherited_use(struct sc_ep *e)
 	}
 	pthread_mutex_unlock(&ep_inh_lock);
 	while (mine) {
-		struct ep_inh *x = mine;
-		mine = x->next;
+		x = mine;
+		mine = atomic_load_explicit(&x->next, memory_order_relaxed);
 		struct sc_sock *s = sock_get(x->fd);
 		if (s && sock_mode(s) == M_SHM)
 			sw_request_owner_for(x->fd, s, SC_SWREQ_USE | SC_SWREQ_EPOLL, 30000000000ull);
@@ -416,7 +430,9 @@ uint32_t ep_key_get(void)
 	uint32_t zero = 0;
 	k = key_new(0);
 	/* (two threads making it at once: one wins, both use it) */
-	if (!atomic_compare_exchange_strong(&ep_key, &zero, k))
+	/* relaxed: the key alone (nothing published with it; read relaxed) */
+	if (!atomic_compare_exchange_strong_explicit(&ep_key, &zero, k,
+			memory_order_relaxed, memory_order_relaxed))
 		k = zero;
 	return k;
 }
@@ -424,25 +440,28 @@ uint32_t ep_key_get(void)
 void ep_atfork_child(void)
 {
 	/* our cookies are not our parent's, in the sets we share with it */
-	atomic_store(&ep_key, key_new(atomic_load(&ep_key)));
+	/* (relaxed: the fork child's only thread, as the rest of this function) */
+	atomic_store_explicit(&ep_key, key_new(atomic_load(&ep_key)), memory_order_relaxed);
 	pthread_mutex_init(&eps_lock, NULL);
 	pthread_mutex_init(&kreg_lock, NULL);
 	pthread_mutex_init(&ep_inh_lock, NULL);
 	pthread_rwlock_init(&ep_life, NULL);
 	struct sc_ep *e = eps;
 	eps = NULL;
-	atomic_store(&neps, 0);
-	atomic_store(&nexp_sig, 0);
-	atomic_store(&nforeign, 0);
+	atomic_store_explicit(&neps, 0, memory_order_relaxed);
+	atomic_store_explicit(&nexp_sig, 0, memory_order_relaxed);
+	atomic_store_explicit(&nforeign, 0, memory_order_relaxed);
 	/* the sets are the same objects here (our fds name them), shared */
 	for (unsigned p = 0; p < NPAGES; p++) {
-		struct sc_ep *_Atomic *pg = atomic_load(&ep_pages[p]);
+		/* acquire: pairs with the release in ep_tab_set */
+		struct sc_ep *_Atomic *pg = atomic_load_explicit(&ep_pages[p],
+				memory_order_acquire);
 		for (unsigned i = 0; pg && i < (1u << PAGE_BITS); i++) {
 			struct sc_ep *f = atomic_load_explicit(&pg[i], memory_order_relaxed);
 			if (f) {
 				f->shared = true;
 				pthread_mutex_init(&f->lock, NULL);
-				atomic_store(&f->sleepers, 0);
+				atomic_store_explicit(&f->sleepers, 0, memory_order_relaxed);
 			}
 		}
 	}
@@ -461,8 +480,12 @@ void ep_atfork_child(void)
 			if (r->kind == M_SHM && !r->deleted && (x = malloc(sizeof(*x)))) {
 				x->ep = e;
 				x->fd = r->fd;
-				x->next = atomic_load(&ep_inh);
-				atomic_store(&ep_inh, x);
+				/* (relaxed: the fork child's only thread) */
+				atomic_store_explicit(&x->next,
+						      atomic_load_explicit(&ep_inh,
+						      		memory_order_relaxed),
+						      memory_order_relaxed);
+				atomic_store_explicit(&ep_inh, x, memory_order_relaxed);
 			}
 			free(r);
 		}
@@ -481,7 +504,7 @@ void ep_atfork_child(void)
 		e->inner = -1;
 		e->cookie = 0;
 		e->check = e->fired = NULL;
-		atomic_store(&e->npending, 0);
+		atomic_store_explicit(&e->npending, 0, memory_order_relaxed);
 		e->held = false;
 		e = next;
 	}
@@ -491,10 +514,13 @@ void ep_atfork_child(void)
 void ep_close_range(unsigned first, unsigned last)
 {
 	for (unsigned p = first >> PAGE_BITS; p < NPAGES && (p << PAGE_BITS) <= last; p++) {
-		struct sc_ep *_Atomic *pg = atomic_load(&ep_pages[p]);
+		/* acquire: pairs with the release in ep_tab_set */
+		struct sc_ep *_Atomic *pg = atomic_load_explicit(&ep_pages[p],
+				memory_order_acquire);
 		for (unsigned i = 0; pg && i < (1u << PAGE_BITS); i++) {
 			unsigned fd = (p << PAGE_BITS) | i;
-			if (fd >= first && fd <= last && atomic_load(&pg[i]))
+			if (fd >= first && fd <= last && atomic_load_explicit(&pg[i],
+					memory_order_acquire))
 				ep_close((int)fd);
 		}
 	}
@@ -522,7 +548,8 @@ void ep_close(int epfd)
 			pp = &(*pp)->next;
 		if (*pp) {
 			*pp = e->next;
-			atomic_fetch_sub(&neps, 1);
+			/* seq_cst (kept): as the add in ep_shadow_locked */
+			atomic_fetch_sub_explicit(&neps, 1, memory_order_seq_cst);
 		}
 	}
 	pthread_mutex_unlock(&eps_lock);

@@ -61,7 +61,7 @@ static uint64_t pending_room(const struct sc_epreg *r)
  * gives IN|OUT to an entry that wants both).  commit records it. */
 static uint32_t reg_edge(struct sc_epreg *r, uint32_t ev, const uint64_t sig[3], bool commit)
 {
-	if (!r->s->c || atomic_load(&r->s->mode) != M_SHM) {
+	if (!r->s->c || sock_mode(r->s) != M_SHM) {
 		/* pending: room is news after it ran out (its connect not
 		 * complete, its buffer full), or as ADD or MOD poll it; the
 		 * kernel socket's other wake-ups are none of the program's */
@@ -193,7 +193,8 @@ void ep_hold(struct sc_ep *e, bool ready)
 {
 	if (ready != e->held) {
 		e->held = ready;
-		atomic_fetch_add(&nexp_sig, ready ? 1 : -1);
+		/* relaxed: its readers read it relaxed (a fast path) */
+		atomic_fetch_add_explicit(&nexp_sig, ready ? 1 : -1, memory_order_relaxed);
 	}
 }
 
@@ -299,7 +300,9 @@ void ep_nest_set(struct sc_ep *e, int fd, int op, uint64_t data)
 	}
 	if (!k && (k = calloc(1, sizeof(*k)))) {
 		k->fd = fd;
-		k->cookie = nest_cookie(atomic_fetch_add(&next_id, 1));
+		/* relaxed: a unique number */
+		k->cookie = nest_cookie(atomic_fetch_add_explicit(&next_id, 1,
+				memory_order_relaxed));
 		k->next = e->nests;
 		e->nests = k;
 	}
@@ -427,10 +430,15 @@ static int ep_kernel_wait(struct sc_ep *f, int epfd, struct epoll_event *out, in
 	int t = timeout, backoff = 1;
 	for (;;) {
 		if (f && t)
-			atomic_fetch_add(&f->sleepers, 1);
+			/* seq_cst: Dekker's pattern: our count before our
+			 * look at the set (ep_sleep_prepare); a
+			 * registration's change before its load of sleepers
+			 * (epoll_ctl) */
+			atomic_fetch_add_explicit(&f->sleepers, 1, memory_order_seq_cst);
 		int k = kernel_wait(epfd, out, max, t, ts, mask);
 		if (f && t)
-			atomic_fetch_sub(&f->sleepers, 1);
+			/* (relaxed: done sleeping; a stale count costs a wake-up) */
+			atomic_fetch_sub_explicit(&f->sleepers, 1, memory_order_relaxed);
 		if (k <= 0)
 			return k;
 		int m = 0;
@@ -554,7 +562,8 @@ static int do_epoll_wait(int epfd, struct epoll_event *out, int max, int timeout
 	int n = ep_wait(e, epfd, out, max, timeout, mask);
 	if (n > 0 && atomic_load_explicit(&e->idle_walk, memory_order_relaxed))
 		atomic_store_explicit(&e->idle_walk, 0, memory_order_relaxed);
-	if (e->ch && atomic_load(&e->sleepers)) {
+	/* seq_cst: the load of Dekker's pattern with ep_sleep_prepare */
+	if (e->ch && atomic_load_explicit(&e->sleepers, memory_order_seq_cst)) {
 		/* another thread sleeps in this set: leave the channel armed,
 		 * or a wake-up meant for it would not come */
 		int saved = errno;
@@ -605,12 +614,16 @@ static int ep_idle_arm(struct sc_ep *e, struct epoll_event *out, int n, int max,
 static int ep_sleep_prepare(struct sc_ep *e, struct epoll_event *out, int n, int max,
 			    uint64_t call)
 {
-	atomic_fetch_add(&e->sleepers, 1);
+	/* seq_cst: Dekker's pattern: our count before our look at the set
+	 * (ep_sleep_prepare); a registration's change before its load of
+	 * sleepers (epoll_ctl) */
+	atomic_fetch_add_explicit(&e->sleepers, 1, memory_order_seq_cst);
 	ep_expose_nests(e, 0);
 	ep_arm(e, true);
 	n = ep_harvest(e, out, n, max, call);
 	if (n)
-		atomic_fetch_sub(&e->sleepers, 1);
+		/* (relaxed: done sleeping; a stale count costs a wake-up) */
+		atomic_fetch_sub_explicit(&e->sleepers, 1, memory_order_relaxed);
 	return n;
 }
 
@@ -737,8 +750,8 @@ static int ep_wait(struct sc_ep *e, int epfd, struct epoll_event *out, int max, 
 		int room = max - n < 64 ? max - n : 64;
 		int k = mask ? R(epoll_pwait)(epfd, kbuf, room, t, mask)
 			     : R(epoll_wait)(epfd, kbuf, room, t);
-		if (t)
-			atomic_fetch_sub(&e->sleepers, 1);
+		if (t)   /* (relaxed: done sleeping) */
+			atomic_fetch_sub_explicit(&e->sleepers, 1, memory_order_relaxed);
 		if (k < 0)
 			return n ? n : -1;
 		if (sliced && !k)

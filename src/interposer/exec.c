@@ -58,9 +58,11 @@
 void fds_each(void (*fn)(int fd, struct sc_sock *s, bool vforked), bool vforked)
 {
 	for (int p = 0; p < NPAGES; p++) {
-		struct sc_sock *_Atomic *pg = atomic_load(&pages[p]);
+		/* acquire: pairs with the release in sock_set (fdtable.c) */
+		struct sc_sock *_Atomic *pg = atomic_load_explicit(&pages[p],
+				memory_order_acquire);
 		for (int i = 0; pg && i < (1 << PAGE_BITS); i++) {
-			struct sc_sock *s = atomic_load(&pg[i]);
+			struct sc_sock *s = atomic_load_explicit(&pg[i], memory_order_acquire);
 			if (s)
 				fn((p << PAGE_BITS) | i, s, vforked);
 		}
@@ -83,7 +85,8 @@ static void exec_settle(int fd, struct sc_sock *s, bool vforked)
 /* re-sends under way in threads that the exec ends: finish first */
 static void exec_gate(int fd, struct sc_sock *s, bool vforked)
 {
-	if (s->c && atomic_load(&s->resending))
+	/* seq_cst (kept; acquire would do): set by the switch (switch.c) */
+	if (s->c && atomic_load_explicit(&s->resending, memory_order_seq_cst))
 		tcp_gate(s);
 }
 

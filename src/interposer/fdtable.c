@@ -73,7 +73,9 @@ static bool sock_set(int fd, struct sc_sock *s)
 {
 	if ((unsigned)fd >= (NPAGES << PAGE_BITS))
 		return false;
-	struct sc_sock *_Atomic *p = atomic_load(&pages[fd >> PAGE_BITS]);
+	/* (relaxed: table_lock held, under which the pages change) */
+	struct sc_sock *_Atomic *p = atomic_load_explicit(&pages[fd >> PAGE_BITS],
+			memory_order_relaxed);
 	if (!p) {
 		if (!s)
 			return true;
@@ -124,7 +126,7 @@ struct sc_sock *sock_new(int fd, int mode, bool nonblock)
 	pthread_cond_init(&s->wcond, NULL);
 	sc__lo_rank(&s->lock, LO_SOCK, "a socket's lock");
 	sc__lo_rank(&s->wlock, LO_ALONE, "a socket's wlock");
-	s->mode = mode;
+	atomic_store_explicit(&s->mode, mode, memory_order_relaxed);    /* (not shared yet) */
 	s->refs = 1;
 	s->nonblock = nonblock;
 	s->owner = sc__pid();
@@ -159,7 +161,7 @@ void sock_board(struct sc_sock *s, struct sc_board *b, uint16_t port)
  * must read on TCP what the peer left unread. */
 static bool peer_left_child(struct sc_conn *c)
 {
-	if (atomic_load(&c->lflags) & SC_LF_DEATH_SWITCH)
+	if (sc__conn_lflags(c) & SC_LF_DEATH_SWITCH)
 		return true;
 	uint32_t pf = atomic_load_explicit(&c->peer->flags, memory_order_acquire);
 	return (pf & (SC_SF_FORKED | SC_SF_CLOSED | SC_SF_ABORT)) == SC_SF_FORKED &&
@@ -214,7 +216,9 @@ void sock_release(struct sc_sock *s, int fd_of_release)
 		pending_unlink(s);
 		if (s->board && s->offer >= 0)
 			sc__offer_withdraw(s->board, s->offer, s->tag);
-		struct sc_conn *c = atomic_exchange(&s->attached, NULL);
+		/* seq_cst: as sock_attached (interposer.h) */
+		struct sc_conn *c = atomic_exchange_explicit(&s->attached, NULL,
+				memory_order_seq_cst);
 		if (c)
 			sc_close(c);
 	} else if (mode == M_LISTEN && s->board && sock_ours(s)) {

@@ -76,7 +76,9 @@ static bool child_alive(pid_t pid)
 
 static void child_add(pid_t pid)
 {
-	uint32_t gen = atomic_fetch_add(&nforks, 1) + 1;
+	/* seq_cst (kept): the fork counted before its child may use our fds;
+	 * read by child_may_hold */
+	uint32_t gen = atomic_fetch_add_explicit(&nforks, 1, memory_order_seq_cst) + 1;
 	pthread_mutex_lock(&CHILDREN.lock);
 	int k = 0;
 	for (int i = 0; i < CHILDREN.n; i++)        /* forget those gone */
@@ -98,7 +100,8 @@ static void child_add(pid_t pid)
 /* May a child forked after fork number gen still hold our fds? */
 bool child_may_hold(uint32_t gen)
 {
-	if (atomic_load(&nforks) == gen)
+	/* seq_cst: pairs with the count in child_add */
+	if (atomic_load_explicit(&nforks, memory_order_seq_cst) == gen)
 		return false;
 	bool any = false;
 	pthread_mutex_lock(&CHILDREN.lock);
@@ -129,7 +132,10 @@ static bool owner_gone(const struct sc_sock *s)
  * claim); the others wait for its ONTCP. */
 static int owner_takeover(int fd, struct sc_conn *c)
 {
-	uint32_t old = atomic_fetch_or(&c->me->flags, SC_SF_FROZEN);
+	/* seq_cst (kept; the flags' writers release, their readers acquire):
+	 * FROZEN taken as the claim */
+	uint32_t old = atomic_fetch_or_explicit(&c->me->flags, SC_SF_FROZEN,
+			memory_order_seq_cst);
 	uint64_t dl = sc__now_ns() + SW_WAIT_NS;
 	unsigned us = 20;
 	if (old & SC_SF_FROZEN) {
@@ -186,7 +192,9 @@ int sw_request_owner_for(int fd, struct sc_sock *s, uint32_t why, uint64_t wait_
 	if (c->tag && atomic_load_explicit(&c->me->tag, memory_order_relaxed) != c->tag)
 		f = SC_SF_ONTCP;
 	if (!(f & SC_SF_ONTCP)) {
-		atomic_fetch_or(&c->me->sw_req, why);
+		/* seq_cst: before the kick; pairs with the exchange in
+		 * ctl_switch_requests (ctl.c) */
+		atomic_fetch_or_explicit(&c->me->sw_req, why, memory_order_seq_cst);
 		char path[128];
 		rc = sc__kick_owner(s->owner, sc__rendezvous_path(s->owner_id, path, sizeof(path)) == 0
 					      ? path : NULL);
@@ -253,11 +261,13 @@ void settle_now(int fd, struct sc_sock *s)
 static void socks_each(void (*fn)(struct sc_sock *s, pid_t a, pid_t b), pid_t a, pid_t b)
 {
 	for (int p = 0; p < NPAGES; p++) {
-		struct sc_sock *_Atomic *pg = atomic_load(&pages[p]);
+		/* acquire: pairs with the release in sock_set (fdtable.c) */
+		struct sc_sock *_Atomic *pg = atomic_load_explicit(&pages[p],
+				memory_order_acquire);
 		if (!pg)
 			continue;
 		for (int i = 0; i < (1 << PAGE_BITS); i++) {
-			struct sc_sock *s = atomic_load(&pg[i]);
+			struct sc_sock *s = atomic_load_explicit(&pg[i], memory_order_acquire);
 			if (s)
 				fn(s, a, b);
 		}
@@ -329,9 +339,11 @@ static bool owns_shm(void)
 {
 	pid_t me = sc__pid();
 	for (int p = 0; p < NPAGES; p++) {
-		struct sc_sock *_Atomic *pg = atomic_load(&pages[p]);
+		/* acquire: pairs with the release in sock_set (fdtable.c) */
+		struct sc_sock *_Atomic *pg = atomic_load_explicit(&pages[p],
+				memory_order_acquire);
 		for (int i = 0; pg && i < (1 << PAGE_BITS); i++) {
-			struct sc_sock *s = atomic_load(&pg[i]);
+			struct sc_sock *s = atomic_load_explicit(&pg[i], memory_order_acquire);
 			if (s && sock_mode(s) == M_SHM && s->owner == me)
 				return true;
 		}
@@ -388,7 +400,8 @@ void atfork_child(void)
 	pthread_mutex_init(&table_lock, NULL);
 	G.rdv = NULL;
 	G.pending = NULL;
-	atomic_store(&G.npending, 0);
+	/* (relaxed: the fork child's only thread) */
+	atomic_store_explicit(&G.npending, 0, memory_order_relaxed);
 	pending_atfork_child();
 	sc__link_atfork_child();
 	ep_atfork_child();

@@ -85,11 +85,15 @@ static uint64_t next_tag(void)
 		if (getentropy(&k, sizeof(k)) < 0 || !k)
 			k = (uint64_t)sc__now_ns() ^ (uint64_t)sc__pid() << 40 ^ 0x9e3779b97f4a7c15ull;
 		uint64_t zero = 0;
-		if (!atomic_compare_exchange_strong(&key, &zero, k))
+		/* relaxed: the key alone (read relaxed above) */
+		if (!atomic_compare_exchange_strong_explicit(&key, &zero, k,
+				memory_order_relaxed, memory_order_relaxed))
 			k = zero;
 	}
 	for (;;) {
-		uint64_t z = k + atomic_fetch_add(&ctr, 1) * 0x9e3779b97f4a7c15ull;
+		/* relaxed: a unique number */
+		uint64_t z = k + atomic_fetch_add_explicit(&ctr, 1,
+				memory_order_relaxed) * 0x9e3779b97f4a7c15ull;
 		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
 		z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
 		z = (z ^ (z >> 31)) & SC_TAG_MASK;
@@ -324,7 +328,8 @@ static int offer_post(int fd, struct sc_sock *s, int family, const struct sc_add
 	pthread_mutex_lock(&G.rdv_lock);
 	s->pnext = G.pending;
 	G.pending = s;
-	atomic_fetch_add(&G.npending, 1);
+	/* relaxed: read relaxed (pending.c: a hint); changed under rdv_lock */
+	atomic_fetch_add_explicit(&G.npending, 1, memory_order_relaxed);
 	pthread_mutex_unlock(&G.rdv_lock);
 	s->offer = sc__offer_post(s->board, cport, &mine, dst, s->syn_ttl, s->tag, room);
 	offer_unmark(fd, s, family);
@@ -734,7 +739,8 @@ static void server_claim(int nfd, struct sc_sock *s)
 	rec_fill(s, nfd, SC_REC_SHM, -1, c->g->peer_pid);
 	if (s->rec)
 		s->rec->peer_ident = client;
-	s->fork_gen = atomic_load(&nforks);
+	/* seq_cst: pairs with the count in child_add (fork.c) */
+	s->fork_gen = atomic_load_explicit(&nforks, memory_order_seq_cst);
 	sw_start();
 	LOG(1, "connection on shared memory (server, peer pid %d)", (int)c->g->peer_pid);
 }

@@ -211,6 +211,16 @@ struct sc_sock {
 
 /* ---- routing: where a call on a socket goes ------------------------------ */
 
+/* The connection an OPEN brought a pending client (NULL: none yet): set by
+ * a compare-exchange in rdv_deliver (pending.c, under G.rdv_lock) before
+ * its eventfd wake-up, taken by an exchange.  seq_cst, as it always was
+ * (release/acquire would publish the connection; the loads are plain moves
+ * on x86-64 either way). */
+static inline struct sc_conn *sock_attached(struct sc_sock *s)
+{
+	return atomic_load_explicit(&s->attached, memory_order_seq_cst);
+}
+
 /* A socket's mode (M_*).  sock_mode is an acquire load: it pairs with
  * sock_set_mode's release store, so that what the mode names (the
  * connection, the board, the pending offer, the owner) is visible.

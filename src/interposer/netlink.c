@@ -70,7 +70,8 @@ void nl_track(int fd)
 	pthread_mutex_lock(&nl_lock);
 	n->next = nls;
 	nls = n;
-	atomic_fetch_add(&nl_count, 1);
+	/* relaxed: read relaxed (nl_fd: a fast path) */
+	atomic_fetch_add_explicit(&nl_count, 1, memory_order_relaxed);
 	pthread_mutex_unlock(&nl_lock);
 }
 
@@ -84,7 +85,7 @@ void nl_close(int fd)
 		pp = &n->next;
 	if (n) {
 		*pp = n->next;
-		atomic_fetch_sub(&nl_count, 1);
+		atomic_fetch_sub_explicit(&nl_count, 1, memory_order_relaxed);
 	}
 	pthread_mutex_unlock(&nl_lock);
 	if (!n)
@@ -104,7 +105,7 @@ void nl_atfork_child(void)
 	/* the bindings are the parent's (sc__dm_atfork_child) */
 	pthread_mutex_init(&nl_lock, NULL);
 	nls = NULL;
-	atomic_store(&nl_count, 0);
+	atomic_store_explicit(&nl_count, 0, memory_order_relaxed);
 }
 
 bool nl_tracked(int fd)

@@ -64,7 +64,10 @@ int pending_efd(void)
 	for (int i = 0; i < SPARE_EFDS; i++) {
 		int e;
 		if (atomic_load_explicit(&spare_efd[i], memory_order_relaxed) >= 0 &&
-		    (e = atomic_exchange(&spare_efd[i], -1)) >= 0)
+		    /* seq_cst (kept; acquire would do: the spare's reset,
+		     * released by efd_retire) */
+		    (e = atomic_exchange_explicit(&spare_efd[i], -1,
+		    		memory_order_seq_cst)) >= 0)
 			return e;
 	}
 	int e = sc__fd_park(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -80,7 +83,10 @@ static void efd_retire(int efd, bool set)
 	if (!set || R(read)(efd, &v, sizeof(v)) == sizeof(v))
 		for (int i = 0; i < SPARE_EFDS; i++) {
 			int none = -1;
-			if (atomic_compare_exchange_strong(&spare_efd[i], &none, efd)) {
+			/* seq_cst (kept; release would do): pairs with the
+			 * exchange in pending_efd */
+			if (atomic_compare_exchange_strong_explicit(&spare_efd[i], &none, efd,
+					memory_order_seq_cst, memory_order_seq_cst)) {
 				errno = saved;
 				return;
 			}
@@ -94,7 +100,8 @@ static void efd_retire(int efd, bool set)
 void pending_atfork_child(void)
 {
 	for (int i = 0; i < SPARE_EFDS; i++) {
-		int e = atomic_exchange(&spare_efd[i], -1);
+		/* (relaxed: the fork child's only thread) */
+		int e = atomic_exchange_explicit(&spare_efd[i], -1, memory_order_relaxed);
 		if (e >= 0)
 			R(close)(e);
 	}
@@ -110,7 +117,8 @@ void pending_unlink(struct sc_sock *s)
 	for (struct sc_sock **pp = &G.pending; *pp; pp = &(*pp)->pnext)
 		if (*pp == s) {
 			*pp = s->pnext;
-			atomic_fetch_sub(&G.npending, 1);
+			/* relaxed: read relaxed (a hint); changed under rdv_lock */
+			atomic_fetch_sub_explicit(&G.npending, 1, memory_order_relaxed);
 			break;
 		}
 	bool set = s->efd_set;
@@ -163,7 +171,9 @@ static int rdv_deliver(struct sc_listener *l, struct sc_conn *c)
 		if (s->tag != c->tag || !c->tag)
 			continue;
 		struct sc_conn *none = NULL;
-		if (atomic_compare_exchange_strong(&s->attached, &none, c)) {
+		/* seq_cst: as sock_attached (interposer.h) */
+		if (atomic_compare_exchange_strong_explicit(&s->attached, &none, c,
+				memory_order_seq_cst, memory_order_seq_cst)) {
 			if ((s != pumping_for || s->efd_exposed) && sc__efd_wake(s->efd) == 0)
 				s->efd_set = true;
 			rc = 0;
@@ -183,7 +193,7 @@ static void rdv_after(void)
 		struct sc_sock *found = NULL;
 		pthread_mutex_lock(&G.rdv_lock);
 		for (struct sc_sock *s = G.pending; s; s = s->pnext)
-			if (atomic_load(&s->attached) && pthread_mutex_trylock(&s->lock) == 0) {
+			if (sock_attached(s) && pthread_mutex_trylock(&s->lock) == 0) {
 				found = s;
 				break;
 			}
@@ -192,7 +202,7 @@ static void rdv_after(void)
 			return;
 		/* the socket is ours to settle (a caller holding its lock
 		 * would settle it itself) */
-		if (sock_mode(found) == M_PENDING && atomic_load(&found->attached))
+		if (sock_mode(found) == M_PENDING && sock_attached(found))
 			pending_to_shm(found);
 		pthread_mutex_unlock(&found->lock);
 	}
@@ -268,7 +278,8 @@ static int pending_to_tcp(int fd, struct sc_sock *s, enum sc_fallback why)
 /* s->lock held: the OPEN arrived; continue on shared memory. */
 static int pending_to_shm(struct sc_sock *s)
 {
-	struct sc_conn *c = atomic_exchange(&s->attached, NULL);
+	/* seq_cst: as sock_attached (interposer.h) */
+	struct sc_conn *c = atomic_exchange_explicit(&s->attached, NULL, memory_order_seq_cst);
 	pending_unlink(s);
 	s->offer = -1;          /* the claimer frees the entry */
 	s->c = c;
@@ -319,7 +330,8 @@ static int pending_to_shm(struct sc_sock *s)
 		s->rec->peer_ident = c->g ? c->g->peer_ident : 0;
 		atomic_store_explicit(&s->rec->mode, SC_REC_SHM, memory_order_release);
 	}
-	s->fork_gen = atomic_load(&nforks);
+	/* seq_cst: pairs with the count in child_add (fork.c) */
+	s->fork_gen = atomic_load_explicit(&nforks, memory_order_seq_cst);
 	sw_start();
 	LOG(1, "connection on shared memory (client)");
 	return 0;
@@ -417,22 +429,23 @@ bool pending_tcp_up(int fd, struct sc_sock *s)
 static int pending_claimer_died(int fd, struct sc_sock *s)
 {
 	uint64_t end = sc__now_ns() + 200000000u;
-	while (!atomic_load(&s->attached) && sc__now_ns() < end) {
+	while (!sock_attached(s) && sc__now_ns() < end) {
 		if (G.rdv)
 			pump_for(s);
 		struct pollfd p = { .fd = s->efd, .events = POLLIN };
-		if (!atomic_load(&s->attached))
+		if (!sock_attached(s))
 			R(poll)(&p, 1, 10);
 	}
 	/* off the pending list under the lock that deliveries take: an OPEN
 	 * read from now on finds no socket, and is refused */
 	pthread_mutex_lock(&G.rdv_lock);
-	bool attached = atomic_load(&s->attached);
+	bool attached = sock_attached(s);
 	if (!attached)
 		for (struct sc_sock **pp = &G.pending; *pp; pp = &(*pp)->pnext)
 			if (*pp == s) {
 				*pp = s->pnext;
-				atomic_fetch_sub(&G.npending, 1);
+				/* relaxed: read relaxed (a hint); changed under rdv_lock */
+				atomic_fetch_sub_explicit(&G.npending, 1, memory_order_relaxed);
 				break;
 			}
 	pthread_mutex_unlock(&G.rdv_lock);
@@ -454,7 +467,7 @@ static bool pending_spin(struct sc_sock *s, uint32_t ns)
 {
 	uint64_t t0 = sc__now_ns(), pumped = 0;
 	for (unsigned i = 1;; i++) {
-		if (atomic_load(&s->attached))
+		if (sock_attached(s))
 			return true;
 		uint32_t st = sc__offer_state(s->board, s->offer, s->tag);
 		if (st == SC_OFFER_DECLINED)
@@ -464,13 +477,13 @@ static bool pending_spin(struct sc_sock *s, uint32_t ns)
 			if (now - pumped > 2000) {      /* (a system call per look) */
 				pump_for(s);
 				pumped = now;
-				if (atomic_load(&s->attached))
+				if (sock_attached(s))
 					return true;
 			}
 		}
 		sc__cpu_relax();
 		if (!(i & 63) && sc__now_ns() - t0 > ns)
-			return atomic_load(&s->attached);
+			return sock_attached(s);
 	}
 }
 
@@ -521,10 +534,10 @@ int pending_settle(int fd, struct sc_sock *s, bool block, int max_ms)
 	for (;;) {
 		if (sock_mode(s) != M_PENDING)
 			return 0;
-		if (!atomic_load(&s->attached) && G.rdv &&
+		if (!sock_attached(s) && G.rdv &&
 		    sc__offer_state(s->board, s->offer, s->tag) == SC_OFFER_CLAIMED)
 			pump_for(s);    /* the OPEN may be waiting */
-		if (atomic_load(&s->attached))
+		if (sock_attached(s))
 			return pending_to_shm(s);
 		uint32_t st = sc__offer_state(s->board, s->offer, s->tag);
 		if (st == SC_OFFER_DECLINED) {

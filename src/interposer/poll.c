@@ -83,9 +83,9 @@ short sock_revents(int fd, struct sc_sock *s, short want, int *waitfd, bool arm)
 		sc__chan_rearm_poll(s->c);
 		*waitfd = sc__conn_poll_arm_(s->c, want & POLLOUT, true);
 	}
-	if (atomic_load(&s->c->sw) != SC_SW_NONE ||
+	if (sc__conn_sw(s->c) != SC_SW_NONE ||
 	    (atomic_load_explicit(&s->c->peer->flags, memory_order_acquire) & SC_SF_FROZEN) ||
-	    ((atomic_load(&s->c->lflags) & SC_LF_DEATH_SWITCH) && !rx_avail(s->c))) {
+	    ((sc__conn_lflags(s->c) & SC_LF_DEATH_SWITCH) && !rx_avail(s->c))) {
 		/* going back to TCP: the switch's end wakes the waiter, who
 		 * then asks the kernel */
 		sw_ask(s->c);

@@ -95,13 +95,16 @@ static _Atomic uint64_t *entry(uint16_t port, bool make)
 		_Atomic uint64_t *e = &tab[(h + i) % SHORT_SLOTS];
 		uint64_t v = atomic_load_explicit(e, memory_order_relaxed);
 		if (!(v & E_USED) &&
-		    atomic_compare_exchange_strong(e, &v, E_MAKE(port, 0, 0, 0))) {
+		    /* seq_cst (kept): an entry is one word; relaxed would likely do */
+		    atomic_compare_exchange_strong_explicit(e, &v, E_MAKE(port, 0, 0, 0),
+		    		memory_order_seq_cst, memory_order_seq_cst)) {
 			forget_peers((size_t)(e - tab));
 			return e;
 		}
 	}
 	_Atomic uint64_t *e = &tab[h % SHORT_SLOTS];
-	atomic_store(e, E_MAKE(port, 0, 0, 0));
+	/* seq_cst (kept): as above */
+	atomic_store_explicit(e, E_MAKE(port, 0, 0, 0), memory_order_seq_cst);
 	forget_peers((size_t)(e - tab));
 	return e;
 }
@@ -129,7 +132,9 @@ bool short_skip(uint16_t port)
 	do {
 		if (!(v & E_USED) || E_PORT(v) != port || !E_SKIP(v))
 			return false;
-	} while (!atomic_compare_exchange_weak(e, &v, v - (1ull << 32)));
+	/* seq_cst (kept): as in short_entry */
+	} while (!atomic_compare_exchange_weak_explicit(e, &v, v - (1ull << 32),
+			memory_order_seq_cst, memory_order_seq_cst));
 	return true;
 }
 
@@ -184,7 +189,9 @@ void short_learn(uint16_t port, uint64_t calls, uint64_t bytes, uint64_t peer)
 			skip = SKIP_FIRST;
 		}
 		nv = E_MAKE(port, streak, level, skip > SKIP_MAX ? SKIP_MAX : skip);
-	} while (!atomic_compare_exchange_weak(e, &v, nv));
+	/* seq_cst (kept): as in short_entry */
+	} while (!atomic_compare_exchange_weak_explicit(e, &v, nv,
+			memory_order_seq_cst, memory_order_seq_cst));
 	if (E_LEVEL(nv) == 1 && !E_LEVEL(v))
 		LOG(1, "connections to port %u close after a short exchange: the next ones "
 		    "go on TCP where shared memory loses for them (a crowded machine, no "

@@ -244,7 +244,8 @@ static void sw_job_finish(struct sw_job *j, bool heap)
 	free(j->pbuf);
 	sc__switch_done(j->c);
 	pthread_mutex_lock(&s->wlock);
-	atomic_store(&s->resending, false);
+	/* release: the re-send done; pairs with tcp_gate's acquire */
+	atomic_store_explicit(&s->resending, false, memory_order_release);
 	pthread_cond_broadcast(&s->wcond);
 	pthread_mutex_unlock(&s->wlock);
 	if (j->lost)
@@ -266,7 +267,8 @@ static void *sw_job_main(void *arg)
 	struct sw_job *j = arg;
 	sw_job_run(j, -1);
 	sw_job_finish(j, true);
-	atomic_fetch_sub(&sw_inflight, 1);
+	/* seq_cst (kept; release would do): sw_atexit waits for 0 */
+	atomic_fetch_sub_explicit(&sw_inflight, 1, memory_order_seq_cst);
 	return NULL;
 }
 
@@ -281,12 +283,14 @@ static void sw_job_thread(struct sw_job *j)
 	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	atomic_fetch_add(&sw_inflight, 1);
+	/* seq_cst (kept): as the sub */
+	atomic_fetch_add_explicit(&sw_inflight, 1, memory_order_seq_cst);
 	int rc = pthread_create(&t, &a, sw_job_main, j);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&a);
 	if (rc) {
-		atomic_fetch_sub(&sw_inflight, 1);
+		/* seq_cst (kept; release would do): sw_atexit waits for 0 */
+		atomic_fetch_sub_explicit(&sw_inflight, 1, memory_order_seq_cst);
 		sw_job_run(j, -1);
 		sw_job_finish(j, true);
 	}
@@ -304,11 +308,13 @@ void tcp_gate(struct sc_sock *s)
 		while (!(atomic_load_explicit(&s->c->me->flags, memory_order_acquire) & SC_SF_ONTCP) &&
 		       sc__now_ns() < dl)
 			usleep(200);
-		atomic_store(&s->resending, false);
+		/* release: as in the switch's end (pairs with the acquire above) */
+		atomic_store_explicit(&s->resending, false, memory_order_release);
 		return;
 	}
 	pthread_mutex_lock(&s->wlock);
-	while (atomic_load(&s->resending))
+	/* (relaxed: under wlock, as its stores) */
+	while (atomic_load_explicit(&s->resending, memory_order_relaxed))
 		pthread_cond_wait(&s->wcond, &s->wlock);
 	pthread_mutex_unlock(&s->wlock);
 }
@@ -375,7 +381,9 @@ int sock_switch_bounded(int fd, struct sc_sock *s, uint64_t wait_ns, int resend_
 		s->pbuf = NULL;
 		s->plen = 0;
 	}
-	atomic_store(&s->resending, true);      /* sends wait (tcp_gate) */
+	/* seq_cst (kept; release would do): tcp_gate's acquire */
+	atomic_store_explicit(&s->resending, true,
+			memory_order_seq_cst);      /* sends wait (tcp_gate) */
 	sock_set_mode(s, M_TCP);
 	SC_STAT_ADD(fallback[SC_FB_SWITCHED], 1);
 	if (s->rec) {
@@ -389,7 +397,7 @@ int sock_switch_bounded(int fd, struct sc_sock *s, uint64_t wait_ns, int resend_
 	 * pending socket holds its set's and takes the socket's:
 	 * docs/interposer.md §6b); our reference keeps s, and an fd closed
 	 * meanwhile is not added (ep_switched) */
-	ep_switched(s, atomic_load(&c->sw_child_set));
+	ep_switched(s, atomic_load_explicit(&c->sw_child_set, memory_order_relaxed));
 	/* pollers and epoll sets look again: readers go on over TCP now,
 	 * while we re-send (the peer may have to read for it to go) */
 	pthread_mutex_lock(&c->g->lock);
@@ -453,7 +461,8 @@ static void sw_orphans_run(void)
 		R(close)(o->fd);
 		sock_unref(o->s);
 		free(o);
-		atomic_fetch_sub(&sw_inflight, 1);
+		/* seq_cst (kept; release would do): sw_atexit waits for 0 */
+		atomic_fetch_sub_explicit(&sw_inflight, 1, memory_order_seq_cst);
 	}
 }
 
@@ -474,7 +483,8 @@ bool sw_orphan(int fd, struct sc_sock *s)
 	s->refs = 1;            /* the orphan's own (sock_unref frees it) */
 	pthread_mutex_unlock(&table_lock);
 	sw_ask(s->c);
-	atomic_fetch_add(&sw_inflight, 1);
+	/* seq_cst (kept): as the sub */
+	atomic_fetch_add_explicit(&sw_inflight, 1, memory_order_seq_cst);
 	pthread_mutex_lock(&SW.lock);
 	o->next = sw_orphans;
 	sw_orphans = o;
@@ -510,15 +520,17 @@ static void deaths_scan(void)
 	sw_deaths_more = false;
 	pthread_mutex_lock(&table_lock);
 	for (int p = 0; p < NPAGES; p++) {
-		struct sc_sock *_Atomic *pg = atomic_load(&pages[p]);
+		/* acquire: pairs with the release in sock_set (fdtable.c) */
+		struct sc_sock *_Atomic *pg = atomic_load_explicit(&pages[p],
+				memory_order_acquire);
 		for (int i = 0; pg && i < (1 << PAGE_BITS); i++) {
-			struct sc_sock *s = atomic_load(&pg[i]);
+			struct sc_sock *s = atomic_load_explicit(&pg[i], memory_order_acquire);
 			if (sw_ndeaths == SW_DEATHS_MAX) {
 				sw_deaths_more = true;
 				break;
 			}
 			if (!s || s->death_watched || sock_where(s) != RT_SHM || !s->c ||
-			    !(atomic_load(&s->c->lflags) & SC_LF_DEATH_SWITCH))
+			    !(sc__conn_lflags(s->c) & SC_LF_DEATH_SWITCH))
 				continue;
 			struct sw_death *d = malloc(sizeof(*d));
 			int kfd = d ? sc__fd_dup((p << PAGE_BITS) | i) : -1;
@@ -551,7 +563,7 @@ static void deaths_run(void)
 		bool closed = s->refs == 1;
 		pthread_mutex_unlock(&table_lock);
 		bool done = closed || sock_mode(s) != M_SHM || !c ||
-			    atomic_load(&c->sw) != SC_SW_NONE ||
+			    sc__conn_sw(c) != SC_SW_NONE ||
 			    (atomic_load_explicit(&c->peer->flags, memory_order_acquire) &
 			     SC_SF_FROZEN);
 		if (!done && d->ended) {
@@ -565,7 +577,7 @@ static void deaths_run(void)
 			continue;
 		}
 		if (closed && sock_mode(s) == M_SHM && c &&
-		    (atomic_load(&c->lflags) & SC_LF_DEATH_SWITCH))
+		    (sc__conn_lflags(c) & SC_LF_DEATH_SWITCH))
 			/* closed: to TCP first, as an orphan (sock_release),
 			 * so that what the dead peer left unread reaches a
 			 * child of its that goes on */
@@ -591,15 +603,17 @@ void sw_scan(bool all, bool cloexec_too, bool block)
 	struct sw_item { struct sc_sock *s; int fd; } *batch = NULL;
 	pthread_mutex_lock(&table_lock);
 	for (int p = 0; p < NPAGES; p++) {
-		struct sc_sock *_Atomic *pg = atomic_load(&pages[p]);
+		/* acquire: pairs with the release in sock_set (fdtable.c) */
+		struct sc_sock *_Atomic *pg = atomic_load_explicit(&pages[p],
+				memory_order_acquire);
 		if (!pg)
 			continue;
 		for (int i = 0; i < (1 << PAGE_BITS); i++) {
-			struct sc_sock *s = atomic_load(&pg[i]);
+			struct sc_sock *s = atomic_load_explicit(&pg[i], memory_order_acquire);
 			int fd = (p << PAGE_BITS) | i;
 			if (!s || sock_where(s) != RT_SHM || !s->c)
 				continue;
-			int sw = atomic_load(&s->c->sw);
+			int sw = sc__conn_sw(s->c);
 			if (!all && sw != SC_SW_ASKED && sw != SC_SW_FROZEN)
 				continue;
 			if (!cloexec_too && (R(fcntl)(fd, F_GETFD) & FD_CLOEXEC))
@@ -717,11 +731,15 @@ static bool off_access(void)
 static void off_look(void)
 {
 	char buf[4096];
-	int ino = atomic_load(&off_ino);
+	/* (relaxed: ours, the control thread's, since sw_start stored it
+	 * before sc__ctl_watch) */
+	int ino = atomic_load_explicit(&off_ino, memory_order_relaxed);
 	while (ino >= 0 && R(read)(ino, buf, sizeof(buf)) > 0)
 		;
 	bool on = off_access();
-	atomic_store(&off_on, on);
+	/* seq_cst (kept; release would do): read by off_file after
+	 * sc__ctl_watching's acquire */
+	atomic_store_explicit(&off_on, on, memory_order_seq_cst);
 	if (on)
 		sw_kick();      /* switch what we have back to TCP */
 }
@@ -731,7 +749,8 @@ bool off_file(void)
 	/* watched: what the last event left (off_look runs before any
 	 * switch thread's scan that an event starts) */
 	if (atomic_load_explicit(&off_ino, memory_order_relaxed) >= 0 && sc__ctl_watching())
-		return atomic_load(&off_on);
+		/* seq_cst: pairs with the stores in off_look and sw_start */
+		return atomic_load_explicit(&off_on, memory_order_seq_cst);
 	return off_access();
 }
 
@@ -746,7 +765,8 @@ void sw_start(void)
 {
 	if (atomic_load_explicit(&off_ino, memory_order_acquire) < 0 && sc__rundir()) {
 		pthread_mutex_lock(&start_lock);
-		if (atomic_load(&off_ino) < 0) {
+		/* (relaxed: under start_lock, as its store) */
+		if (atomic_load_explicit(&off_ino, memory_order_relaxed) < 0) {
 			int ino = sc__fd_park(inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
 			if (ino >= 0 &&
 			    (inotify_add_watch(ino, sc__rundir(), IN_CREATE | IN_MOVED_TO |
@@ -757,8 +777,13 @@ void sw_start(void)
 			}
 			if (ino >= 0) {
 				/* watched from here on: what is there now */
-				atomic_store(&off_on, off_access());
-				atomic_store(&off_ino, ino);
+				/* seq_cst: off_on before off_ino (pairs with
+				 * off_file's loads) */
+				atomic_store_explicit(&off_on, off_access(),
+						memory_order_seq_cst);
+				/* seq_cst (release at least): pairs with the
+				 * acquire at the top of sw_start */
+				atomic_store_explicit(&off_ino, ino, memory_order_seq_cst);
 			}
 		}
 		pthread_mutex_unlock(&start_lock);
@@ -774,7 +799,9 @@ void sw_start(void)
  * ever, as a stopped peer cannot answer.  _exit and a crash do not wait. */
 static void sw_atexit(void)
 {
-	for (int i = 0; i < SW_EXIT_MS && atomic_load(&sw_inflight) > 0; i++)
+	/* seq_cst: pairs with the subs (a switch done) */
+	for (int i = 0; i < SW_EXIT_MS && atomic_load_explicit(&sw_inflight,
+			memory_order_seq_cst) > 0; i++)
 		usleep(1000);
 	/* our rendezvous socket's name goes with us (every process with an
 	 * accelerated connection has one: prefork servers would fill the
@@ -809,7 +836,8 @@ void sw_kick(void)
 		pthread_sigmask(SIG_SETMASK, &all, &old);
 		if (SW.efd >= 0 && pthread_create(&t, &a, sw_main, NULL) == 0) {
 			SW.running = true;
-			atomic_store(&SW.started, true);
+			/* (relaxed: nothing reads it now) */
+			atomic_store_explicit(&SW.started, true, memory_order_relaxed);
 		}
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		pthread_attr_destroy(&a);
@@ -822,8 +850,7 @@ void sw_kick(void)
 /* The peer froze c: switch our half too (the switch thread does it). */
 void sw_ask(struct sc_conn *c)
 {
-	int expected = SC_SW_NONE;
-	if (atomic_compare_exchange_strong(&c->sw, &expected, SC_SW_ASKED))
+	if (sc__conn_ask_sw(c) == SC_SW_NONE)
 		sw_kick();
 }
 
@@ -901,7 +928,8 @@ void sw_atfork_child(void)
 	}
 	sw_deaths = NULL;
 	sw_ndeaths = 0;
-	atomic_store(&sw_inflight, 0);
+	/* (relaxed: the fork child's only thread) */
+	atomic_store_explicit(&sw_inflight, 0, memory_order_relaxed);
 	pthread_mutex_init(&SW.lock, NULL);
 	if (SW.efd >= 0)
 		R(close)(SW.efd);
@@ -909,8 +937,8 @@ void sw_atfork_child(void)
 	SW.running = false;
 	/* the parent's kill-switch watch is the parent's (sc__ctl_watch has
 	 * forgotten it); we watch anew at our first connection */
-	int ino = atomic_exchange(&off_ino, -1);
+	int ino = atomic_exchange_explicit(&off_ino, -1, memory_order_relaxed);
 	if (ino >= 0)
 		R(close)(ino);
-	atomic_store(&SW.started, false);
+	atomic_store_explicit(&SW.started, false, memory_order_relaxed);
 }
