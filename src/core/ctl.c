@@ -519,8 +519,9 @@ static void ctl_switch_requests(void)
 			    /* seq_cst: pairs with the requester's store
 			     * before its kick (sc__kick_owner) */
 			    (why = atomic_exchange_explicit(&c->me->sw_req, 0, memory_order_seq_cst))) {
-				/* relaxed: the switch thread reads it after
-				 * the hook's hand-over (a lock, a wake-up) */
+				/* relaxed: before the seq_cst compare-exchange
+				 * of c->sw (sc__conn_ask_sw) that the switch
+				 * thread reads before it reads this */
 				if (why & SC_SWREQ_EPOLL)
 					atomic_store_explicit(&c->sw_child_set, true,
 							      memory_order_relaxed);

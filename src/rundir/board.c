@@ -242,11 +242,10 @@ struct sc_board *sc__board(uint16_t port, bool create)
 		goto out;
 	}
 	close(fd);
-	/* (under board_lock; ino and refs before the release of sl->b) */
+	/* (under board_lock; ino, refs, the age before sl->b's release) */
 	atomic_store_explicit(&sl->ino, (uint64_t)st.st_ino, memory_order_relaxed);
 	/* seq_cst: the slot's hold/unmap pattern (slot_hold) */
 	atomic_fetch_add_explicit(&sl->refs, 1, memory_order_seq_cst);
-	/* (relaxed: an age for boards_trim, under board_lock) */
 	atomic_store_explicit(&sl->used, atomic_fetch_add_explicit(&board_epoch, 1,
 								   memory_order_relaxed) + 1,
 			      memory_order_relaxed);
