@@ -441,7 +441,8 @@ void ep_atfork_child(void)
 {
 	/* our cookies are not our parent's, in the sets we share with it */
 	/* (relaxed: the fork child's only thread, as the rest of this function) */
-	atomic_store_explicit(&ep_key, key_new(atomic_load(&ep_key)), memory_order_relaxed);
+	uint32_t key = key_new(atomic_load_explicit(&ep_key, memory_order_relaxed));
+	atomic_store_explicit(&ep_key, key, memory_order_relaxed);
 	pthread_mutex_init(&eps_lock, NULL);
 	pthread_mutex_init(&kreg_lock, NULL);
 	pthread_mutex_init(&ep_inh_lock, NULL);

@@ -300,15 +300,15 @@ void sc__stats_fold(struct sc_stats_retired *r, const struct sc_stats_file *f)
 		const struct sc_conn_rec *rec = &f->recs[i];
 		if (atomic_load_explicit(&rec->mode, memory_order_acquire) != SC_REC_SHM)
 			continue;
-		atomic_fetch_add_explicit(&r->c.bytes_sent, atomic_load(&rec->bytes_sent),
+		atomic_fetch_add_explicit(&r->c.bytes_sent, atomic_load_explicit(&rec->bytes_sent, memory_order_relaxed),
 					  memory_order_relaxed);
-		atomic_fetch_add_explicit(&r->c.bytes_received, atomic_load(&rec->bytes_received),
+		atomic_fetch_add_explicit(&r->c.bytes_received, atomic_load_explicit(&rec->bytes_received, memory_order_relaxed),
 					  memory_order_relaxed);
 	}
 	/* levels, not counts: a dead process binds nothing, holds nothing */
-	atomic_fetch_sub_explicit(&r->c.dm_bindings, atomic_load(&f->c.dm_bindings),
+	atomic_fetch_sub_explicit(&r->c.dm_bindings, atomic_load_explicit(&f->c.dm_bindings, memory_order_relaxed),
 				  memory_order_relaxed);
-	atomic_fetch_sub_explicit(&r->c.dm_frags_out, atomic_load(&f->c.dm_frags_out),
+	atomic_fetch_sub_explicit(&r->c.dm_frags_out, atomic_load_explicit(&f->c.dm_frags_out, memory_order_relaxed),
 				  memory_order_relaxed);
 	r->processes++;
 }
