@@ -121,6 +121,13 @@ def tail(text, n=300):
     return " / ".join(ln.strip() for ln in text.strip().splitlines() if ln.strip())[-n:]
 
 
+def tcp_out_segs():
+    """TCP segments this host has sent (/proc/net/snmp OutSegs)"""
+    with open("/proc/net/snmp") as f:
+        rows = [ln.split() for ln in f if ln.startswith("Tcp:")]
+    return int(rows[1][rows[0].index("OutSegs")])
+
+
 def cgroup2_root():
     """where the cgroup v2 hierarchy is mounted, or None"""
     with open("/proc/mounts") as f:
@@ -233,6 +240,8 @@ class Ctx:
         self.sm = None
         if variant == "sockmap":
             self.sm = Sockmap()
+        self.segs0 = tcp_out_segs()
+        self.segs = None        # TCP segments sent during the run (the whole host's)
 
     def popen(self, cmd, **kw):
         """the program started in this run's cgroup (sockmap: its
@@ -335,6 +344,7 @@ class Ctx:
         ends on shared memory or on TCP for that reason alone (the client's
         `short_connections`, the server's `peer_not_accelerated`)."""
         self.stop()
+        self.segs = tcp_out_segs() - self.segs0
         st = None
         if self.sm:
             n = self.sm.close()
@@ -875,6 +885,26 @@ FLOOR_ROWS = [
 ]
 
 
+SEGS = {}       # (group, variant) -> TCP segments the host sent in each run
+REDIRECTS = {}  # group -> the sockmap programs' counts, all its runs together
+
+
+def print_proof():
+    """what shows the sockmap runs really bypassed TCP (and shortcut's)"""
+    if not SEGS and not REDIRECTS:
+        return
+    print()
+    print("TCP segments the host sent per run (medians; /proc/net/snmp OutSegs, the whole "
+          "host's, so a few are not the run's), and the sockmap programs' own counts "
+          "(all runs together):")
+    for g in dict.fromkeys(k[0] for k in SEGS):
+        segs = ", ".join(f"{v} {statistics.median(x):,.0f}" for (gg, v), x in SEGS.items() if gg == g)
+        r = REDIRECTS.get(g)
+        red = (f"; sockmap: {r['inserted']:,} sockets in its map, {r['redirected']:,} sends "
+               f"redirected, {r['missed']:,} not" if r else "")
+        print(f"- {g}: {segs}{red}")
+
+
 def run_all(groups):
     only = set(args.only.split(",")) if args.only else None
     samples = {}    # row id -> variant -> [values], aligned by repetition (None: failed)
@@ -907,6 +937,12 @@ def run_all(groups):
                     nfail[(name, v)] = nfail.get((name, v), 0) + 1
                     print(f"  {name} {v} rep {rep + 1}: FAILED: {e}", file=sys.stderr, flush=True)
                     continue
+                if c.segs is not None:
+                    SEGS.setdefault((name, v), []).append(c.segs)
+                if c.sm and c.sm.counts:
+                    agg = REDIRECTS.setdefault(name, {})
+                    for k in ("inserted", "redirected", "missed"):
+                        agg[k] = agg.get(k, 0) + c.sm.counts.get(k, 0)
                 if c.st and c.st["conns_fallback"]:
                     fb = fallbacks.setdefault((name, v), {})
                     for why, n in c.st["fallback"].items():
@@ -1193,6 +1229,7 @@ if __name__ == "__main__":
         print_floor_table(rows, elapsed)
     else:
         print_table(rows, fallbacks)
+    print_proof()
     if args.json:
         data = {}
         if os.path.exists(args.json):
