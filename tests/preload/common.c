@@ -124,6 +124,19 @@ void msleep(int ms)
 	}
 }
 
+/* flush stdout and the transcript (or the child would print their buffered
+ * lines again), then fork; fails loudly if it cannot */
+pid_t t_fork(void)
+{
+	fflush(stdout);
+	if (t_out)
+		fflush(t_out);
+	pid_t pid = fork();
+	if (pid < 0)
+		fatal("fork");
+	return pid;
+}
+
 /* ---- waiting for events, not for time ----------------------------------- */
 
 long t_now_ms(void)

@@ -70,6 +70,8 @@ const char *pmask(int r);
 /* poll one fd; prints "label: poll = N revents=MASK"; the revents, -1 on error */
 int poll1(const char *label, int fd, short events, int timeout_ms);
 void msleep(int ms);
+/* fflush(stdout) and t_out, then fork(); fails loudly if it cannot */
+pid_t t_fork(void);
 
 /* ---- waiting for events, not for time ------------------------------------ */
 

@@ -166,10 +166,7 @@ static void processes(void)
 	for (int w = 0; w < WORKERS; w++) {
 		if (pipe(cp[w]) < 0)
 			fatal("pipe");
-		fflush(stdout);
-		pids[w] = fork();
-		if (pids[w] < 0)
-			fatal("fork");
+		pids[w] = t_fork();
 		if (pids[w] == 0) {
 			t_pid = 0;
 			signal(SIGALRM, SIG_DFL);

@@ -502,9 +502,7 @@ static void client(void)
 			int p[2];
 			if (pipe(p) < 0)
 				fatal("pipe");
-			gc = fork();
-			if (gc < 0)
-				fatal("fork");
+			gc = t_fork();
 			if (gc == 0) {
 				alarm(20);
 				close(p[0]);

@@ -142,10 +142,7 @@ static void server(int lfd)
 	report("before fork", 100);
 	if (pipe(to_w) < 0 || pipe(from_w) < 0)
 		fatal("pipe");
-	fflush(stdout);
-	pid_t pid = fork();
-	if (pid < 0)
-		fatal("fork");
+	pid_t pid = t_fork();
 	if (pid == 0)
 		worker();
 	w_pid = pid;

@@ -15,10 +15,7 @@ static void server(int lfd)
 	char buf[64];
 	if (ep < 0 || pipe(p) < 0)
 		fatal("epoll_create1/pipe");
-	fflush(stdout);
-	pid_t kid = fork();
-	if (kid < 0)
-		fatal("fork");
+	pid_t kid = t_fork();
 	if (kid == 0) {
 		close(p[0]);
 		if (write(p[1], "w", 1) != 1)

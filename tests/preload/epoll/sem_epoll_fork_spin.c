@@ -39,10 +39,7 @@ static void server(int lfd)
 	tell();                                 /* the client sends 1 byte */
 	await_peer();
 	wait_inq(fd, 1);                        /* it is here */
-	fflush(stdout);
-	pid_t p = fork();
-	if (p < 0)
-		fatal("fork");
+	pid_t p = t_fork();
 	if (p == 0) {
 		long c0 = cpu_ms();
 		int n = epoll_wait(ep, out, 2, 1000);

@@ -116,9 +116,7 @@ static void client(void)
 	for (int i = 1; i < NCONN; i++) {
 		if (pipe(cmd[i]) < 0)
 			fatal("pipe");
-		kids[i] = fork();
-		if (kids[i] < 0)
-			fatal("fork");
+		kids[i] = t_fork();
 		if (kids[i] == 0) {
 			close(cmd[i][1]);
 			close(ack[0]);

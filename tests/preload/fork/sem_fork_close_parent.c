@@ -20,10 +20,7 @@ static void server(int lfd)
 	if (fd < 0)
 		fatal("accept");
 	say("request 1 (100), exact: %s", yesno(recv_exact_at(fd, 0, 100, 61)));
-	fflush(stdout);
-	pid_t pid = fork();
-	if (pid < 0)
-		fatal("fork");
+	pid_t pid = t_fork();
 	if (pid == 0) {
 		alarm(20);
 		t_pid = 0;                      /* fatal() here must not kill the client */

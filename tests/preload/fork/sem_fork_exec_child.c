@@ -16,9 +16,7 @@
 /* the child: fork, then exec python3 without the library */
 static pid_t fork_exec(char *argv[])
 {
-	pid_t pid = fork();
-	if (pid < 0)
-		fatal("fork");
+	pid_t pid = t_fork();
 	if (pid == 0) {
 		if (dup2(fileno(t_out), 1) < 0)
 			fatal("dup2");

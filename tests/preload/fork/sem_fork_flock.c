@@ -40,9 +40,7 @@ static void server(int lfd)
 	int ok = 0;
 	fflush(stdout);
 	for (int i = 0; i < CHILDREN; i++) {
-		pid_t pid = fork();
-		if (pid < 0)
-			fatal("fork");
+		pid_t pid = t_fork();
 		if (pid == 0)
 			_exit(0);
 		int st;

@@ -33,10 +33,7 @@ static pid_t idle_child(int *wfd)
 	int kp[2];
 	if (pipe(kp) < 0)
 		fatal("pipe");
-	fflush(stdout);
-	pid_t pid = fork();
-	if (pid < 0)
-		fatal("fork");
+	pid_t pid = t_fork();
 	if (pid == 0) {
 		char c;
 		close(kp[1]);

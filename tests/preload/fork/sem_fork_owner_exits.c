@@ -32,19 +32,14 @@ static void client(void)
 	int done[2];
 	if (pipe(done) < 0)
 		fatal("pipe");
-	pid_t owner = fork();
-	if (owner < 0)
-		fatal("fork");
+	pid_t owner = t_fork();
 	if (owner == 0) {
 		close(done[0]);
 		int fd = client_conn();
 		await_peer();                   /* the server sent 30000 */
 		send_pattern(fd, 10000, 8);
 		say("owner: sent 10000, forks and exits");
-		fflush(t_out);
-		pid_t kid = fork();
-		if (kid < 0)
-			fatal("fork");
+		pid_t kid = t_fork();
 		if (kid > 0)
 			_exit(0);
 		/* the child: wait until the owner is gone */

@@ -30,15 +30,10 @@ static void client(void)
 	int go[2], kp[2];
 	if (pipe(go) < 0 || pipe(kp) < 0)
 		fatal("pipe");
-	fflush(t_out);
-	pid_t owner = fork();
-	if (owner < 0)
-		fatal("fork");
+	pid_t owner = t_fork();
 	if (owner == 0) {
 		int fd = client_conn();
-		pid_t kid = fork();
-		if (kid < 0)
-			fatal("fork");
+		pid_t kid = t_fork();
 		if (kid == 0) {
 			char c;
 			if (read(go[0], &c, 1) != 1)    /* the server closed */

@@ -77,16 +77,11 @@ static void client(void)
 		int kp[2], hold[2];
 		if (pipe(kp) < 0 || pipe(hold) < 0)
 			fatal("pipe");
-		fflush(t_out);
-		pid_t owner = fork();
-		if (owner < 0)
-			fatal("fork");
+		pid_t owner = t_fork();
 		if (owner == 0) {
 			int fd = client_conn();
 			send_pattern(fd, 100000, 5);
-			pid_t kid = fork();
-			if (kid < 0)
-				fatal("fork");
+			pid_t kid = t_fork();
 			if (kid == 0) {
 				char c;
 				while (read(hold[0], &c, 1) < 0 && errno == EINTR) {

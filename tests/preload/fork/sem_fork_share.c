@@ -48,10 +48,7 @@ static void client(void)
 	say("answer 2 (3000), exact: %s", yesno(recv_exact_at(fd, 200, 3000, 52)));
 	await_peer();                           /* the server sent 30000 */
 	say("fork with 30000 unread");
-	fflush(t_out);
-	pid_t pid = fork();
-	if (pid < 0)
-		fatal("fork");
+	pid_t pid = t_fork();
 	if (pid == 0) {
 		alarm(20);
 		say("child: the 30000, exact: %s", yesno(recv_exact_at(fd, 3200, 30000, 52)));

@@ -11,9 +11,7 @@ static void server(int lfd)
 		int fd = accept(lfd, NULL, NULL);
 		if (fd < 0)
 			fatal("accept");
-		pid_t pid = fork();
-		if (pid < 0)
-			fatal("fork");
+		pid_t pid = t_fork();
 		if (pid == 0) {
 			char buf[65536];
 			if (send_all(fd, "220 ready\r\n", 11) != 11)

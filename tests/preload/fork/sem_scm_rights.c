@@ -68,10 +68,7 @@ static void client(void)
 	int sp[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sp) < 0)
 		fatal("socketpair");
-	fflush(t_out);
-	pid_t pid = fork();
-	if (pid < 0)
-		fatal("fork");
+	pid_t pid = t_fork();
 	if (pid == 0) {
 		close(sp[0]);
 		helper(sp[1]);
