@@ -48,6 +48,18 @@ void cmd(uint64_t c, uint64_t conn, uint64_t n)
 	await_peer();
 }
 
+/* server: the client makes n connections, one at a time; conns[1..n] */
+void cmd_connect(int lfd, int *conns, int n)
+{
+	for (int i = 1; i <= n; i++) {
+		tell_u64(C_CONNECT);
+		tell_u64(0);
+		tell_u64(0);
+		conns[i] = server_conn(lfd);
+		await_peer();
+	}
+}
+
 /* a thread of ours is asleep: its tid (set by the thread itself, 0 until
  * then) once it is, a hang guard failing loudly */
 void wait_tid_asleep(_Atomic pid_t *tid)

@@ -25,6 +25,9 @@ void wait_report(int ep, const char *label, int timeout_ms);
 int ctl(const char *label, int ep, int op, int fd, uint32_t events, uint64_t tag);
 /* server: have the client do c on its connection conn (n bytes) */
 void cmd(uint64_t c, uint64_t conn, uint64_t n);
+/* server: the client makes n connections (C_CONNECT), one at a time;
+ * conns[1..n] are the server's ends */
+void cmd_connect(int lfd, int *conns, int n);
 /* a thread of ours is asleep: its tid (set by the thread itself, 0 until
  * then) once it is, a hang guard failing loudly */
 void wait_tid_asleep(_Atomic pid_t *tid);

@@ -126,13 +126,7 @@ static void w(int op, int arg, int timeout, const char *label)
 static void server(int lfd)
 {
 	char buf[256];
-	for (int i = 1; i <= 3; i++) {
-		tell_u64(C_CONNECT);
-		tell_u64(0);
-		tell_u64(0);
-		conns[i] = server_conn(lfd);
-		await_peer();
-	}
+	cmd_connect(lfd, conns, 3);
 	ep = epoll_create1(0);
 	if (ep < 0)
 		fatal("epoll_create1");

@@ -15,13 +15,7 @@ static int conns[8];
 
 static void server(int lfd)
 {
-	for (int i = 1; i <= 3; i++) {
-		tell_u64(C_CONNECT);
-		tell_u64(0);
-		tell_u64(0);
-		conns[i] = server_conn(lfd);
-		await_peer();
-	}
+	cmd_connect(lfd, conns, 3);
 	int pp[2];
 	if (pipe(pp) < 0)
 		fatal("pipe");

@@ -83,13 +83,7 @@ static void sel(const char *label, int fd)
 
 static void server(int lfd)
 {
-	for (int i = 1; i <= 3; i++) {
-		tell_u64(C_CONNECT);
-		tell_u64(0);
-		tell_u64(0);
-		conns[i] = server_conn(lfd);
-		await_peer();
-	}
+	cmd_connect(lfd, conns, 3);
 	int a = conns[1], b = conns[2], c = conns[3];
 	int e1 = epoll_create1(0), e2 = epoll_create1(0);
 	if (e1 < 0 || e2 < 0)

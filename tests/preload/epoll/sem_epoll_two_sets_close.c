@@ -11,13 +11,7 @@ static int conns[8];
 
 static void server(int lfd)
 {
-	for (int i = 1; i <= 2; i++) {
-		tell_u64(C_CONNECT);
-		tell_u64(0);
-		tell_u64(0);
-		conns[i] = server_conn(lfd);
-		await_peer();
-	}
+	cmd_connect(lfd, conns, 2);
 	int a = conns[1], b = conns[2];
 
 	say("--- the first set closed");
