@@ -115,3 +115,42 @@ void cmd_client(char fill)
 	for (int i = 1; i < nfd; i++)
 		close(fds[i]);
 }
+
+/* server: connection i's request, the reply, EOF; closes fd */
+void serve_request(int fd, int i)
+{
+	char buf[16];
+	ssize_t n = recv_all(fd, buf, 5);
+	say("connection %d: got \"%.*s\"", i, (int)(n > 0 ? n : 0), buf);
+	res("send reply", send(fd, "world", 5, 0));
+	res("recv at EOF", recv(fd, buf, sizeof(buf), 0));
+	close(fd);
+}
+
+void serve_requests(int lfd, int n)
+{
+	for (int i = 1; i <= n; i++) {
+		int fd = accept(lfd, NULL, NULL);
+		if (fd < 0)
+			fatal("accept");
+		serve_request(fd, i);
+	}
+}
+
+int connect_said(int fd)
+{
+	struct sockaddr_in a = t_addr();
+	int rc = connect(fd, (struct sockaddr *)&a, sizeof(a));
+	say("connect: %s", rc == 0 ? "0" : errno == EINPROGRESS ? "EINPROGRESS" : ename(errno));
+	return rc;
+}
+
+void get_reply(int fd)
+{
+	char buf[16];
+	ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+	if (n < 0)
+		say("recv = -1 %s", ename(errno));
+	else
+		say("recv = %zd \"%.*s\"", n, (int)n, buf);
+}

@@ -38,4 +38,17 @@ void drain(const char *label, int fd);
  * wait that follows the command: the state of its thread, not a time) */
 void cmd_client(char fill);
 
+/* ---- a request and its reply, on a socket connected by hand ------------- */
+
+/* server: connection i's request (5 bytes, said), the reply "world", the
+ * client's EOF; closes fd */
+void serve_request(int fd, int i);
+/* server: n connections accepted in turn, each served so */
+void serve_requests(int lfd, int n);
+/* client: connect fd to the listener, said as "connect: 0 | EINPROGRESS |
+ * ENAME"; connect's result */
+int connect_said(int fd);
+/* client: recv what is there, without waiting, said */
+void get_reply(int fd);
+
 #endif

@@ -17,35 +17,7 @@
 /* each connection: the request, the reply, then EOF */
 static void server(int lfd)
 {
-	char buf[16];
-	for (int i = 1; i <= NCONN; i++) {
-		int fd = accept(lfd, NULL, NULL);
-		if (fd < 0)
-			fatal("accept");
-		ssize_t n = recv_all(fd, buf, 5);
-		say("connection %d: got \"%.*s\"", i, (int)(n > 0 ? n : 0), buf);
-		res("send reply", send(fd, "world", 5, 0));
-		res("recv at EOF", recv(fd, buf, sizeof(buf), 0));
-		close(fd);
-	}
-}
-
-static int connect_to(int fd)
-{
-	struct sockaddr_in a = t_addr();
-	int rc = connect(fd, (struct sockaddr *)&a, sizeof(a));
-	say("connect: %s", rc == 0 ? "0" : errno == EINPROGRESS ? "EINPROGRESS" : ename(errno));
-	return rc;
-}
-
-static void get_reply(int fd)
-{
-	char buf[16];
-	ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
-	if (n < 0)
-		say("recv = -1 %s", ename(errno));
-	else
-		say("recv = %zd \"%.*s\"", n, (int)n, buf);
+	serve_requests(lfd, NCONN);
 }
 
 static int new_socket(bool nonblock)
@@ -63,7 +35,7 @@ static void nginx_upstream(void)
 	int fd = new_socket(true);
 	ctl("nginx: ADD IN|OUT|RDHUP|ET before connect", ep, EPOLL_CTL_ADD, fd,
 	    EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, 1);
-	connect_to(fd);
+	connect_said(fd);
 	wait_report(ep, "nginx: connected", WAIT_MS);
 	res("nginx: send request", send(fd, "hello", 5, 0));
 	wait_report(ep, "nginx: reply", WAIT_MS);
@@ -81,7 +53,7 @@ static void netty_channel(void)
 	int fd = new_socket(true);
 	ctl("netty: ADD ET at creation", ep, EPOLL_CTL_ADD, fd, EPOLLET, 2);
 	wait_report(ep, "netty: fresh socket", 100);
-	connect_to(fd);
+	connect_said(fd);
 	ctl("netty: MOD OUT|ET", ep, EPOLL_CTL_MOD, fd, EPOLLOUT | EPOLLET, 2);
 	wait_report(ep, "netty: connected", WAIT_MS);
 	ctl("netty: MOD IN|RDHUP|ET", ep, EPOLL_CTL_MOD, fd, EPOLLIN | EPOLLRDHUP | EPOLLET, 2);
@@ -99,7 +71,7 @@ static void blocking_connect(void)
 	int ep = epoll_create1(EPOLL_CLOEXEC);
 	int fd = new_socket(false);
 	ctl("blocking: ADD IN before connect", ep, EPOLL_CTL_ADD, fd, EPOLLIN, 3);
-	connect_to(fd);
+	connect_said(fd);
 	wait_report(ep, "blocking: connected, idle", 100);
 	res("blocking: send request", send(fd, "hello", 5, 0));
 	wait_report(ep, "blocking: reply", WAIT_MS);
@@ -116,7 +88,7 @@ static void del_add(void)
 	int ep = epoll_create1(EPOLL_CLOEXEC);
 	int fd = new_socket(true);
 	ctl("del/add: ADD OUT before connect", ep, EPOLL_CTL_ADD, fd, EPOLLOUT, 4);
-	connect_to(fd);
+	connect_said(fd);
 	wait_report(ep, "del/add: connected", WAIT_MS);
 	ctl("del/add: DEL", ep, EPOLL_CTL_DEL, fd, 0, 0);
 	ctl("del/add: DEL again", ep, EPOLL_CTL_DEL, fd, 0, 0);
@@ -142,7 +114,7 @@ static void mod_before(void)
 	ctl("mod: ADD IN|ET before connect", ep, EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLET, 7);
 	ctl("mod: ADD twice", ep, EPOLL_CTL_ADD, fd, EPOLLIN, 7);
 	ctl("mod: MOD IN|OUT before connect", ep, EPOLL_CTL_MOD, fd, EPOLLIN | EPOLLOUT, 8);
-	connect_to(fd);
+	connect_said(fd);
 	wait_report(ep, "mod: connected", WAIT_MS);
 	ctl("mod: MOD IN", ep, EPOLL_CTL_MOD, fd, EPOLLIN, 9);
 	res("mod: send request", send(fd, "hello", 5, 0));
@@ -161,7 +133,7 @@ static void two_sets(void)
 	ctl("two sets: ADD IN to the first", ep1, EPOLL_CTL_ADD, fd, EPOLLIN, 10);
 	ctl("two sets: ADD IN|OUT|ET to the second", ep2, EPOLL_CTL_ADD, fd,
 	    EPOLLIN | EPOLLOUT | EPOLLET, 11);
-	connect_to(fd);
+	connect_said(fd);
 	wait_report(ep2, "two sets: second, connected", WAIT_MS);
 	wait_report(ep1, "two sets: first, idle", 100);
 	res("two sets: send request", send(fd, "hello", 5, 0));

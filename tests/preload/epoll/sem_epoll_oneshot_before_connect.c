@@ -12,34 +12,7 @@
 
 static void server(int lfd)
 {
-	char buf[16];
-	for (int i = 1; i <= NCONN; i++) {
-		int fd = accept(lfd, NULL, NULL);
-		if (fd < 0)
-			fatal("accept");
-		ssize_t n = recv_all(fd, buf, 5);
-		say("connection %d: got \"%.*s\"", i, (int)(n > 0 ? n : 0), buf);
-		res("send reply", send(fd, "world", 5, 0));
-		res("recv at EOF", recv(fd, buf, sizeof(buf), 0));
-		close(fd);
-	}
-}
-
-static void connect_nb(int fd)
-{
-	struct sockaddr_in a = t_addr();
-	int rc = connect(fd, (struct sockaddr *)&a, sizeof(a));
-	say("connect: %s", rc == 0 ? "0" : errno == EINPROGRESS ? "EINPROGRESS" : ename(errno));
-}
-
-static void get_reply(int fd)
-{
-	char buf[16];
-	ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
-	if (n < 0)
-		say("recv = -1 %s", ename(errno));
-	else
-		say("recv = %zd \"%.*s\"", n, (int)n, buf);
+	serve_requests(lfd, NCONN);
 }
 
 /* ADD OUT|ONESHOT before connect (flags: EPOLLET or 0), MOD IN|ONESHOT */
@@ -50,7 +23,7 @@ static void oneshot(const char *name, uint32_t flags, uint64_t tag)
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
 	snprintf(l, sizeof(l), "%s: ADD OUT|ONESHOT before connect", name);
 	ctl(l, ep, EPOLL_CTL_ADD, fd, EPOLLOUT | EPOLLONESHOT | flags, tag);
-	connect_nb(fd);
+	connect_said(fd);
 	snprintf(l, sizeof(l), "%s: connected", name);
 	wait_report(ep, l, WAIT_MS);
 	snprintf(l, sizeof(l), "%s: disabled", name);
@@ -78,7 +51,7 @@ static void fired_before(void)
 	ctl("fired before: ADD IN|OUT|ONESHOT", ep, EPOLL_CTL_ADD, fd,
 	    EPOLLIN | EPOLLOUT | EPOLLONESHOT, 5);
 	wait_report(ep, "fired before: fresh socket", WAIT_MS);
-	connect_nb(fd);
+	connect_said(fd);
 	wait_ev(fd, POLLOUT);
 	wait_report(ep, "fired before: connected, still disabled", 100);
 	res("send request", send(fd, "hello", 5, 0));
@@ -100,7 +73,7 @@ static void rearmed_before(void)
 	ctl("re-armed before: ADD OUT|ONESHOT", ep, EPOLL_CTL_ADD, fd, EPOLLOUT | EPOLLONESHOT, 7);
 	wait_report(ep, "re-armed before: fresh socket", WAIT_MS);
 	ctl("re-armed before: MOD IN|ONESHOT", ep, EPOLL_CTL_MOD, fd, EPOLLIN | EPOLLONESHOT, 8);
-	connect_nb(fd);
+	connect_said(fd);
 	wait_ev(fd, POLLOUT);
 	res("send request", send(fd, "hello", 5, 0));
 	wait_report(ep, "re-armed before: reply", WAIT_MS);

@@ -16,7 +16,6 @@
 
 static void server(int lfd)
 {
-	char buf[16];
 	/* no room for another accelerated connection from here on (the
 	 * interposer wants 64 fds of headroom under three quarters of it) */
 	struct rlimit rl;
@@ -34,11 +33,7 @@ static void server(int lfd)
 		 * declined */
 		await_peer();
 		await_peer_asleep();
-		ssize_t n = recv_all(fd, buf, 5);
-		say("connection %d: got \"%.*s\"", i, (int)(n > 0 ? n : 0), buf);
-		res("send reply", send(fd, "world", 5, 0));
-		res("recv at EOF", recv(fd, buf, sizeof(buf), 0));
-		close(fd);
+		serve_request(fd, i);
 	}
 }
 
@@ -48,23 +43,6 @@ static int nb_socket(void)
 	if (fd < 0)
 		fatal("socket");
 	return fd;
-}
-
-static void do_connect(int fd)
-{
-	struct sockaddr_in a = t_addr();
-	int rc = connect(fd, (struct sockaddr *)&a, sizeof(a));
-	say("connect: %s", rc == 0 ? "0" : errno == EINPROGRESS ? "EINPROGRESS" : ename(errno));
-}
-
-static void get_reply(int fd)
-{
-	char buf[16];
-	ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
-	if (n < 0)
-		say("recv = -1 %s", ename(errno));
-	else
-		say("recv = %zd \"%.*s\"", n, (int)n, buf);
 }
 
 /* registered before connect (before) or after it */
@@ -77,7 +55,7 @@ static void in_epoll(const char *name, bool before, uint64_t tag)
 		snprintf(l, sizeof(l), "%s: ADD OUT before connect", name);
 		ctl(l, ep, EPOLL_CTL_ADD, fd, EPOLLOUT, tag);
 	}
-	do_connect(fd);
+	connect_said(fd);
 	if (!before) {
 		snprintf(l, sizeof(l), "%s: ADD OUT", name);
 		ctl(l, ep, EPOLL_CTL_ADD, fd, EPOLLOUT, tag);
@@ -100,7 +78,7 @@ static void in_epoll(const char *name, bool before, uint64_t tag)
 static void in_poll(void)
 {
 	int fd = nb_socket();
-	do_connect(fd);
+	connect_said(fd);
 	poll1("poll: connected", fd, POLLOUT, WAIT_MS);
 	res("send request", send(fd, "hello", 5, 0));
 	tell();
