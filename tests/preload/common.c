@@ -137,6 +137,22 @@ pid_t t_fork(void)
 	return pid;
 }
 
+volatile sig_atomic_t t_caught;
+
+static void count_usr1(int sig)
+{
+	(void)sig;
+	t_caught++;
+}
+
+/* SIGUSR1 counted in t_caught; flags: 0 or SA_RESTART */
+void t_on_usr1(int flags)
+{
+	struct sigaction sa = { .sa_handler = count_usr1, .sa_flags = flags };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR1, &sa, NULL);
+}
+
 /* ---- waiting for events, not for time ----------------------------------- */
 
 long t_now_ms(void)

@@ -72,6 +72,10 @@ int poll1(const char *label, int fd, short events, int timeout_ms);
 void msleep(int ms);
 /* fflush(stdout) and t_out, then fork(); fails loudly if it cannot */
 pid_t t_fork(void);
+/* SIGUSR1's handler: counts the signals caught in t_caught; flags: 0 (a
+ * blocking call it interrupts fails with EINTR) or SA_RESTART */
+extern volatile sig_atomic_t t_caught;
+void t_on_usr1(int flags);
 
 /* ---- waiting for events, not for time ------------------------------------ */
 

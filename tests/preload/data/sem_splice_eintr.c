@@ -12,55 +12,41 @@
 
 static int a[2], b[2];          /* a: client -> server's splice; b: back */
 
-static volatile sig_atomic_t caught;
-static void on_usr1(int sig)
-{
-	(void)sig;
-	caught++;
-}
-
-static void handler(int flags)
-{
-	struct sigaction sa = { .sa_handler = on_usr1, .sa_flags = flags };
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGUSR1, &sa, NULL);
-}
-
 static void server(int lfd)
 {
 	int fd = server_conn(lfd);
-	handler(0);
+	t_on_usr1(0);
 	tell();                                 /* client: signal us in the splice */
 	res("splice from the empty pipe, no SA_RESTART, signal",
 	    splice(a[0], NULL, fd, NULL, 100, 0));
-	say("handler ran: %s", yesno(caught == 1));
-	handler(SA_RESTART);
+	say("handler ran: %s", yesno(t_caught == 1));
+	t_on_usr1(SA_RESTART);
 	tell();                                 /* client: signal, then write 5 */
 	res("splice from the empty pipe, SA_RESTART, signal then data",
 	    splice(a[0], NULL, fd, NULL, 100, 0));
-	say("handler ran: %s", yesno(caught == 2));
+	say("handler ran: %s", yesno(t_caught == 2));
 
 	static char fill[4096];
 	if (fcntl(b[1], F_SETPIPE_SZ, 4096) != 4096 || write(b[1], fill, sizeof(fill)) != 4096)
 		fatal("pipe b");
 	await_peer();                           /* client sent 3 */
 	wait_inq(fd, 3);
-	handler(0);
+	t_on_usr1(0);
 	tell();                                 /* client: signal us in the splice */
 	res("splice into the full pipe, no SA_RESTART, signal",
 	    splice(fd, NULL, b[1], NULL, 100, 0));
-	say("handler ran: %s", yesno(caught == 3));
-	handler(SA_RESTART);
+	say("handler ran: %s", yesno(t_caught == 3));
+	t_on_usr1(SA_RESTART);
 	tell();                                 /* client: signal, then drain the pipe */
 	res("splice into the full pipe, SA_RESTART, signal then room",
 	    splice(fd, NULL, b[1], NULL, 100, 0));
-	say("handler ran: %s", yesno(caught == 4));
+	say("handler ran: %s", yesno(t_caught == 4));
 
-	handler(0);
+	t_on_usr1(0);
 	tell();                                 /* client: signal us in the splice */
 	res("splice from the empty socket, no SA_RESTART, signal",
 	    splice(fd, NULL, b[1], NULL, 100, 0));
-	say("handler ran: %s", yesno(caught == 5));
+	say("handler ran: %s", yesno(t_caught == 5));
 	tell();
 	await_peer();
 	res("close", close(fd));

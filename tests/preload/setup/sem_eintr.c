@@ -12,37 +12,23 @@
 #include "common.h"
 #include <linux/sockios.h>
 
-static volatile sig_atomic_t caught;
-static void on_usr1(int sig)
-{
-	(void)sig;
-	caught++;
-}
-
-static void handler(int flags)
-{
-	struct sigaction sa = { .sa_handler = on_usr1, .sa_flags = flags };
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGUSR1, &sa, NULL);
-}
-
 static void server(int lfd)
 {
 	int fd = server_conn(lfd);
 	char buf[64];
-	handler(0);
+	t_on_usr1(0);
 	tell();                                 /* client: signal us in the recv */
 	res("recv, no SA_RESTART, signal", recv(fd, buf, sizeof(buf), 0));
-	say("handler ran: %s", yesno(caught == 1));
-	handler(SA_RESTART);
+	say("handler ran: %s", yesno(t_caught == 1));
+	t_on_usr1(SA_RESTART);
 	tell();                                 /* client: signal, then send 5 */
 	res("recv, SA_RESTART, signal then data", recv(fd, buf, sizeof(buf), 0));
-	say("handler ran: %s", yesno(caught == 2));
-	handler(0);
+	say("handler ran: %s", yesno(t_caught == 2));
+	t_on_usr1(0);
 	tell();                                 /* client: 3 bytes, then signal */
 	res("recv(10, MSG_WAITALL), 3 came, no SA_RESTART, signal",
 	    recv(fd, buf, 10, MSG_WAITALL));
-	say("handler ran: %s", yesno(caught == 3));
+	say("handler ran: %s", yesno(t_caught == 3));
 	tell();
 	res("recv at EOF", recv(fd, buf, sizeof(buf), 0));
 	res("close", close(fd));
