@@ -46,23 +46,6 @@ static void *send_thread(void *arg)
 	return NULL;
 }
 
-/* thread tid of this process asleep (state S) */
-static bool asleep(pid_t tid)
-{
-	char path[64], st[512];
-	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
-	int f = open(path, O_RDONLY | O_CLOEXEC);
-	if (f < 0)
-		return false;
-	ssize_t n = read(f, st, sizeof(st) - 1);
-	close(f);
-	if (n <= 0)
-		return false;
-	st[n] = 0;
-	char *p = strrchr(st, ')');
-	return p && p[1] == ' ' && p[2] == 'S';
-}
-
 static void server(int lfd)
 {
 	static char buf[65536];
@@ -101,7 +84,7 @@ static void server(int lfd)
 		fatal("pthread_create");
 	int i;
 	for (i = 0; i < 1000; i++) {
-		if (t_in_send && t_tid && asleep(t_tid))
+		if (t_in_send && t_tid && t_state(getpid(), t_tid) == 'S')
 			break;
 		msleep(10);
 	}
@@ -109,7 +92,7 @@ static void server(int lfd)
 		fatal("the thread is not asleep in send()");
 	msleep(100);
 	say("a thread is asleep in a blocking send() that has not returned: %s",
-	    yesno(!t_done && asleep(t_tid)));
+	    yesno(!t_done && t_state(getpid(), t_tid) == 'S'));
 	say("unread by the client: at least %d: %s", AT_LEAST, yesno(sent + t_len >= AT_LEAST));
 	tell_u64(sent + t_len);                 /* exec now; python reads this many */
 

@@ -67,23 +67,6 @@ static void *echo_thread(void *arg)
 	return NULL;
 }
 
-/* thread tid of this process asleep (state S) */
-static bool asleep(pid_t tid)
-{
-	char path[64], st[512];
-	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
-	int f = open(path, O_RDONLY | O_CLOEXEC);
-	if (f < 0)
-		return false;
-	ssize_t n = read(f, st, sizeof(st) - 1);
-	close(f);
-	if (n <= 0)
-		return false;
-	st[n] = 0;
-	char *p = strrchr(st, ')');
-	return p && p[1] == ' ' && p[2] == 'S';
-}
-
 /* ---- the server's poll() loop on connection 1 ----------------------------- */
 
 static char *e_buf;             /* read, not echoed yet: [e_off, e_len) */
@@ -182,7 +165,7 @@ static void server(int lfd)
 	/* the thread has echoed all the client sent on 2 and sleeps in recv() */
 	int i;
 	for (i = 0; i < 1000; i++) {
-		if (t_echoed == PRE2 && t_in_recv && t_tid && asleep(t_tid))
+		if (t_echoed == PRE2 && t_in_recv && t_tid && t_state(getpid(), t_tid) == 'S')
 			break;
 		msleep(10);
 	}
@@ -190,7 +173,7 @@ static void server(int lfd)
 		fatal("the thread is not asleep in recv()");
 	msleep(100);
 	say("thread asleep in recv() on connection 2, all %d bytes echoed: %s", PRE2,
-	    yesno(t_echoed == PRE2 && t_in_recv && asleep(t_tid)));
+	    yesno(t_echoed == PRE2 && t_in_recv && t_state(getpid(), t_tid) == 'S'));
 	tell();                                 /* exec now */
 
 	if (!poll_loop(fd1, -1))
