@@ -526,6 +526,7 @@ int raw_connect(void)
 	return fd;
 }
 
+
 /* One byte each way, so that both ends are fully set up before a scenario
  * starts (the client's first send and the server's reply). */
 void hs_client(int fd)
@@ -559,6 +560,32 @@ int server_conn(int lfd)
 		fatal("accept");
 	hs_server(fd);
 	return fd;
+}
+
+/* client: a child that connects and waits to be killed; its pid once
+ * connected */
+pid_t connected_kid(const char *what)
+{
+	int p[2];
+	if (pipe(p) < 0)
+		fatal("pipe");
+	pid_t kid = t_fork();
+	if (kid == 0) {
+		alarm(20);
+		close(p[0]);
+		int fd = client_conn();
+		if (write(p[1], "c", 1) != 1)
+			_exit(1);
+		for (;;)
+			pause();
+		(void)fd;
+	}
+	close(p[1]);
+	char x;
+	if (read(p[0], &x, 1) != 1)
+		fatal("%s", what);
+	close(p[0]);
+	return kid;
 }
 
 ssize_t send_fd(int sp, int fd)

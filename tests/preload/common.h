@@ -154,6 +154,9 @@ void hs_client(int fd);
 void hs_server(int fd);
 int client_conn(void);                  /* raw_connect + hs_client */
 int server_conn(int lfd);               /* accept + hs_server */
+/* client: a child process that connects (client_conn) and then waits to
+ * be killed; its pid, once it has connected (fatal(what) if it did not) */
+pid_t connected_kid(const char *what);
 /* pass fd over the unix socket sp with SCM_RIGHTS (one byte, 'f', with
  * it): sendmsg()'s result */
 ssize_t send_fd(int sp, int fd);

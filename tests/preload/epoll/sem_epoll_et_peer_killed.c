@@ -47,25 +47,7 @@ static void client(void)
 		if (c == K_END)
 			break;
 		if (c == K_CONNECT) {
-			int p[2];
-			if (pipe(p) < 0)
-				fatal("pipe");
-			gc = t_fork();
-			if (gc == 0) {
-				alarm(20);
-				close(p[0]);
-				int fd = client_conn();
-				if (write(p[1], "c", 1) != 1)
-					_exit(1);
-				for (;;)
-					pause();
-				(void)fd;
-			}
-			close(p[1]);
-			char x;
-			if (read(p[0], &x, 1) != 1)
-				fatal("the peer did not connect");
-			close(p[0]);
+			gc = connected_kid("the peer did not connect");
 		} else {
 			kill(gc, SIGKILL);
 			waitpid(gc, NULL, 0);

@@ -498,28 +498,9 @@ static void client(void)
 			if (send_all(fds[nfd - 1], buf, arg) != (ssize_t)arg)
 				fatal("send");
 			continue;               /* told already */
-		case F_GC_CONNECT: {
-			int p[2];
-			if (pipe(p) < 0)
-				fatal("pipe");
-			gc = t_fork();
-			if (gc == 0) {
-				alarm(20);
-				close(p[0]);
-				int fd = client_conn();
-				if (write(p[1], "c", 1) != 1)
-					_exit(1);
-				for (;;)
-					pause();
-				(void)fd;
-			}
-			close(p[1]);
-			char x;
-			if (read(p[0], &x, 1) != 1)
-				fatal("grandchild did not connect");
-			close(p[0]);
+		case F_GC_CONNECT:
+			gc = connected_kid("grandchild did not connect");
 			break;
-		}
 		case F_GC_KILL:
 			kill(gc, SIGKILL);
 			waitpid(gc, NULL, 0);
