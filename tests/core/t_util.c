@@ -481,6 +481,19 @@ void t_run_pair(const char *path, int (*server)(const char *path, void *arg),
 	t_wait_both(s, "server", c, "client");
 }
 
+void t_run_pair_64k(int to_client[2], int to_server[2],
+		    int (*server)(const char *path, void *arg),
+		    int (*client)(const char *path, void *arg))
+{
+	char path[T_PATH_MAX];
+
+	T_EQ(pipe(to_client), 0);
+	T_EQ(pipe(to_server), 0);
+	setenv("SHORTCUT_RMEM", "65536", 1);
+	setenv("SHORTCUT_WMEM", "65536", 1);
+	t_run_pair(t_listen_path(path), server, client, NULL);
+}
+
 /* ---- library helpers ---------------------------------------------------- */
 
 char *t_listen_path(char *buf)

@@ -180,6 +180,13 @@ void t_wait_both(pid_t a, const char *name_a, pid_t b, const char *name_b);
 void t_run_pair(const char *path, int (*server)(const char *path, void *arg),
 		int (*client)(const char *path, void *arg), void *arg);
 
+/* The same on a fresh listen path (arg NULL), with SHORTCUT_RMEM and
+ * SHORTCUT_WMEM set to 64 KiB and the pipes to_client and to_server made
+ * first, for the two halves to sequence through. */
+void t_run_pair_64k(int to_client[2], int to_server[2],
+		    int (*server)(const char *path, void *arg),
+		    int (*client)(const char *path, void *arg));
+
 /* ---- library helpers -------------------------------------------------------- */
 
 /* Unique abstract listen path "@sc-test-<pid>-<counter>"; buf >= T_PATH_MAX. */

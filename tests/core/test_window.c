@@ -380,13 +380,7 @@ static int client(const char *path, void *arg)
 /* 1-6 above, one pair of processes */
 T_TEST(sndbuf_rcvbuf)
 {
-	char path[T_PATH_MAX];
-
-	T_EQ(pipe(to_client), 0);
-	T_EQ(pipe(to_server), 0);
-	setenv("SHORTCUT_RMEM", "65536", 1);
-	setenv("SHORTCUT_WMEM", "65536", 1);
-	t_run_pair(t_listen_path(path), server, client, NULL);
+	t_run_pair_64k(to_client, to_server, server, client);
 }
 
 T_MAIN(NULL, T_ENTRY(sndbuf_rcvbuf))
