@@ -617,6 +617,24 @@ int t_maps_count(const char *needle)
 	return n;
 }
 
+void t_wait_fds_back(int fds0, int maps0, unsigned limit_ms, const char *why)
+{
+	uint64_t end = t_now_ms() + limit_ms;
+	int fds, maps;
+
+	for (;;) {
+		fds = t_fd_count();
+		maps = t_maps_count("memfd:");
+		if ((fds == fds0 && maps == maps0) || t_now_ms() > end)
+			break;
+		t_sleep_ms(10);
+	}
+	if (fds != fds0)
+		t_fd_dump(why);
+	T_EQ(fds, fds0);
+	T_EQ(maps, maps0);
+}
+
 uint64_t t_now_us(void)
 {
 	struct timespec ts;

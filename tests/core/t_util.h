@@ -210,6 +210,10 @@ void t_recv_all(struct sc_conn *c, void *buf, size_t len);
 int t_fd_count(void);                        /* entries in /proc/self/fd */
 void t_fd_dump(const char *why);             /* print them with readlink */
 int t_maps_count(const char *needle);        /* /proc/self/maps lines with needle */
+/* until this process's fds and memfd mappings are back to fds0 and maps0
+ * (the library frees them soon after a close, on its own time); fails
+ * after limit_ms (a hang guard, not a deadline), the fds dumped as why */
+void t_wait_fds_back(int fds0, int maps0, unsigned limit_ms, const char *why);
 uint64_t t_now_ms(void);                     /* CLOCK_MONOTONIC */
 
 /* poll() one fd for POLLIN; the revents (0 on timeout). */

@@ -177,12 +177,11 @@ static void run_case(struct victim *v, struct sc_listener *l, int in_send)
  * the library, the stats and the fds counted over all of them */
 T_TEST(recv_and_send)
 {
-	int fds0, maps0, fds, maps;
+	int fds0, maps0;
 	char *shm0, *shm;
 	char lpath[T_PATH_MAX];
 	struct sc_listener *l = NULL;
 	struct sc_stats st;
-	uint64_t end;
 
 	t_seed();
 	t_listen_path(lpath);
@@ -228,18 +227,7 @@ T_TEST(recv_and_send)
 
 	t_log("kill: all closed -> fds and memfd mappings back to %d / %d, "
 	      "no new /dev/shm entries", fds0, maps0);
-	end = t_now_ms() + 10000;
-	for (;;) {
-		fds = t_fd_count();
-		maps = t_maps_count("memfd:");
-		if ((fds == fds0 && maps == maps0) || t_now_ms() > end)
-			break;
-		t_sleep_ms(10);
-	}
-	if (fds != fds0)
-		t_fd_dump("after close");
-	T_EQ(fds, fds0);
-	T_EQ(maps, maps0);
+	t_wait_fds_back(fds0, maps0, 10000, "after close");
 	shm = t_shm_list();
 	T_ASSERTF(strcmp(shm, shm0) == 0, "/dev/shm before:\n%s\nafter:\n%s", shm0, shm);
 	free(shm);

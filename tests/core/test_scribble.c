@@ -245,7 +245,7 @@ T_TEST(attacks)
 	struct sc_listener *l = NULL;
 	struct sc_chan *ch = NULL;
 	uint64_t worst_ms = 0;
-	int fds0, maps0, fds, maps;
+	int fds0, maps0;
 	struct t_rng rng;
 
 	t_rng_seed(&rng, seed);
@@ -317,18 +317,7 @@ T_TEST(attacks)
 	sc_listener_close(l);
 	/* everything the attacked connections held goes (the control thread
 	 * frees dead groups as soon as it can: a hang guard, not a deadline) */
-	uint64_t end = t_now_ms() + HANG_GUARD_MS;
-	for (;;) {
-		fds = t_fd_count();
-		maps = t_maps_count("memfd:");
-		if ((fds == fds0 && maps == maps0) || t_now_ms() > end)
-			break;
-		t_sleep_ms(10);
-	}
-	if (fds != fds0)
-		t_fd_dump("after the rounds");
-	T_EQ(fds, fds0);
-	T_EQ(maps, maps0);
+	t_wait_fds_back(fds0, maps0, HANG_GUARD_MS, "after the rounds");
 }
 
 static const struct t_test tests[] = {
