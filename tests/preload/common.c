@@ -562,6 +562,28 @@ int server_conn(int lfd)
 	return fd;
 }
 
+void set_rcvbuf(int lfd, int bytes)
+{
+	if (setsockopt(lfd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes)) < 0)
+		fatal("SO_RCVBUF");
+}
+
+int sndbuf_socket(int bytes)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes)) < 0)
+		fatal("socket/SO_SNDBUF");
+	return fd;
+}
+
+void connect_hs(int fd)
+{
+	struct sockaddr_in a = t_addr();
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
+		fatal("connect");
+	hs_client(fd);
+}
+
 /* client: a child that connects and waits to be killed; its pid once
  * connected */
 pid_t connected_kid(const char *what)

@@ -154,6 +154,12 @@ void hs_client(int fd);
 void hs_server(int fd);
 int client_conn(void);                  /* raw_connect + hs_client */
 int server_conn(int lfd);               /* accept + hs_server */
+/* SO_RCVBUF of bytes on the listener, for the connections it will accept */
+void set_rcvbuf(int lfd, int bytes);
+/* client: a TCP socket with SO_SNDBUF of bytes, not connected yet */
+int sndbuf_socket(int bytes);
+/* client: connect fd to the listener, then hs_client */
+void connect_hs(int fd);
 /* client: a child process that connects (client_conn) and then waits to
  * be killed; its pid, once it has connected (fatal(what) if it did not) */
 pid_t connected_kid(const char *what);

@@ -13,9 +13,7 @@
 
 static void server(int lfd)
 {
-	int bufsz = BUFSZ;
-	if (setsockopt(lfd, SOL_SOCKET, SO_RCVBUF, &bufsz, sizeof(bufsz)) < 0)
-		fatal("SO_RCVBUF");
+	set_rcvbuf(lfd, BUFSZ);
 	tell();                                 /* client: connect now */
 	int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK);
 	if (fd < 0)
@@ -54,14 +52,9 @@ static void server(int lfd)
 
 static void client(void)
 {
-	struct sockaddr_in a = t_addr();
-	int fd = socket(AF_INET, SOCK_STREAM, 0), bufsz = BUFSZ;
-	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bufsz, sizeof(bufsz)) < 0)
-		fatal("socket/SO_SNDBUF");
+	int fd = sndbuf_socket(BUFSZ);
 	await_peer();                           /* the listener's SO_RCVBUF is set */
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
-		fatal("connect");
-	hs_client(fd);
+	connect_hs(fd);
 	char buf[65536];
 
 	await_peer();

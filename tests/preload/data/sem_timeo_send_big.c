@@ -80,9 +80,7 @@ static void drain(int fd, int how, const char *what)
 
 static void server(int lfd)
 {
-	int bufsz = BUFSZ;
-	if (setsockopt(lfd, SOL_SOCKET, SO_RCVBUF, &bufsz, sizeof(bufsz)) < 0)
-		fatal("SO_RCVBUF");
+	set_rcvbuf(lfd, BUFSZ);
 	tell();                                 /* client: connect now */
 	int fd = server_conn(lfd);
 
@@ -101,13 +99,8 @@ static void server(int lfd)
 /* a connection with SO_SNDBUF set before it connects */
 static int small_conn(void)
 {
-	struct sockaddr_in a = t_addr();
-	int fd = socket(AF_INET, SOCK_STREAM, 0), bufsz = BUFSZ;
-	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bufsz, sizeof(bufsz)) < 0)
-		fatal("socket/SO_SNDBUF");
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
-		fatal("connect");
-	hs_client(fd);
+	int fd = sndbuf_socket(BUFSZ);
+	connect_hs(fd);
 	return fd;
 }
 
