@@ -459,6 +459,23 @@ uint64_t pattern_ck(size_t n, unsigned seed)
 	return h;
 }
 
+int pattern_file(const char *name, size_t size, unsigned seed)
+{
+	char path[256];
+	snprintf(path, sizeof(path), "/tmp/%s.XXXXXX", name);
+	int f = mkstemp(path);
+	if (f < 0)
+		fatal("mkstemp");
+	unlink(path);
+	static char buf[65536];
+	for (size_t off = 0; off < size; off += sizeof(buf)) {
+		pattern(buf, sizeof(buf), off, seed);
+		if (write(f, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
+			fatal("write file");
+	}
+	return f;
+}
+
 /* send bytes off..off+n of the pattern seed (fails loudly if it cannot) */
 void send_at(int fd, size_t off, size_t n, unsigned seed)
 {

@@ -138,6 +138,9 @@ uint64_t send_pattern(int fd, size_t n, unsigned seed);
 uint64_t recv_count(int fd, size_t n, size_t *got);
 /* the checksum of n pattern bytes from offset 0 */
 uint64_t pattern_ck(size_t n, unsigned seed);
+/* an unlinked file /tmp/NAME.XXXXXX of size bytes (a multiple of 64 KiB)
+ * of the pattern seed; its fd, the offset at its end */
+int pattern_file(const char *name, size_t size, unsigned seed);
 /* send bytes off..off+n of the pattern seed (fails loudly if it cannot) */
 void send_at(int fd, size_t off, size_t n, unsigned seed);
 /* receive n bytes: exactly bytes off..off+n of the pattern seed? */

@@ -10,17 +10,7 @@
 static void server(int lfd)
 {
 	int fd = server_conn(lfd);
-	char path[] = "/tmp/sem_sendfile.XXXXXX";
-	int f = mkstemp(path);
-	if (f < 0)
-		fatal("mkstemp");
-	unlink(path);
-	static char buf[65536];
-	for (size_t off = 0; off < FSIZE; off += sizeof(buf)) {
-		pattern(buf, sizeof(buf), off, 11);
-		if (write(f, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
-			fatal("write file");
-	}
+	int f = pattern_file("sem_sendfile", FSIZE, 11);
 	lseek(f, 0, SEEK_SET);
 
 	off_t off = 0;

@@ -158,17 +158,7 @@ static void client(void)
 	if (pipe(p) < 0)
 		fatal("pipe");
 	/* the file is the stream */
-	char path[] = "/tmp/sem_splice_full.XXXXXX";
-	int f = mkstemp(path);
-	if (f < 0)
-		fatal("mkstemp");
-	unlink(path);
-	static char buf[65536];
-	for (size_t off = 0; off < FSIZE; off += sizeof(buf)) {
-		pattern(buf, sizeof(buf), off, SEED);
-		if (write(f, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
-			fatal("write file");
-	}
+	int f = pattern_file("sem_splice_full", FSIZE, SEED);
 	int fl = fcntl(fd, F_GETFL);
 
 	fcntl(fd, F_SETFL, fl | O_NONBLOCK);
