@@ -718,3 +718,14 @@ int run(void (*server)(int lfd), void (*client)(void))
 	}
 	return 0;
 }
+
+void exec_python(char *argv[], bool keep_preload)
+{
+	fflush(t_out);
+	if (dup2(fileno(t_out), 1) < 0)
+		fatal("dup2");
+	if (!keep_preload)
+		unsetenv("LD_PRELOAD");
+	execvp("python3", argv);
+	fatal("exec python3");
+}

@@ -169,5 +169,9 @@ pid_t connected_kid(const char *what);
 /* pass fd over the unix socket sp with SCM_RIGHTS (one byte, 'f', with
  * it): sendmsg()'s result */
 ssize_t send_fd(int sp, int fd);
+/* client: exec python3 (found in PATH) with argv (argv[0] "python3"), the
+ * transcript (t_out) as its stdout and, unless keep_preload, LD_PRELOAD
+ * out of its environment; does not return */
+void exec_python(char *argv[], bool keep_preload) __attribute__((noreturn));
 
 #endif

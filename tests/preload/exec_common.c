@@ -158,15 +158,9 @@ static void inflight_client(void)
 	snprintf(a_skip, sizeof(a_skip), "%zu", inflight_skip);
 	say("exec python3 with the connected fd, %s",
 	    inflight_keep ? "LD_PRELOAD kept" : "without the library");
-	fflush(t_out);
-	if (dup2(fileno(t_out), 1) < 0)
-		fatal("dup2");
-	if (!inflight_keep)
-		unsetenv("LD_PRELOAD");
 	char *argv[] = { "python3", "-c", (char *)inflight_py, a_fd, a_sync, a_skip, "102000",
 			 "70000", "500", NULL };
-	execvp("python3", argv);
-	fatal("exec python3");
+	exec_python(argv, inflight_keep);
 }
 
 int exec_inflight_run(size_t skip, bool keep_preload)

@@ -44,13 +44,8 @@ static void client(void)
 {
 	char port[16];
 	snprintf(port, sizeof(port), "%u", (unsigned)t_port);
-	fflush(t_out);
-	if (dup2(fileno(t_out), 1) < 0)
-		fatal("dup2");
-	unsetenv("LD_PRELOAD");
 	char *argv[] = { "python3", "-c", (char *)py, port, NULL };
-	execvp("python3", argv);
-	fatal("exec python3");
+	exec_python(argv, false);
 }
 
 int main(void)

@@ -96,13 +96,8 @@ static void client(void)
 	snprintf(a_fd, sizeof(a_fd), "%d", fd);
 	snprintf(a_sync, sizeof(a_sync), "%d", t_c2p[1]);
 	say("exec python3 with the connected fd, without the library");
-	fflush(t_out);
-	if (dup2(fileno(t_out), 1) < 0)
-		fatal("dup2");
-	unsetenv("LD_PRELOAD");
 	char *argv[] = { "python3", "-c", (char *)py, a_fd, a_sync, NULL };
-	execvp("python3", argv);
-	fatal("exec python3");
+	exec_python(argv, false);
 }
 
 int main(void)

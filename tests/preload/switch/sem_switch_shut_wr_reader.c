@@ -77,13 +77,8 @@ static void client(void)
 	snprintf(a_skip, sizeof(a_skip), "%d", NREAD);
 	snprintf(a_total, sizeof(a_total), "%d", NS);
 	say("exec python3 with the connected fd, without the library");
-	fflush(t_out);
-	if (dup2(fileno(t_out), 1) < 0)
-		fatal("dup2");
-	unsetenv("LD_PRELOAD");
 	char *argv[] = { "python3", "-c", (char *)py, a_fd, a_sync, a_skip, a_total, NULL };
-	execvp("python3", argv);
-	fatal("exec python3");
+	exec_python(argv, false);
 }
 
 int main(void)
