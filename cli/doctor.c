@@ -126,8 +126,8 @@ static bool rundir_mount(const char *dir, char *root, char *mnt, char *type, cha
 
 /* Whom this process shares the run directory with across PID namespaces,
  * whether it runs in a user namespace, and whether the run directory can
- * be shared at all (issue 22: separate containers with no shared run
- * directory were silently on TCP, and this said all was well). */
+ * be shared at all (separate containers with no shared run directory
+ * are on TCP, and must not be told all is well). */
 static void check_containers(void)
 {
 	const char *dir = sc__rundir();

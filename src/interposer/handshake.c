@@ -108,9 +108,9 @@ static uint64_t next_tag(void)
  * in the middle of a wait.  fds are allocated lowest first, so the socket's
  * number tells how many of the program's are open, and the last of ours
  * (kept high: sc__fd_park) how many of ours.  The limit is read each time:
- * a program may lower it mid-run (issue 15: one that did had its
- * connections up to its new limit accelerated, by the limit it started
- * with); where ours go follows it. */
+ * a program may lower it mid-run (its connections up to its new limit are
+ * then judged by that limit, not the one it started with); where ours go
+ * follows it. */
 static bool fd_headroom(int fd)
 {
 	struct rlimit rl;
@@ -124,8 +124,8 @@ static bool fd_headroom(int fd)
 
 /* The accepting process sends the segment of a new link group, which we
  * must map: one we cannot map (RLIMIT_AS) after our offer was claimed
- * leaves the connection without its OPEN (issue 15: it waited for ever,
- * then the connection was lost).  A process whose RLIMIT_AS leaves less
+ * leaves the connection without its OPEN (it would wait for ever, then
+ * lose the connection).  A process whose RLIMIT_AS leaves less
  * room than a full group's segment (as our own settings make it) stays on
  * TCP, and the offer of one that has the room says how large a segment
  * it budgeted (*room; 0: no limit): the acceptor makes a new group no

@@ -404,8 +404,8 @@ void pending_push(int fd, struct sc_sock *s)
 
 /* s->lock held, s pending: has the kernel's connect completed?  Until it
  * has, a pending socket is not writable, as on TCP: a client whose SYN a
- * full backlog dropped is not connected (issue 15: poll said POLLOUT at
- * once, and a non-blocking send took the bytes).  Once up it stays up: no
+ * full backlog dropped is not connected (poll must not say POLLOUT at once,
+ * nor a non-blocking send take the bytes).  Once up it stays up: no
  * system call from then on. */
 bool pending_tcp_up(int fd, struct sc_sock *s)
 {
@@ -423,9 +423,8 @@ bool pending_tcp_up(int fd, struct sc_sock *s)
 /* The kernel socket ended (FIN or RST) while our offer is claimed: the
  * process that claimed it died before its OPEN was done with, or it sent
  * the OPEN and then closed (the OPEN is in our rendezvous, or it went
- * into a link group we could not map: issue 15, a low RLIMIT_AS).  A last
- * look (bounded), then plain TCP, where the program reads the end.
- * (Before, this waited for ever.) */
+ * into a link group we could not map: a low RLIMIT_AS).  A last look
+ * (bounded), then plain TCP, where the program reads the end. */
 static int pending_claimer_died(int fd, struct sc_sock *s)
 {
 	uint64_t end = sc__now_ns() + 200000000u;
@@ -572,7 +571,7 @@ int pending_settle(int fd, struct sc_sock *s, bool block, int max_ms)
 		}
 		uint64_t who;
 		/* (by identity: the claimer may be in another PID namespace,
-		 * where its pid means another process here; issue 22's hang) */
+		 * where its pid means another process here) */
 		if (tcp_active && n <= 0 && st == SC_OFFER_CLAIMED &&
 		    ((who = sc__offer_claimer(s->board, s->offer, s->tag)) == 0 ||
 		     !sc__proc_alive(who)))

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Short connections stay on TCP (issue 12).
+ * Short connections stay on TCP.
  *
  * An accelerated connection is also a kernel TCP connection (its
  * handshake, its close), plus the offer, the claim and the OPEN: a

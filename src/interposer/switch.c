@@ -50,7 +50,6 @@ static struct {
 	pthread_mutex_t lock;   /* efd, running, sw_orphans; order: docs/interposer.md §6b */
 	int efd;                /* kicks the switch thread */
 	bool running;
-	_Atomic bool started;   /* running (read without the lock) */
 } SW = { .lock = PTHREAD_MUTEX_INITIALIZER, .efd = -1 };
 SC_LOCK_RANK(SW.lock, LO_SW)
 
@@ -834,11 +833,8 @@ void sw_kick(void)
 		/* born with every signal blocked: none is delivered to it */
 		sigfillset(&all);
 		pthread_sigmask(SIG_SETMASK, &all, &old);
-		if (SW.efd >= 0 && pthread_create(&t, &a, sw_main, NULL) == 0) {
+		if (SW.efd >= 0 && pthread_create(&t, &a, sw_main, NULL) == 0)
 			SW.running = true;
-			/* (relaxed: nothing reads it now) */
-			atomic_store_explicit(&SW.started, true, memory_order_relaxed);
-		}
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		pthread_attr_destroy(&a);
 	}
@@ -940,5 +936,4 @@ void sw_atfork_child(void)
 	int ino = atomic_exchange_explicit(&off_ino, -1, memory_order_relaxed);
 	if (ino >= 0)
 		R(close)(ino);
-	atomic_store_explicit(&SW.started, false, memory_order_relaxed);
 }

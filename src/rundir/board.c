@@ -35,8 +35,8 @@
  * held (sc__board's reference: a listener's, a connection's) and, once
  * nobody holds it, among the SC_BOARD_CACHE boards mapped: mapping a new
  * one beyond that unmaps the board looked up least recently that nobody
- * holds.  (Every board stayed mapped: 501 of 4 MB each after a 1,000-round
- * soak, issue 15.)
+ * holds.  (Without it every board stays mapped: 501 of 4 MB each after a
+ * 1,000-round soak.)
  *
  * The look-up of a mapped board takes no lock: a compare-and-swap on its
  * slot's count.  Unmapping (board_lock held) swaps a count of 0 for
@@ -77,7 +77,7 @@ SC_LOCK_RANK(lk_lock, LO_LK)
 
 /* A new description of port's board file (-1: none).  A mapped board
  * keeps no fd open: a client that meets many ports (a new server's each
- * time) would keep one per port (issue 15: 300 rounds, +300 fds).  The
+ * time) would keep one per port (300 rounds: +300 fds).  The
  * flock, and the OFD lock look-ups, use one opened for them (the flock's
  * place in the lock order: docs/interposer.md §6b). */
 static bool board_path(uint16_t port, char path[320])

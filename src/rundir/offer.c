@@ -312,7 +312,8 @@ int sc__offer_claim(struct sc_board *b, uint16_t cport, const struct sc_addr16 *
 /* An entry is BUSY for the few stores between offer_take and offer_fill.
  * One BUSY for longer is not waited for: its writer is stopped there
  * (SIGSTOP, a debugger), or the word is a peer's scribble naming a live
- * pid (issue 15: fuzz_board hung the accepting side's accept() on it). */
+ * pid (a waited-for scribble would hang the accepting side's accept():
+ * fuzz_board). */
 #define BUSY_WAIT_MS 20u
 
 int sc__offer_decline_tuple(struct sc_board *b, uint16_t cport, const struct sc_addr16 *local,

@@ -8,7 +8,7 @@
  * to a plain server, another host or a port nobody listens on with the
  * library went through a failed open() of the board (a negative dentry
  * made and dropped, with the run directory's lock) and cost 0.89x kernel
- * TCP's connection rate (issue 24).
+ * TCP's connection rate.
  *
  * Bits are only set: a board removed by a collection leaves its bit, and
  * the next client's open() finds it gone, as before.  Anything amiss with

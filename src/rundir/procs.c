@@ -13,8 +13,8 @@
  * close-on-exec, and closing it drops them), and answers F_GETLK the same
  * in every PID namespace.  A pid is only shown to people: every
  * container's first process is pid 1, and pids repeat across namespaces
- * (issue 22: a client in one container took pid 1, the server in another,
- * for alive and waited for ever).
+ * (a client in one container would take pid 1, the server in another, for
+ * alive, and wait for ever).
  *
  * Record locks, not OFD locks: a fork child does not inherit them.  An OFD
  * lock goes with its open file description, which a fork child holds too

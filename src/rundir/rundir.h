@@ -112,8 +112,8 @@ enum { SC_OFFER_FREE, SC_OFFER_BUSY, SC_OFFER_OFFERED, SC_OFFER_CLAIMED,
  * addresses, the client's port (the entry's index), its network namespace
  * and the tag its SYN carried (the TTL, or IPv6 hop limit, it left with).
  * The acceptor claims it only for a connection whose SYN shows the same
- * (issue 22: two clients in two network namespaces with the same port,
- * matched by port and destination alone, had their bytes swapped).
+ * (two clients in two network namespaces with the same port, matched by
+ * port and destination alone, would have their bytes swapped).
  */
 struct sc_offer {
 	_Atomic uint64_t word;
