@@ -6,7 +6,9 @@
   docs/hacking.md's source table, and every .c file of a layer in the
   file list at the top of that layer's own header (interposer.h);
 - functions are short: none in src/ is over 120 lines, and one over 80
-  says why it is one piece in its header comment (the words "one piece").
+  says why it is one piece in its header comment (the words "one piece");
+- atomics say their order: no atomic_load/store/exchange/fetch_*/
+  compare_exchange_* without _explicit in src/ (docs/hacking.md).
 """
 import os
 import re
@@ -89,6 +91,11 @@ def main():
             elif n > LONG and "one piece" not in header:
                 bad.append(f"{f}:{line}: {name} is {n} lines: over {LONG}, its header "
                            f"comment should say why it is one piece")
+    implicit = re.compile(r"\batomic_(load|store|exchange|fetch_[a-z]+|compare_exchange_[a-z]+)\(")
+    for f in sources("src/core", "src/rundir", "src/interposer"):
+        for n, line in enumerate(open(os.path.join(ROOT, f)), 1):
+            if implicit.search(strip(line)):
+                bad.append(f"{f}:{n}: an atomic without its order (atomic_*_explicit)")
     for b in bad:
         print(f"check-shape: {b}", file=sys.stderr)
     return 1 if bad else 0
