@@ -28,7 +28,8 @@ tar -c Makefile VERSION CHANGELOG.md README.md include src cli man dist | tar -x
 cp -r dist/debian "$stage/debian"
 
 # CHANGELOG.md's entries ("## VERSION — DATE", then paragraphs and "- "
-# items) as debian/changelog entries, one "*" item each
+# items) as debian/changelog entries, one "*" item each; two releases of
+# one day are 23:59 and 23:58 (UTC)
 maint=$(sed -n 's/^Maintainer: //p' dist/debian/control)
 awk -v maint="$maint" '
 function flush(   n, w, i, line, pre) {
@@ -48,7 +49,7 @@ function flush(   n, w, i, line, pre) {
 }
 function footer(   cmd, d) {
 	flush()
-	cmd = "LC_ALL=C date -u -R -d " date
+	cmd = "LC_ALL=C date -u -R -d \"" date " " hhmm "\""
 	cmd | getline d
 	close(cmd)
 	printf "\n -- %s  %s\n", maint, d
@@ -59,6 +60,10 @@ function footer(   cmd, d) {
 		print ""
 	}
 	ver = $2; date = $4
+	# entries of one day (newest first) get earlier times going down,
+	# as dpkg wants every entry newer than the one below it
+	m = 1439 - seen[date]++
+	hhmm = sprintf("%02d:%02d", int(m / 60), m % 60)
 	printf "shortcut (%s) unstable; urgency=medium\n\n", ver
 	next
 }
