@@ -26,6 +26,7 @@
  *   shortconn.c   short connections: which ports' connections stay on TCP
  *   devmem.c      the devmem socket API (MSG_SOCK_DEVMEM, its cmsgs, zerocopy)
  *   netlink.c     generic netlink: netdev bind-rx / bind-tx of loopback
+ *   go.c          Go programs: their system-call funnel patched to come here
  *
  * Every call on a socket of ours is lookup (sock_get), route (sock_route:
  * settle, then one read of the mode and the owner), dispatch on the route;
@@ -335,6 +336,10 @@ void fd_forget(int fd);
 void fd_drop(int fd, bool closing);
 void fd_alias(int oldfd, int newfd);
 bool in_vfork_child(void);
+
+/* go.c: a dynamically linked Go program's system-call funnel patched to
+ * come here (at start-up, before any Go code runs; SHORTCUT_GO) */
+void go_start(void);
 
 /* ---- set-up (pending.c, handshake.c) ------------------------------------- */
 

@@ -86,6 +86,8 @@ __attribute__((constructor)) static void sc_preload_init(void)
 	if (!sc__rundir())
 		G.disabled = true;      /* said at the first TCP socket (stats_open) */
 	pthread_atfork(atfork_prepare, NULL, atfork_child);
+	if (!G.disabled)
+		go_start();     /* before any Go code runs */
 	sc__switch_hook = sw_hook;
 	sc__ident_hook = sc__self;     /* our HELLOs name us */
 	LOG(2, "libshortcut %s loaded (%s)", SC_VERSION, G.disabled ? "disabled" : "enabled");
