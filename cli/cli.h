@@ -96,6 +96,7 @@ int sc__stats_prometheus(const char *dir, unsigned long long procs, unsigned lon
 struct sc_target {
 	char path[PATH_MAX];            /* the file exec runs (PATH searched) */
 	int n;                          /* findings: none means it will */
+	char note[200];                 /* with none: what else it will do ("" if nothing) */
 	struct {
 		char what[400];         /* what is wrong and what it means */
 		char fix[160];          /* what to do about it */

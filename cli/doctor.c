@@ -646,7 +646,8 @@ static void check_target(const char *prog)
 	for (int k = 0; k < t.n; k++)
 		report("program", WARN, t.f[k].fix, "%s: %s", t.path, t.f[k].what);
 	if (!t.n)
-		report("program", OK, NULL, "%s: the loader will preload libshortcut into it", t.path);
+		report("program", OK, NULL, "%s: the loader will preload libshortcut into it%s", t.path,
+		       t.note);
 }
 
 /* ---- output -------------------------------------------------------------- */

@@ -7,7 +7,8 @@
  *     file capabilities): glibc's loader ignores LD_PRELOAD paths;
  *   - no loader at all (a static program), or another C library's loader;
  *   - another ELF class or machine than the library's;
- *   - Go, which makes its own system calls whether linked with libc or not.
+ *   - a Go program that cannot be patched (src/core/gofunnel.h): static
+ *     (no libc threads), for another machine, or older than Go 1.19.
  * A script (#!) is judged by its interpreter.
  */
 #include <elf.h>
@@ -19,12 +20,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "gofunnel.h"
 
 /* What the loader needs to know of an ELF file. */
 struct elf_info {
@@ -32,7 +35,6 @@ struct elf_info {
 	uint16_t machine;
 	bool has_interp;
 	char interp[PATH_MAX];
-	bool go;                        /* a Go section: .go.buildinfo, .note.go.buildid */
 };
 
 static void finding(struct sc_target *t, const char *fix, const char *fmt, ...)
@@ -92,26 +94,6 @@ static int elf_header(int fd, struct elf_info *e, struct hdr *h)
 	return 0;
 }
 
-/* Section i's name offset, file offset and size. */
-static int shdr(int fd, bool w64, const struct hdr *h, unsigned i, uint32_t *name,
-		uint64_t *off, uint64_t *size)
-{
-	uint64_t at = h->shoff + (uint64_t)i * h->shentsize;
-	int rc;
-	if (w64) {
-		Elf64_Shdr s;
-		if ((rc = read_at(fd, &s, sizeof(s), at)))
-			return rc;
-		*name = s.sh_name, *off = s.sh_offset, *size = s.sh_size;
-	} else {
-		Elf32_Shdr s;
-		if ((rc = read_at(fd, &s, sizeof(s), at)))
-			return rc;
-		*name = s.sh_name, *off = s.sh_offset, *size = s.sh_size;
-	}
-	return 0;
-}
-
 /* Program header i's type, file offset and size. */
 static int phdr(int fd, bool w64, const struct hdr *h, unsigned i, uint32_t *type,
 		uint64_t *off, uint64_t *size)
@@ -136,8 +118,8 @@ static int phdr(int fd, bool w64, const struct hdr *h, unsigned i, uint32_t *typ
 static int elf_read(const char *path, struct elf_info *e)
 {
 	struct hdr h;
-	uint32_t type, name;
-	uint64_t off, size, stroff, strsize;
+	uint32_t type;
+	uint64_t off, size;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
@@ -155,21 +137,48 @@ static int elf_read(const char *path, struct elf_info *e)
 			e->has_interp = true;
 		}
 	}
-	/* section names (a file stripped of its section headers has none:
-	 * then Go goes unseen) */
-	if (!h.shnum || h.shnum > 4096 || h.shstrndx >= h.shnum ||
-	    shdr(fd, w64, &h, h.shstrndx, &name, &stroff, &strsize))
-		goto out;
-	for (unsigned i = 0; i < h.shnum && !e->go; i++) {
-		char nm[24] = { 0 };
-		if (shdr(fd, w64, &h, i, &name, &off, &size))
-			break;
-		if (name < strsize && pread(fd, nm, sizeof(nm) - 1, (off_t)(stroff + name)) > 0)
-			e->go = !strcmp(nm, ".go.buildinfo") || !strcmp(nm, ".note.go.buildid");
-	}
 out:
 	close(fd);
 	return rc;
+}
+
+/* What the interposer will find of a Go program (the same function reads
+ * the same file): kind SC_GO_NOT_GO if path cannot be read. */
+static void go_read(const char *path, struct sc_go_funnel *g)
+{
+	struct stat st;
+	void *p = MAP_FAILED;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size > 0)
+		p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (fd >= 0)
+		close(fd);
+	if (p == MAP_FAILED) {
+		sc__go_funnel(NULL, 0, g);
+		return;
+	}
+	sc__go_funnel(p, (size_t)st.st_size, g);
+	munmap(p, (size_t)st.st_size);
+}
+
+/* A Go program's findings: none where its funnel will be patched. */
+static void go_findings(const struct sc_go_funnel *g, struct sc_target *t)
+{
+	const char *go = getenv("SHORTCUT_GO");
+	if (g->kind == SC_GO_OK && go && !strcmp(go, "0"))
+		finding(t, "unset SHORTCUT_GO (or set it to 1) to accelerate it",
+			"a Go program, and SHORTCUT_GO=0: its connections stay on TCP");
+	else if (g->kind == SC_GO_STATIC)
+		finding(t, "build it with cgo to accelerate it: CGO_ENABLED=1 and a package that "
+			"uses it (net's resolver: -tags netcgo), or -ldflags=-linkmode=external "
+			"(docs/go.md)", "%s, so its connections stay on TCP", g->why);
+	else if (g->kind == SC_GO_OK)
+		snprintf(t->note, sizeof(t->note), "; a Go program, whose system-call funnel "
+			 "(found by %s) will be patched to come through it", g->found_by);
+	else
+		finding(t, "none: it runs as it is, and its peers talk TCP with it (fallback "
+			"peer_not_accelerated)", "a Go program: %s, so its connections stay on TCP",
+			g->why);
 }
 
 /* prog as execvp finds it: with a slash as it is, else along PATH. */
@@ -263,10 +272,10 @@ static int check(const char *prog, struct sc_target *t, int depth)
 		return 0;               /* not ELF: exec decides (binfmt_misc...) */
 	if (elf_read("/proc/self/exe", &self))
 		memset(&self, 0, sizeof(self));
-	if (e.go)
-		finding(t, "none: it runs as it is, and its peers talk TCP with it (fallback "
-			"peer_not_accelerated)", "a Go program: Go makes its own system calls, not libc's, "
-			"so its connections stay on TCP");
+	struct sc_go_funnel g;
+	go_read(path, &g);
+	if (g.kind != SC_GO_NOT_GO)
+		go_findings(&g, t);
 	else if (!e.has_interp)
 		finding(t, "link it dynamically (against glibc) to accelerate it",
 			"statically linked: no loader runs, so nothing is preloaded and its "

@@ -387,7 +387,8 @@ def test_doctor_finds_problems(tree):
 
 @pytest.fixture(scope="module")
 def targets(tmp_path_factory):
-    """Programs the loader will not preload into: static, Go (a Go section),
+    """Programs the loader will not preload into, or not accelerate: static,
+    Go without cgo (a Go section, no pthread_create),
     set-user-ID to another user; and a plain one."""
     need(("cc", "gcc"))
     d = tmp_path_factory.mktemp("targets")
@@ -412,7 +413,7 @@ def targets(tmp_path_factory):
 
 
 @pytest.mark.parametrize("kind,words", [
-    ("static", "statically linked"), ("gofake", "a Go program"), ("suid", "set-user-ID"),
+    ("static", "statically linked"), ("gofake", "a Go program without cgo"), ("suid", "set-user-ID"),
 ])
 def test_run_warns_for_programs_without_preload(tree, targets, kind, words):
     """shortcut run says before it runs such a program that it will not be
