@@ -209,13 +209,15 @@ demo: all
 
 $(B)/bench/sockbench: bench/sockbench.c
 	mkdir -p $(B)/bench && $(CC) -std=gnu11 $(WARN) $(CFLAGS) -pthread -o $@ $<
+$(B)/bench/echo: bench/echo.c
+	mkdir -p $(B)/bench && $(CC) -std=gnu11 $(WARN) $(CFLAGS) -pthread -o $@ $<
 
-bench: all $(B)/bench/sockbench
+bench: all $(B)/bench/sockbench $(B)/bench/echo
 	bench/run.sh
 
 # the same in about three minutes: 3 repetitions, shorter runs
 .PHONY: bench-quick
-bench-quick: all $(B)/bench/sockbench
+bench-quick: all $(B)/bench/sockbench $(B)/bench/echo
 	bench/run.sh --quick
 
 FORCE:

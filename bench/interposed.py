@@ -70,6 +70,8 @@ args = ap.parse_args()
 BUILD = os.path.abspath(args.build)
 SHORTCUT = os.path.join(BUILD, "shortcut")
 SOCKBENCH = os.path.join(BUILD, "bench", "sockbench")
+GOBENCH = os.path.join(BUILD, "bench", "gobench")      # bench/go, built by run.sh
+ECHO = os.path.join(BUILD, "bench", "echo")
 SOCKMAP = os.path.join(BUILD, "bench", "sockmap")
 SOCKMAP_OBJ = os.path.join(BUILD, "bench", "sockmap.bpf.o")
 QUICK = args.quick
@@ -440,6 +442,43 @@ def sockperf(mode):
     return fn
 
 
+# Go (issue 26): Go <-> Go, Go client <-> C server, C client <-> Go server
+GO_PAIRS = [  # row, client, server, mode, size
+    ("go_rr", GOBENCH, GOBENCH, "rr", 100),
+    ("go_stream", GOBENCH, GOBENCH, "stream", 65536),
+    ("go_c_rr", GOBENCH, ECHO, "rr", 100),
+    ("c_go_rr", ECHO, GOBENCH, "rr", 100),
+]
+
+
+def go_pairs(c):
+    """each pair of GO_PAIRS: the server (a goroutine or thread per
+    connection, echoing), then its client for SB_DUR seconds"""
+    out = {}
+    for row, client, server, mode, size in GO_PAIRS:
+        if c.variant == "unix":
+            net, addr = "unix", c.path(row + ".sock")
+        else:
+            net, addr = "tcp", f"127.0.0.1:{free_port()}"
+        c.server([server, "server", net, addr], log=row + ".log")
+        if net == "unix":
+            c.wait_unix(addr)
+        else:
+            c.wait_tcp(int(addr.rsplit(":", 1)[1]))
+        rc, o, err = c.run([client, mode, net, addr, str(SB_DUR), str(size)], timeout=60)
+        if rc:
+            raise Failed(f"{row}: {os.path.basename(client)} exited {rc}: {tail(err, 300)}")
+        out[row] = json.loads(o)["gbytes_per_s" if mode == "stream" else "ops_per_s"]
+        c.stop()
+    c.finish(min_accel=2 * len(GO_PAIRS), every=True)
+    return out
+
+
+def go_missing():
+    return None if os.access(GOBENCH, os.X_OK) and os.access(ECHO, os.X_OK) else \
+        "bench/go or bench/echo.c not built (run.sh builds them where go and cc are)"
+
+
 WRK_CONNS = (100, 1000)
 H2LOAD_CONNS = 100
 
@@ -781,6 +820,10 @@ GROUPS = [
     ("redis", ["tcp", "sockmap", "unix", "shortcut"], redis, ("redis-server", "redis-benchmark")),
     ("iperf3", ["tcp", "sockmap", "shortcut"], iperf3, ("iperf3",)),
     ("memcached", ["tcp", "sockmap", "unix", "shortcut"], memcached, ("memcached",)),
+    # no sockmap column: Go's io.Copy between two TCP connections splices,
+    # and splice(2) does not see the bytes sockmap redirects (they wait in
+    # the socket's psock queue): every sockmap run hung (bench/README.md)
+    ("go", ["tcp", "unix", "shortcut"], go_pairs, go_missing),
 ]
 
 # id, group, title, unit, lower is better, Unix note (why there is none),
@@ -828,6 +871,14 @@ ROWS = [
      "ops/s", False, NA_MEMASLAP, "shortcut", None, None),
     ("memcached_memslap_get", "memcached", "memcached `-t 2` + memslap get, 50 threads (gets/s)",
      "gets/s", False, None, "shortcut", None, None),
+    ("go_rr", "go", "Go <-> Go request/response 100 B, `net` + `io.Copy` echo server, bench/go (messages/s)",
+     "msg/s", False, None, "shortcut", None, None),
+    ("go_stream", "go", "Go <-> Go stream 64 KiB writes, echoed, bench/go (GB/s one way)",
+     "GB/s", False, None, "shortcut", None, None),
+    ("go_c_rr", "go", "Go client <-> C server (thread per connection), request/response 100 B (messages/s)",
+     "msg/s", False, None, "shortcut", None, None),
+    ("c_go_rr", "go", "C client <-> Go server (`io.Copy`), request/response 100 B (messages/s)",
+     "msg/s", False, None, "shortcut", None, None),
 ]
 
 

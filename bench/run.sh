@@ -88,6 +88,20 @@ fi
 # eBPF sockmap redirection, the kernel's own bypass, as a column of 2 and 2b
 # (bench/sockmap/: root and cgroup v2, else the column says skipped)
 bench/sockmap/build.sh build/bench >&2 || echo "sockmap column: not built (above)" >&2
+# Go's rows of 2 (bench/go, with cgo: a dynamically linked Go program is the
+# one shortcut accelerates); Debian's golang-go if no Go is here
+gobin=$(command -v go || echo /usr/local/go/bin/go)
+if [ ! -x "$gobin" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends golang-go \
+		>/dev/null 2>&1 && gobin=$(command -v go)
+fi
+if [ -x "$gobin" ]; then
+	(cd bench/go && CGO_ENABLED=1 GOFLAGS=-mod=mod GOTOOLCHAIN=local GOPROXY=off \
+		GOCACHE="$PWD/../../build/bench/gocache" "$gobin" build -o ../../build/bench/gobench .) >&2 ||
+		echo "Go rows: bench/go not built (above)" >&2
+else
+	echo "Go rows: no go command (Debian package golang-go)" >&2
+fi
 # the applications of 2c (pgbouncer, haproxy, mariadb, erlang, grpcio):
 # tests/integration/test_apps.py's installer; a row it cannot install says so
 tests/integration/apps/install.sh >&2

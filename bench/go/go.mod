@@ -1,0 +1,3 @@
+module shortcut.bench/gobench
+
+go 1.19
