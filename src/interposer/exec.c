@@ -3,6 +3,7 @@
  * The exec family, posix_spawn, system and popen: connections the new
  * image would inherit switch back to TCP first.
  */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -44,6 +45,7 @@
 #include "stats.h"
 #include "txrx.h"
 #include "interposer.h"
+#include "rawsys.h"
 /* ---- exec ------------------------------------------------------------------
  *
  * The new image cannot use our connections' state (even with the library:
@@ -100,13 +102,72 @@ static void exec_records(int fd, struct sc_sock *s, bool vforked)
 	}
 }
 
+/* A child of vfork does not tell us what it dup'd where (Go's os/exec
+ * puts ExtraFiles at 3, 4... with dup3 in its vfork child): the sockets
+ * (device, inode) that will survive its exec under any number, read from
+ * /proc/self/fd into a set on the stack.  Its table is its parent's,
+ * keyed by the parent's numbers, which the child has too until the exec
+ * closes them. */
+#define KEPT_MAX 64
+struct kept {
+	int n;
+	bool all;               /* more than KEPT_MAX, or unreadable: every one */
+	dev_t dev[KEPT_MAX];
+	ino_t ino[KEPT_MAX];
+};
+static __thread struct kept *vfork_kept;       /* during exec_prepare */
+
+static void kept_read(struct kept *k)
+{
+	char buf[2048];
+	long n;
+	int dir = (int)SC_SYSCALL(SYS_openat, AT_FDCWD, "/proc/self/fd",
+				  O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0, 0, 0);
+	k->n = 0;
+	k->all = dir < 0;
+	while (dir >= 0 && (n = SC_SYSCALL(SYS_getdents64, dir, buf, sizeof(buf), 0, 0, 0)) > 0) {
+		for (long off = 0; off < n;) {
+			struct dirent64 *d = (struct dirent64 *)(buf + off);
+			off += d->d_reclen;
+			struct stat st;
+			int fd = atoi(d->d_name);
+			if (d->d_name[0] == '.' || fd == dir || !survives_exec(fd) ||
+			    fstat(fd, &st) || !S_ISSOCK(st.st_mode))
+				continue;
+			if (k->n == KEPT_MAX) {
+				k->all = true;
+				continue;
+			}
+			k->dev[k->n] = st.st_dev;
+			k->ino[k->n++] = st.st_ino;
+		}
+	}
+	if (dir >= 0)
+		SC_SYSCALL(SYS_close, dir, 0, 0, 0, 0, 0);
+}
+
+/* fd (a number of the table) names a socket the vfork child's exec keeps */
+static bool kept_has(const struct kept *k, int fd)
+{
+	struct stat st;
+	if (k->all)
+		return true;
+	if (fstat(fd, &st))
+		return false;
+	for (int i = 0; i < k->n; i++)
+		if (k->ino[i] == st.st_ino && k->dev[i] == st.st_dev)
+			return true;
+	return false;
+}
+
 /* inherited across fork (or, in a child of vfork, all of them: they are
  * our parent's): their owner switches them when asked; not for ever, as
  * the new image may never use them (and a stopped peer cannot answer) */
 static void exec_inherited(int fd, struct sc_sock *s, bool vforked)
 {
-	if (sock_mode(s) == M_SHM && (vforked || !sock_ours(s)) &&
-	    survives_exec(fd))
+	if (sock_mode(s) != M_SHM || !(vforked || !sock_ours(s)))
+		return;
+	if (survives_exec(fd) || (vforked && vfork_kept && kept_has(vfork_kept, fd)))
 		sw_request_owner_for(fd, s, SC_SWREQ_USE, 2000000000ull);
 }
 
@@ -124,7 +185,13 @@ void exec_prepare(bool spawn)
 		if (!spawn)
 			fds_each(exec_records, false);
 	}
+	struct kept k;
+	if (vforked) {
+		kept_read(&k);
+		vfork_kept = &k;
+	}
 	fds_each(exec_inherited, vforked);
+	vfork_kept = NULL;
 	errno = saved;
 }
 
