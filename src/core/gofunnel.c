@@ -97,10 +97,12 @@ static bool has_interp(const struct image *im)
 }
 
 /* A symbol of the table sym (its strings in the section sh_link names)
- * called name: its value, or 0.  def: defined here (else: imported). */
+ * called name: its value, or 0.  def: defined here (else: imported).  A
+ * table off its entries' alignment is none, as headers are (load_header). */
 static uint64_t symbol(const struct image *im, const Elf64_Shdr *sym, const char *name, bool def)
 {
-	if (!sym || sym->sh_link >= im->eh->e_shnum || sym->sh_entsize != sizeof(Elf64_Sym))
+	if (!sym || sym->sh_link >= im->eh->e_shnum || sym->sh_entsize != sizeof(Elf64_Sym) ||
+	    sym->sh_offset % _Alignof(Elf64_Sym))
 		return 0;
 	const Elf64_Shdr *st = &im->sh[sym->sh_link];
 	if (st->sh_type == SHT_NOBITS || !in_image(im, st->sh_offset, st->sh_size))
