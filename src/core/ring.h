@@ -59,6 +59,25 @@ int64_t sc__ring_avail(struct sc_ring *r);
 size_t sc__ring_get(struct sc_ring *r, const struct iovec *iov, int iovcnt,
 		    size_t max, bool peek);
 
+/* iov without its first skip bytes, in rest (room for iovcnt entries):
+ * the count.  A call that moved part of its buffers goes on with the rest
+ * (the receive path's next round; the interposer's calls cut short). */
+static inline int sc__iov_rest(const struct iovec *iov, int iovcnt, size_t skip,
+			       struct iovec *rest)
+{
+	int k = 0;
+	for (int i = 0; i < iovcnt; i++) {
+		if (skip >= iov[i].iov_len) {
+			skip -= iov[i].iov_len;
+			continue;
+		}
+		rest[k].iov_base = (char *)iov[i].iov_base + skip;
+		rest[k++].iov_len = iov[i].iov_len - skip;
+		skip = 0;
+	}
+	return k;
+}
+
 /* Consumer, once the producer is dead: publish the bytes it held back (as
  * the kernel sends what a dead process had queued). */
 void sc__ring_take_held(struct sc_ring *r);

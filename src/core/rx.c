@@ -136,17 +136,7 @@ static size_t rx_copy(struct sc_conn *c, const struct iovec *iov, int iovcnt, si
 	if (!done)
 		return sc__ring_get(&c->rx, iov, iovcnt, n, peek);
 	struct iovec rest[IOV_MAX];
-	int k = 0;
-	size_t skip = done;
-	for (int i = 0; i < iovcnt; i++) {
-		if (skip >= iov[i].iov_len) {
-			skip -= iov[i].iov_len;
-			continue;
-		}
-		rest[k].iov_base = (char *)iov[i].iov_base + skip;
-		rest[k++].iov_len = iov[i].iov_len - skip;
-		skip = 0;
-	}
+	int k = sc__iov_rest(iov, iovcnt, done, rest);
 	return sc__ring_get(&c->rx, rest, k, n, peek);
 }
 

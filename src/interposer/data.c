@@ -95,15 +95,13 @@ static bool xfer_dry(const struct xfer *x)
 	return x->pipe && x->pipe->dry;
 }
 
-static int iov_rest(const struct iovec *iov, int iovcnt, size_t skip, struct iovec *rest);
-
 /* x without its first skip bytes, in r (rest: IOV_MAX entries). */
 static void xfer_rest(const struct xfer *x, size_t skip, struct xfer *r, struct iovec *rest)
 {
 	*r = *x;
 	r->len = x->len - skip;
 	if (!x->pipe) {
-		r->iovcnt = iov_rest(x->iov, x->iovcnt, skip, rest);
+		r->iovcnt = sc__iov_rest(x->iov, x->iovcnt, skip, rest);
 		r->iov = rest;
 	}
 }
@@ -339,23 +337,6 @@ static ssize_t trunc_op(struct sc_conn *c, const struct xfer *x, int f)
 	if (buf != local)
 		free(buf);
 	return done;
-}
-
-/* iov without its first skip bytes, in rest (IOV_MAX entries); returns
- * the count. */
-static int iov_rest(const struct iovec *iov, int iovcnt, size_t skip, struct iovec *rest)
-{
-	int k = 0;
-	for (int i = 0; i < iovcnt; i++) {
-		if (skip >= iov[i].iov_len) {
-			skip -= iov[i].iov_len;
-			continue;
-		}
-		rest[k].iov_base = (char *)iov[i].iov_base + skip;
-		rest[k++].iov_len = iov[i].iov_len - skip;
-		skip = 0;
-	}
-	return k;
 }
 
 /* A switch back to TCP is under way on c (ours or the peer's): a blocking
@@ -1095,7 +1076,7 @@ static ssize_t pipe_write_now(void *arg, const struct iovec *v, int n)
 		return rc;
 	while (done < total) {
 		struct iovec rest[2];
-		int k = iov_rest(v, n, done, rest);
+		int k = sc__iov_rest(v, n, done, rest);
 		ssize_t w = R(writev)(p->tmp[1], rest, k);
 		if (w <= 0)
 			return done ? (ssize_t)done : -EAGAIN;
