@@ -3,6 +3,7 @@
 #ifndef SHORTCUT_CLI_H
 #define SHORTCUT_CLI_H
 
+#include <dirent.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -19,11 +20,11 @@ int sc__perf_main(int argc, char **argv);
 int sc__perf_devmem_main(int argc, char **argv);
 /* shortcut run CMD [ARGS...]: exec CMD with libshortcut.so preloaded. */
 int sc__run_main(int argc, char **argv);
-/* shortcut stat [--json]: live connections of running processes. */
+/* shortcut stat [--json] (stat.c): live connections of running processes. */
 int sc__stat_main(int argc, char **argv);
-/* shortcut stats [--json] [--reset]: counters of the run directory. */
+/* shortcut stats [--json] [--reset] (stat.c): counters of the run directory. */
 int sc__stats_main(int argc, char **argv);
-/* `shortcut off` / `shortcut on` */
+/* `shortcut off` / `shortcut on` (off.c) */
 int sc__off_main(int argc, char **argv, bool off);
 /* shortcut doctor [--json] [PROGRAM] (doctor.c): 0 all fine, 1 not, 2 usage. */
 int sc__doctor_main(int argc, char **argv);
@@ -53,6 +54,9 @@ const char *sc__pid_str(uint64_t ident, int32_t recorded, char *buf, size_t len)
 void sc__stat_list(const struct sc_stats_file *f, bool json, int *n);
 /* Connection records of f on shared memory (`shortcut off` waits for 0). */
 int sc__stat_shm_conns(const struct sc_stats_file *f);
+/* fn(file, arg) for the stats file of every live process of the run
+ * directory d (stat.c). */
+void sc__each_live_file(DIR *d, void (*fn)(const struct sc_stats_file *, void *), void *arg);
 /* `shortcut stats`: the counters summed, as struct sc_counters, over the
  * files (procs) of processes live or not, and the retired counters.  Any
  * count a file holds may be garbage: the sums wrap, as unsigned ones do (an

@@ -20,7 +20,7 @@
 #include "cli.h"
 #include "stats.h"
 
-/* the sums are plain numbers (run.c adds them up in a uint64_t array) */
+/* the sums are plain numbers (statsread.c adds them up in a uint64_t array) */
 #define V(f) ((unsigned long long)*(const uint64_t *)&s->f)
 
 static void family(const char *name, const char *type, const char *help)

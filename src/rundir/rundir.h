@@ -432,7 +432,7 @@ struct sc_conn_rec {
 struct sc_stats_file {
 	/* magic: stored last with __atomic_store_n (release), read with
 	 * __atomic_load_n (acquire): plain, not _Atomic, because the
-	 * command's reader (cli/run.c) reads it with the builtin too, which
+	 * command's reader (cli/stat.c) reads it with the builtin too, which
 	 * clang refuses on an _Atomic field */
 	uint32_t magic, version;
 	int32_t pid;

@@ -215,7 +215,7 @@ static int stats_open(bool child)
 		sc__stats_move(&f->c);
 	atomic_store_explicit(&stats_file, f, memory_order_release);
 	/* release: the header before the magic; pairs with the acquire in
-	 * collect_file and the command's reader (cli/run.c).  A
+	 * collect_file and the command's reader (cli/stat.c).  A
 	 * builtin: magic is not _Atomic (rundir.h says why) */
 	__atomic_store_n(&f->magic, SC_STATS_MAGIC, __ATOMIC_RELEASE);
 	/* the files of processes that died since are collected now and then
