@@ -23,7 +23,7 @@
 	X(read, data) X(write, data) X(readv, data) X(writev, data) \
 	X(send, data) X(recv, data) X(sendto, data) X(recvfrom, data) \
 	X(sendmsg, data) X(recvmsg, data) X(sendmmsg, data) X(recvmmsg, data) \
-	X(sendfile, data) X(sendfile64, data) X(splice, data) \
+	X(sendfile, splice) X(sendfile64, splice) X(splice, splice) \
 	X(__read_chk, data) X(__recv_chk, data) X(__recvfrom_chk, data) \
 	/* options and control */ \
 	X(getsockopt, sockopt) X(setsockopt, sockopt) X(ioctl, sockopt) \

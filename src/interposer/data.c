@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The data path: the send and receive families on an accelerated socket
- * (the core's sc_sendv/sc_recvv), timeouts, MSG_* flags, sendfile, splice.
+ * (the core's sc_sendv/sc_recvv), timeouts, MSG_* flags; the path splice
+ * and sendfile (splice.c) take too.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -63,31 +64,6 @@ static int sc_flags(struct sc_sock *s, int flags, bool rx)
 		return -EOPNOTSUPP;
 	return f;
 }
-
-/* A pipe end of the program's that splice (or sendfile) moves bytes
- * through, to or from an accelerated socket (below). */
-struct pipe_io {
-	int fd;
-	bool nonblock;          /* O_NONBLOCK of its open file description */
-	bool packet;            /* O_DIRECT: a read shorter than a packet drops
-				 * the packet's rest */
-	bool dry;               /* it had nothing to read at the last look */
-	bool full;              /* it had no room at the last look */
-	int tmp[2];             /* a pipe of ours (pipe_tmp), or -1 */
-};
-
-/* What a data call moves: the program's buffers, or (pipe) len bytes of a
- * pipe's (splice, sendfile into a pipe). */
-struct xfer {
-	const struct iovec *iov;
-	int iovcnt;
-	struct pipe_io *pipe;
-	size_t len;             /* bytes asked for */
-	unsigned int sflags;    /* the splice's flags (its TCP path) */
-};
-
-static ssize_t pipe_read_now(void *arg, const struct iovec *v, int n);
-static size_t pipe_discard(struct pipe_io *p, size_t len);
 
 /* The pipe had nothing more to read: a send from it ends there. */
 static bool xfer_dry(const struct xfer *x)
@@ -285,8 +261,6 @@ static ssize_t shm_call(int fd, struct sc_sock *s, bool tx, int f,
 	}
 }
 
-static ssize_t pipe_write_now(void *arg, const struct iovec *v, int n);
-
 static ssize_t sendv_op(struct sc_conn *c, const struct xfer *x, int f)
 {
 	if (x->pipe) {
@@ -349,7 +323,7 @@ bool switching(struct sc_conn *c)
 }
 
 /* Bytes a connection of ours moved over TCP. */
-static void tcp_count(struct sc_sock *s, bool tx, ssize_t n)
+void tcp_count(struct sc_sock *s, bool tx, ssize_t n)
 {
 	if (n <= 0 || !s->counted)
 		return;
@@ -360,8 +334,6 @@ static void tcp_count(struct sc_sock *s, bool tx, ssize_t n)
 	if (s->rec)
 		rec_add(tx ? &s->rec->bytes_sent : &s->rec->bytes_received, n);
 }
-
-typedef ssize_t (*tcp_fn)(int fd, const struct iovec *iov, int iovcnt, int flags);
 
 /* x over TCP: tcp for the program's buffers, the kernel's splice for a
  * pipe's bytes (tx: the pipe's into fd).  cont: what is left of a call
@@ -403,8 +375,6 @@ static ssize_t pending_take(int fd, struct sc_sock *s, const struct xfer *x, int
 	}
 	return n;
 }
-
-static ssize_t do_send(int fd, struct sc_sock *s, const struct xfer *x, int flags, tcp_fn tcp);
 
 /* A pending client's send: bytes taken, -errno, or 0 when none were and
  * they go by the route the socket has now (claimed, or TCP). */
@@ -492,7 +462,7 @@ static ssize_t send_shm(int fd, struct sc_sock *s, const struct xfer *x, int fla
 
 /* The send family's one path: route, then the pending buffer, shared
  * memory or TCP. */
-static ssize_t do_send(int fd, struct sc_sock *s, const struct xfer *x, int flags, tcp_fn tcp)
+ssize_t do_send(int fd, struct sc_sock *s, const struct xfer *x, int flags, tcp_fn tcp)
 {
 	enum sc_route rt = sock_route(fd, s);
 	if (rt == RT_PENDING) {
@@ -606,7 +576,7 @@ static ssize_t recv_shm(int fd, struct sc_sock *s, const struct xfer *x, int fla
 
 /* The receive family's one path: route, then shared memory or TCP (a
  * pending client waits for its claim first). */
-static ssize_t do_recv(int fd, struct sc_sock *s, const struct xfer *x, int flags, tcp_fn tcp)
+ssize_t do_recv(int fd, struct sc_sock *s, const struct xfer *x, int flags, tcp_fn tcp)
 {
 	enum sc_route rt = sock_route(fd, s);
 	if (rt == RT_PENDING) {
@@ -650,14 +620,14 @@ static ssize_t do_recvv(int fd, struct sc_sock *s, const struct iovec *iov, int 
 
 /* On TCP, the call the program made when it had one buffer (a message
  * header or a vector costs the kernel a copy and a check more). */
-static ssize_t tcp_sendv(int fd, const struct iovec *iov, int iovcnt, int flags)
+ssize_t tcp_sendv(int fd, const struct iovec *iov, int iovcnt, int flags)
 {
 	if (iovcnt == 1)
 		return R(sendto)(fd, iov[0].iov_base, iov[0].iov_len, flags, NULL, 0);
 	struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt };
 	return R(sendmsg)(fd, &m, flags);
 }
-static ssize_t tcp_recvv(int fd, const struct iovec *iov, int iovcnt, int flags)
+ssize_t tcp_recvv(int fd, const struct iovec *iov, int iovcnt, int flags)
 {
 	if (iovcnt == 1)
 		return R(recvfrom)(fd, iov[0].iov_base, iov[0].iov_len, flags, NULL, NULL);
@@ -967,338 +937,6 @@ SC_API int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags,
 	}
 	return (int)i;
 }
-
-/* ---- splice and sendfile ----------------------------------------------------
- *
- * The kernel moves only what the other end takes: bytes stay in the pipe
- * (or the file) when the socket is full, and in the socket when the pipe
- * is.  So do we.  Into an accelerated socket, the pipe is read under the
- * connection's send lock for at most the ring's room, without waiting,
- * straight into the ring (sc__send_from: we are the ring's only producer,
- * so the room can only grow meanwhile); out of one, the ring's bytes are
- * offered to the pipe under the receive lock and only what it took is
- * consumed (sc__recv_to).  A file is read at an offset (pread) and its
- * offset, or position, moves by what was sent.  What the kernel refuses
- * it refuses before it moves a byte, and says so itself: such calls go to
- * it as they are.
- */
-
-/* fd as the pipe end of a splice: a pipe (or FIFO) open for reading
- * (reading) or writing; false if not. */
-static bool pipe_open(struct pipe_io *p, int fd, bool reading)
-{
-	struct stat st;
-	if (fstat(fd, &st) < 0 || !S_ISFIFO(st.st_mode))
-		return false;
-	int fl = R(fcntl)(fd, F_GETFL), acc = fl & O_ACCMODE;
-	if (fl < 0 || (reading ? acc == O_WRONLY : acc == O_RDONLY))
-		return false;
-	*p = (struct pipe_io){ .fd = fd, .nonblock = fl & O_NONBLOCK, .packet = fl & O_DIRECT,
-			       .tmp = { -1, -1 } };
-	return true;
-}
-
-/* A pipe of our own for one call (nonblocking both ends): what the
- * kernel's splice between two pipes moves, it moves without waiting, a
- * packet's part at a time, and it keeps the rest. */
-static int pipe_tmp(struct pipe_io *p)
-{
-	if (p->tmp[0] >= 0)
-		return 0;
-	return pipe2(p->tmp, O_NONBLOCK | O_CLOEXEC) < 0 ? -errno : 0;
-}
-
-static void pipe_tmp_close(struct pipe_io *p)
-{
-	if (p->tmp[0] < 0)
-		return;
-	int saved = errno;
-	R(close)(p->tmp[0]);
-	R(close)(p->tmp[1]);
-	p->tmp[0] = p->tmp[1] = -1;
-	errno = saved;
-}
-
-/* A send's reader (struct sc_src; also for the pending buffer, under
- * s->lock): at most v's bytes of the pipe's, never waiting; 0 when it has
- * none (dry). */
-static ssize_t pipe_read_now(void *arg, const struct iovec *v, int n)
-{
-	static _Atomic bool no_nowait;  /* a kernel without RWF_NOWAIT on pipes */
-	struct pipe_io *p = arg;
-	size_t want = 0;
-	ssize_t k;
-
-	if (p->dry)
-		return 0;
-	for (int i = 0; i < n; i++)
-		want += v[i].iov_len;
-	if (!p->packet && !atomic_load_explicit(&no_nowait, memory_order_relaxed)) {
-		k = preadv2(p->fd, v, n, -1, RWF_NOWAIT);
-		if (k >= 0 || errno != EOPNOTSUPP) {
-			if (k > 0 && (size_t)k < want)
-				p->dry = true;          /* it gave all it had */
-			goto out;
-		}
-		atomic_store_explicit(&no_nowait, true, memory_order_relaxed);
-	}
-	/* a packet read short drops the packet's rest: splice moves part of
-	 * one and keeps the rest, into our pipe, then read whole */
-	if ((k = pipe_tmp(p)) < 0)
-		return k;
-	k = R(splice)(p->fd, NULL, p->tmp[1], NULL, want, SPLICE_F_NONBLOCK);
-	if (k > 0 && R(readv)(p->tmp[0], v, n) != k)
-		return -EIO;                    /* (our pipe, whole: never) */
-out:
-	if (k > 0)
-		return k;
-	if (k == 0 || errno == EAGAIN) {
-		p->dry = true;
-		return 0;
-	}
-	return -errno;
-}
-
-/* A receive's writer (struct sc_dst): into the pipe what it takes of v
- * without waiting.  Through our pipe: the kernel's splice between pipes
- * takes what fits in the program's, page by page as its splice from a
- * socket does, and says EPIPE (with SIGPIPE) when nobody reads it; what
- * it left in ours goes with ours. */
-static ssize_t pipe_write_now(void *arg, const struct iovec *v, int n)
-{
-	struct pipe_io *p = arg;
-	size_t total = 0, done = 0;
-	int rc;
-
-	for (int i = 0; i < n; i++)
-		total += v[i].iov_len;
-	if ((rc = pipe_tmp(p)) < 0)
-		return rc;
-	while (done < total) {
-		struct iovec rest[2];
-		int k = sc__iov_rest(v, n, done, rest);
-		ssize_t w = R(writev)(p->tmp[1], rest, k);
-		if (w <= 0)
-			return done ? (ssize_t)done : -EAGAIN;
-		ssize_t m = R(splice)(p->tmp[0], NULL, p->fd, NULL, (size_t)w, SPLICE_F_NONBLOCK);
-		if (m < 0)
-			rc = -errno;
-		if (m > 0)
-			done += (size_t)m;
-		if (m < w) {
-			pipe_tmp_close(p);
-			p->full = m >= 0 || rc == -EAGAIN;
-			return done ? (ssize_t)done : m < 0 ? rc : -EAGAIN;
-		}
-	}
-	return (ssize_t)done;
-}
-
-/* The first send to a peer that closed takes what the pipe has (up to
- * len), as the kernel's does; the count. */
-static size_t pipe_discard(struct pipe_io *p, size_t len)
-{
-	char buf[16384];
-	size_t done = 0;
-	while (done < len) {
-		struct iovec v = { buf, len - done < sizeof(buf) ? len - done : sizeof(buf) };
-		ssize_t k = pipe_read_now(p, &v, 1);
-		if (k <= 0)
-			break;
-		done += (size_t)k;
-	}
-	return done;
-}
-
-/* After a wait that a signal cut short (poll is never restarted):
- * whether the kernel would have restarted the splice.  We cannot tell
- * which handler ran: yes if every handler that could have (for a signal
- * this thread does not block, not a fault's, which comes only from what
- * the thread itself runs) has SA_RESTART. */
-static bool restartable(void)
-{
-	sigset_t blocked;
-	pthread_sigmask(SIG_BLOCK, NULL, &blocked);
-	for (int sig = 1; sig < NSIG; sig++) {
-		struct sigaction sa;
-		if (sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL ||
-		    sig == SIGTRAP || sig == SIGSYS || sigismember(&blocked, sig) == 1)
-			continue;
-		if (sigaction(sig, NULL, &sa) == 0 && !(sa.sa_flags & SA_RESTART) &&
-		    ((sa.sa_flags & SA_SIGINFO) || (sa.sa_handler != SIG_DFL &&
-						     sa.sa_handler != SIG_IGN)))
-			return false;
-	}
-	return true;
-}
-
-/* A splice's wait for its pipe, as the kernel's (data to read: POLLIN;
- * room: POLLOUT): 1 ready; 0 nothing to read and no writer; -EAGAIN
- * (nb); -EPIPE with SIGPIPE, no reader; -EINTR. */
-static int pipe_wait(int fd, short ev, bool nb)
-{
-	for (;;) {
-		struct pollfd q = { .fd = fd, .events = ev };
-		if (R(poll)(&q, 1, nb ? 0 : -1) < 0) {
-			if (errno == EINTR && restartable())
-				continue;
-			return -errno;
-		}
-		if (q.revents & POLLNVAL)
-			return -EBADF;
-		if (ev == POLLOUT && (q.revents & POLLERR)) {
-			raise(SIGPIPE);
-			return -EPIPE;
-		}
-		if (q.revents & ev)
-			return 1;
-		if (q.revents & POLLHUP)
-			return 0;
-		if (nb)
-			return -EAGAIN;
-	}
-}
-
-/* splice from a pipe into accelerated socket fd: the kernel waits for the
- * pipe first (unless SPLICE_F_NONBLOCK or the pipe's O_NONBLOCK), then
- * for the socket (its own O_NONBLOCK, SO_SNDTIMEO), then moves until len,
- * or the pipe is empty, or the socket full. */
-static ssize_t splice_to_sock(int fd, struct sc_sock *s, struct pipe_io *p, size_t len,
-			      unsigned int flags)
-{
-	bool nb = (flags & SPLICE_F_NONBLOCK) || p->nonblock;
-	struct xfer x = { .pipe = p, .len = len, .sflags = flags };
-	for (;;) {
-		int w = pipe_wait(p->fd, POLLIN, nb);
-		if (w <= 0) {
-			errno = -w;
-			return w ? -1 : 0;
-		}
-		p->dry = false;
-		ssize_t n = do_send(fd, s, &x, flags & SPLICE_F_MORE ? MSG_MORE : 0, tcp_sendv);
-		if (n != 0 || !p->dry)
-			return n;
-		/* another reader took the bytes we saw: wait again */
-	}
-}
-
-/* splice (or sendfile) from accelerated socket fd into a pipe: the kernel
- * waits for room in the pipe first (unless SPLICE_F_NONBLOCK or the
- * pipe's O_NONBLOCK), then for the socket's bytes (its own O_NONBLOCK,
- * SO_RCVTIMEO), and moves what is there and fits. */
-static ssize_t splice_from_sock(int fd, struct sc_sock *s, struct pipe_io *p, size_t len,
-				unsigned int flags)
-{
-	bool nb = (flags & SPLICE_F_NONBLOCK) || p->nonblock;
-	struct xfer x = { .pipe = p, .len = len, .sflags = flags };
-	for (;;) {
-		int w = pipe_wait(p->fd, POLLOUT, nb);
-		if (w < 0) {
-			errno = -w;
-			return -1;
-		}
-		p->full = false;
-		ssize_t n = do_recv(fd, s, &x, 0, tcp_recvv);
-		if (n >= 0 || errno != EAGAIN || !p->full || nb)
-			return n;
-		/* another writer filled the pipe: wait again */
-	}
-}
-
-SC_API ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t len,
-		      unsigned int flags)
-{
-	struct sc_sock *so = sock_get(out), *si = sock_get(in);
-	bool to_shm = so && route_off_kernel(sock_where(so));
-	bool from_shm = si && route_off_kernel(sock_where(si));
-	struct pipe_io p;
-	/* the kernel refuses: no length, an unknown flag, an offset on either
-	 * side (the socket has none, the pipe's is ESPIPE), no pipe on the
-	 * other side, a pipe end the wrong way round */
-	unsigned int known = SPLICE_F_MOVE | SPLICE_F_NONBLOCK | SPLICE_F_MORE | SPLICE_F_GIFT;
-	if (to_shm != from_shm && len && !(flags & ~known) && !off_in && !off_out &&
-	    pipe_open(&p, to_shm ? in : out, to_shm)) {
-		int saved = errno;
-		ssize_t n = to_shm ? splice_to_sock(out, so, &p, len, flags) :
-				     splice_from_sock(in, si, &p, len, flags);
-		pipe_tmp_close(&p);
-		if (n >= 0)
-			errno = saved;
-		return n;
-	}
-	tcp_gate(so);
-	ssize_t n = R(splice)(in, off_in, out, off_out, len, flags);
-	if (so)
-		tcp_count(so, true, n);
-	if (si)
-		tcp_count(si, false, n);
-	return n;
-}
-
-/* sendfile into an accelerated socket: from a file only (the kernel
- * refuses anything else), at its offset (or position), which moves by
- * what was sent.  From an accelerated socket into a pipe: as splice. */
-SC_API ssize_t sendfile(int out, int in, off_t *off, size_t count)
-{
-	struct sc_sock *so = sock_get(out), *si = sock_get(in);
-	struct pipe_io p;
-	if (si && route_off_kernel(sock_where(si)) && !off && count &&
-	    pipe_open(&p, out, false)) {
-		int saved = errno;
-		ssize_t n = splice_from_sock(in, si, &p, count, 0);
-		pipe_tmp_close(&p);
-		if (n >= 0)
-			errno = saved;
-		return n;
-	}
-	struct stat st;
-	if (!so || sock_mode(so) == M_TCP || fstat(in, &st) < 0 ||
-	    (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))) {
-		tcp_gate(so);
-		ssize_t n = R(sendfile)(out, in, off, count);
-		if (so)
-			tcp_count(so, true, n);
-		return n;
-	}
-	int saved = errno, err = 0;
-	off_t pos = off ? *off : lseek(in, 0, SEEK_CUR);
-	if (pos < 0)
-		return -1;
-	char buf[65536];
-	size_t done = 0;
-	while (done < count) {
-		size_t want = count - done < sizeof(buf) ? count - done : sizeof(buf);
-		ssize_t r = pread(in, buf, want, pos);
-		if (r <= 0) {
-			err = r ? errno : 0;
-			break;
-		}
-		ssize_t w = send(out, buf, (size_t)r, MSG_NOSIGNAL);
-		if (w < 0) {
-			err = errno;
-			if (err == EPIPE)
-				raise(SIGPIPE);
-			break;
-		}
-		done += (size_t)w;
-		pos += w;
-		if (w < r)
-			break;
-	}
-	if (err && !done) {
-		errno = err;
-		return -1;
-	}
-	if (off)
-		*off = pos;
-	else if (done)
-		lseek(in, pos, SEEK_SET);
-	errno = saved;
-	return (ssize_t)done;
-}
-
-SC_API ssize_t sendfile64(int out, int in, off_t *off, size_t count)
-	__attribute__((alias("sendfile")));
 
 /* ---- switching back to TCP ----------------------------------------------
  *

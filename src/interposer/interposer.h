@@ -12,7 +12,8 @@
  *   fdtable.c     fd -> socket table, a socket's life, dup aliasing, records
  *   pending.c     a client whose offer is not answered yet; OPENs for it
  *   handshake.c   socket, connect, listen, accept: offers and claims
- *   data.c        the send and receive families, sendfile, splice
+ *   data.c        the send and receive families
+ *   splice.c      splice and sendfile: a pipe's or a file's bytes
  *   sockopt.c     getsockopt, setsockopt, ioctl, fcntl
  *   close.c       shutdown, close, close_range, closefrom, dup*
  *   switch.c      switching a live connection back to TCP
@@ -366,7 +367,48 @@ int rdv_ensure(void);
 void server_settle(int fd, struct sc_sock *s);
 extern _Atomic uint32_t nforks;        /* fork()s this process made (fork.c) */
 
-/* ---- data (data.c) -------------------------------------------------------- */
+/* ---- data (data.c, splice.c) ---------------------------------------------- */
+
+/* A pipe end of the program's that splice (or sendfile) moves bytes
+ * through, to or from an accelerated socket (splice.c). */
+struct pipe_io {
+	int fd;
+	bool nonblock;          /* O_NONBLOCK of its open file description */
+	bool packet;            /* O_DIRECT: a read shorter than a packet drops
+				 * the packet's rest */
+	bool dry;               /* it had nothing to read at the last look */
+	bool full;              /* it had no room at the last look */
+	int tmp[2];             /* a pipe of ours (pipe_tmp), or -1 */
+};
+
+/* What a data call moves: the program's buffers, or (pipe) len bytes of a
+ * pipe's (splice, sendfile into a pipe). */
+struct xfer {
+	const struct iovec *iov;
+	int iovcnt;
+	struct pipe_io *pipe;
+	size_t len;             /* bytes asked for */
+	unsigned int sflags;    /* the splice's flags (its TCP path) */
+};
+
+typedef ssize_t (*tcp_fn)(int fd, const struct iovec *iov, int iovcnt, int flags);
+/* The send and the receive family's one path (data.c): route, then the
+ * pending buffer, shared memory or TCP (tcp: the call the program made,
+ * for the kernel's socket).  -1 and errno, as the shims return. */
+ssize_t do_send(int fd, struct sc_sock *s, const struct xfer *x, int flags, tcp_fn tcp);
+ssize_t do_recv(int fd, struct sc_sock *s, const struct xfer *x, int flags, tcp_fn tcp);
+/* On TCP: send or recvfrom for one buffer, else sendmsg or recvmsg */
+ssize_t tcp_sendv(int fd, const struct iovec *iov, int iovcnt, int flags);
+ssize_t tcp_recvv(int fd, const struct iovec *iov, int iovcnt, int flags);
+/* Bytes a connection of ours moved over TCP (its counters, its record). */
+void tcp_count(struct sc_sock *s, bool tx, ssize_t n);
+/* A pipe's bytes, never waiting (splice.c): the send path's reader (0:
+ * dry) and the receive path's writer; what the first send to a closed
+ * peer takes of it. */
+ssize_t pipe_read_now(void *arg, const struct iovec *v, int n);
+ssize_t pipe_write_now(void *arg, const struct iovec *v, int n);
+size_t pipe_discard(struct pipe_io *p, size_t len);
+
 
 int64_t rx_avail(struct sc_conn *c);
 int64_t lowat_target(struct sc_sock *s, size_t len);
