@@ -110,19 +110,47 @@ out:
 	return -errno;
 }
 
+/* A receive's writer into a pipe that is not a packet pipe, in one
+ * system call: a write that never waits (RWF_NOWAIT, whatever the pipe's
+ * O_NONBLOCK) takes what fits, page by page as the kernel's splice from a
+ * socket does, and says EPIPE (with SIGPIPE) when nobody reads.  1 with
+ * *r its result; 0 where the kernel has no RWF_NOWAIT for pipe writes. */
+static int pipe_write_direct(struct pipe_io *p, const struct iovec *v, int n, size_t total,
+			     ssize_t *r)
+{
+	static _Atomic bool no_nowait;
+	if (p->packet || atomic_load_explicit(&no_nowait, memory_order_relaxed))
+		return 0;
+	ssize_t w = pwritev2(p->fd, v, n, -1, RWF_NOWAIT);
+	if (w < 0 && errno == EOPNOTSUPP) {
+		atomic_store_explicit(&no_nowait, true, memory_order_relaxed);
+		return 0;
+	}
+	if (w < 0 && errno == EAGAIN)
+		w = -EAGAIN;
+	else if (w < 0)
+		w = -errno;
+	p->full = w == -EAGAIN || (w >= 0 && (size_t)w < total);
+	*r = w;
+	return 1;
+}
+
 /* A receive's writer (struct sc_dst): into the pipe what it takes of v
- * without waiting.  Through our pipe: the kernel's splice between pipes
- * takes what fits in the program's, page by page as its splice from a
- * socket does, and says EPIPE (with SIGPIPE) when nobody reads it; what
- * it left in ours goes with ours. */
+ * without waiting: directly (above), else through our pipe: the kernel's
+ * splice between pipes takes what fits in the program's, page by page,
+ * keeps a packet's rest, and says EPIPE (with SIGPIPE) when nobody reads
+ * it; what it left in ours goes with ours. */
 ssize_t pipe_write_now(void *arg, const struct iovec *v, int n)
 {
 	struct pipe_io *p = arg;
 	size_t total = 0, done = 0;
+	ssize_t r;
 	int rc;
 
 	for (int i = 0; i < n; i++)
 		total += v[i].iov_len;
+	if (pipe_write_direct(p, v, n, total, &r))
+		return r;
 	if ((rc = pipe_tmp(p)) < 0)
 		return rc;
 	while (done < total) {
