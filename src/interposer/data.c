@@ -649,22 +649,22 @@ static ssize_t tcp_readv(int fd, const struct iovec *iov, int iovcnt, int flags)
 
 /* A send on a generic netlink socket of the program's (netlink.c). */
 static ssize_t nl_send(int fd, const void *buf, size_t len, int flags, const struct sockaddr *to,
-		       socklen_t tolen, bool *handled)
+		       socklen_t tolen)
 {
 	struct iovec v = { (void *)buf, len };
 	struct msghdr m = { .msg_name = (void *)to, .msg_namelen = tolen, .msg_iov = &v,
 			    .msg_iovlen = 1 };
-	return nl_sendmsg(fd, &m, flags, handled);
+	return nl_sendmsg(fd, &m, flags);
 }
 
 static ssize_t nl_recv(int fd, void *buf, size_t len, int flags, struct sockaddr *from,
-		       socklen_t *fromlen, bool *handled)
+		       socklen_t *fromlen)
 {
 	struct iovec v = { buf, len };
 	struct msghdr m = { .msg_name = from, .msg_namelen = fromlen ? *fromlen : 0,
 			    .msg_iov = &v, .msg_iovlen = 1 };
-	ssize_t n = nl_recvmsg(fd, &m, flags, handled);
-	if (*handled && n >= 0 && from && fromlen)
+	ssize_t n = nl_recvmsg(fd, &m, flags);
+	if (n >= 0 && from && fromlen)
 		*fromlen = m.msg_namelen;
 	return n;
 }
@@ -673,10 +673,9 @@ SC_API ssize_t write(int fd, const void *buf, size_t len)
 {
 	struct sc_sock *s = sock_get(fd);
 	if (!s && nl_fd(fd)) {
-		bool handled;
-		ssize_t n = nl_send(fd, buf, len, 0, NULL, 0, &handled);
-		if (handled)
-			return n;
+		ssize_t n = nl_send(fd, buf, len, 0, NULL, 0);
+		if (n != NOT_MINE)
+			return sc_ret(n);
 	}
 	if (!s)
 		return R(write)(fd, buf, len);
@@ -688,20 +687,18 @@ SC_API ssize_t send(int fd, const void *buf, size_t len, int flags)
 {
 	struct sc_sock *s = sock_get(fd);
 	if (!s && nl_fd(fd)) {
-		bool handled;
-		ssize_t n = nl_send(fd, buf, len, flags, NULL, 0, &handled);
-		if (handled)
-			return n;
+		ssize_t n = nl_send(fd, buf, len, flags, NULL, 0);
+		if (n != NOT_MINE)
+			return sc_ret(n);
 	}
 	if (!s)
 		return R(send)(fd, buf, len, flags);
 	struct iovec v = { (void *)buf, len };
 	if ((flags & MSG_ZEROCOPY) && sock_mode(s) != M_TCP) {
 		struct msghdr m = { .msg_iov = &v, .msg_iovlen = 1 };
-		bool handled;
-		ssize_t n = dm_sendmsg(fd, s, &m, flags, &handled);
-		if (handled)
-			return n;
+		ssize_t n = dm_sendmsg(fd, s, &m, flags);
+		if (n != NOT_MINE)
+			return sc_ret(n);
 	}
 	return do_sendv(fd, s, &v, 1, flags, tcp_sendv);
 }
@@ -716,10 +713,9 @@ SC_API ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 {
 	struct sc_sock *s = sock_get(fd);
 	if (!s && nl_fd(fd)) {
-		bool handled;
-		ssize_t n = nl_send(fd, buf, len, flags, to, tolen, &handled);
-		if (handled)
-			return n;
+		ssize_t n = nl_send(fd, buf, len, flags, to, tolen);
+		if (n != NOT_MINE)
+			return sc_ret(n);
 	}
 	if (s && (flags & MSG_FASTOPEN) && sock_mode(s) == M_TCP && !s->counted) {
 		/* data in the SYN: shared memory cannot take part */
@@ -755,18 +751,16 @@ SC_API ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 	sw_rights(m);
 	struct sc_sock *s = sock_get(fd);
 	if (!s && nl_fd(fd)) {
-		bool handled;
-		ssize_t n = nl_sendmsg(fd, m, flags, &handled);
-		if (handled)
-			return n;
+		ssize_t n = nl_sendmsg(fd, m, flags);
+		if (n != NOT_MINE)
+			return sc_ret(n);
 	}
 	if (s && sock_mode(s) != M_TCP &&
 	    ((flags & MSG_ZEROCOPY) || (m->msg_control && m->msg_controllen))) {
 		/* zerocopy completions, devmem transmit (devmem.c) */
-		bool handled;
-		ssize_t n = dm_sendmsg(fd, s, m, flags, &handled);
-		if (handled)
-			return n;
+		ssize_t n = dm_sendmsg(fd, s, m, flags);
+		if (n != NOT_MINE)
+			return sc_ret(n);
 	}
 	if (!s || sock_mode(s) == M_TCP || m->msg_controllen) {
 		tcp_gate(s);
@@ -802,10 +796,9 @@ SC_API ssize_t read(int fd, void *buf, size_t len)
 {
 	struct sc_sock *s = sock_get(fd);
 	if (!s && nl_fd(fd)) {
-		bool handled;
-		ssize_t n = nl_recv(fd, buf, len, 0, NULL, NULL, &handled);
-		if (handled)
-			return n;
+		ssize_t n = nl_recv(fd, buf, len, 0, NULL, NULL);
+		if (n != NOT_MINE)
+			return sc_ret(n);
 	}
 	if (!s)
 		return R(read)(fd, buf, len);
@@ -824,10 +817,9 @@ SC_API ssize_t recv(int fd, void *buf, size_t len, int flags)
 {
 	struct sc_sock *s = sock_get(fd);
 	if (!s && nl_fd(fd)) {
-		bool handled;
-		ssize_t n = nl_recv(fd, buf, len, flags, NULL, NULL, &handled);
-		if (handled)
-			return n;
+		ssize_t n = nl_recv(fd, buf, len, flags, NULL, NULL);
+		if (n != NOT_MINE)
+			return sc_ret(n);
 	}
 	if (!s)
 		return R(recv)(fd, buf, len, flags);
@@ -847,10 +839,9 @@ SC_API ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct sockadd
 {
 	struct sc_sock *s = sock_get(fd);
 	if (!s && nl_fd(fd)) {
-		bool handled;
-		ssize_t n = nl_recv(fd, buf, len, flags, from, fromlen, &handled);
-		if (handled)
-			return n;
+		ssize_t n = nl_recv(fd, buf, len, flags, from, fromlen);
+		if (n != NOT_MINE)
+			return sc_ret(n);
 	}
 	if (!s || sock_mode(s) == M_TCP)
 		return R(recvfrom)(fd, buf, len, flags, from, fromlen);
@@ -885,24 +876,21 @@ SC_API ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 {
 	struct sc_sock *s = sock_get(fd);
 	if (!s && nl_fd(fd)) {
-		bool handled;
-		ssize_t n = nl_recvmsg(fd, m, flags, &handled);
-		if (handled)
-			return n;
+		ssize_t n = nl_recvmsg(fd, m, flags);
+		if (n != NOT_MINE)
+			return sc_ret(n);
 	}
 	if (s && (flags & MSG_ERRQUEUE)) {
 		/* our zerocopy completions, then the kernel's queue */
-		bool handled;
-		ssize_t n = dm_errqueue(fd, s, m, &handled);
-		if (handled)
-			return n;
+		ssize_t n = dm_errqueue(fd, s, m);
+		if (n != NOT_MINE)
+			return sc_ret(n);
 		return R(recvmsg)(fd, m, flags);
 	}
 	if (s && (flags & MSG_SOCK_DEVMEM) && sock_mode(s) != M_TCP) {
-		bool handled;
-		ssize_t n = dm_recvmsg(fd, s, m, flags, &handled);
-		if (handled)
-			return n;
+		ssize_t n = dm_recvmsg(fd, s, m, flags);
+		if (n != NOT_MINE)
+			return sc_ret(n);
 		flags &= ~MSG_SOCK_DEVMEM;      /* plain bytes, as the kernel's loopback */
 	}
 	if (!s || sock_mode(s) == M_TCP)

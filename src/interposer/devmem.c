@@ -78,44 +78,36 @@ static ssize_t dm_recv_timed(struct sc_sock *s, struct sc_dm_rx *rx, struct msgh
 	}
 }
 
-/* A receive with MSG_SOCK_DEVMEM on an accelerated socket; *handled false:
- * not ours to answer (kernel TCP, no rx binding in the process: the kernel
- * then copies, as it does for data on no bound queue). */
-ssize_t dm_recvmsg(int fd, struct sc_sock *s, struct msghdr *m, int flags, bool *handled)
+/* A receive with MSG_SOCK_DEVMEM on an accelerated socket: the bytes,
+ * -errno, or NOT_MINE: not ours to answer (kernel TCP, no rx binding in
+ * the process: the kernel then copies, as it does for data on no bound
+ * queue). */
+ssize_t dm_recvmsg(int fd, struct sc_sock *s, struct msghdr *m, int flags)
 {
-	*handled = false;
 	if (sock_route(fd, s) == RT_PENDING) {
 		pthread_mutex_lock(&s->lock);
 		int rc = pending_settle(fd, s, !(s->nonblock || (flags & MSG_DONTWAIT)), -1);
 		pthread_mutex_unlock(&s->lock);
-		if (rc == -EAGAIN) {
-			*handled = true;
-			errno = EAGAIN;
-			return -1;
-		}
+		if (rc == -EAGAIN)
+			return -EAGAIN;
 	}
 	if (sock_where(s) != RT_SHM)
-		return 0;
+		return NOT_MINE;
 	pthread_mutex_lock(&s->lock);
 	if (!s->dmrx && sc__dm_rx_new(&s->dmrx) < 0)
 		s->dmrx = NULL;
 	struct sc_dm_rx *rx = s->dmrx;
 	pthread_mutex_unlock(&s->lock);
 	if (!rx)
-		return 0;
-	*handled = true;
-	if (m->msg_iovlen > IOV_MAX || (flags & (MSG_PEEK | MSG_OOB | MSG_ERRQUEUE))) {
-		errno = EINVAL;
-		return -1;
-	}
+		return NOT_MINE;
+	if (m->msg_iovlen > IOV_MAX || (flags & (MSG_PEEK | MSG_OOB | MSG_ERRQUEUE)))
+		return -EINVAL;
 	/* fragments that fit the control buffer (it is not truncated: the
 	 * linear cmsg's room is kept) */
 	size_t cap = m->msg_control ? m->msg_controllen : 0;
 	int max = cap >= 2 * DM_CMSG_SPACE ? (int)((cap - DM_CMSG_SPACE) / DM_CMSG_SPACE) : 0;
-	if (max < 1) {
-		errno = EFAULT;
-		return -1;
-	}
+	if (max < 1)
+		return -EFAULT;
 	if (max > 1024)
 		max = 1024;
 	struct sc_dm_frag fr[1024];
@@ -125,24 +117,15 @@ ssize_t dm_recvmsg(int fd, struct sc_sock *s, struct msghdr *m, int flags, bool 
 	if (rc == -SC_ESWITCHED) {
 		/* back to TCP: the kernel's from here (its loopback copies);
 		 * the fragments the program holds stay valid */
-		if (sock_switch(fd, s) < 0) {
-			errno = ENOTCONN;
-			return -1;
-		}
-		*handled = false;
-		return 0;
+		return sock_switch(fd, s) < 0 ? -ENOTCONN : NOT_MINE;
 	}
-	if (rc < 0) {
-		if (rc == -ECONNRESET) {
-			if (s->err_reported)
-				rc = 0;
-			s->err_reported = true;
-		}
-		if (rc < 0) {
-			errno = (int)-rc;
-			return -1;
-		}
+	if (rc == -ECONNRESET) {
+		if (s->err_reported)
+			rc = 0;
+		s->err_reported = true;
 	}
+	if (rc < 0)
+		return rc;
 	dm_cmsgs(m, lin, fr, n);
 	m->msg_flags = 0;
 	m->msg_namelen = 0;
@@ -151,18 +134,15 @@ ssize_t dm_recvmsg(int fd, struct sc_sock *s, struct msghdr *m, int flags, bool 
 	return rc;
 }
 
-/* setsockopt(SO_DEVMEM_DONTNEED): the number of fragments freed; *handled
- * false if the socket never received fragments of ours. */
-int dm_dontneed(struct sc_sock *s, const void *val, socklen_t len, bool *handled)
+/* setsockopt(SO_DEVMEM_DONTNEED): the number of fragments freed, -errno,
+ * or NOT_MINE if the socket never received fragments of ours. */
+int dm_dontneed(struct sc_sock *s, const void *val, socklen_t len)
 {
-	*handled = s->dmrx != NULL;
-	if (!*handled)
-		return 0;
+	if (!s->dmrx)
+		return NOT_MINE;
 	if (!val || len == 0 || len % sizeof(struct sc_dmabuf_token) ||
-	    len > SC_DONTNEED_MAX_TOKENS * sizeof(struct sc_dmabuf_token)) {
-		errno = EINVAL;
-		return -1;
-	}
+	    len > SC_DONTNEED_MAX_TOKENS * sizeof(struct sc_dmabuf_token))
+		return -EINVAL;
 	int n = (int)(len / sizeof(struct sc_dmabuf_token));
 	struct sc_dm_token t[SC_DONTNEED_MAX_TOKENS];
 	memcpy(t, val, len);    /* (the same layout: two __u32) */
@@ -191,18 +171,17 @@ static void zc_complete(struct sc_sock *s, uint8_t code)
 	s->zc[s->nzc++] = (struct sc_zc_range){ .lo = id, .hi = id, .code = code };
 }
 
-/* sendmsg on an accelerated socket with MSG_ZEROCOPY or a devmem cmsg;
- * *handled false: the usual path. */
-ssize_t dm_sendmsg(int fd, struct sc_sock *s, const struct msghdr *m, int flags, bool *handled)
+/* sendmsg on an accelerated socket with MSG_ZEROCOPY or a devmem cmsg:
+ * the bytes sent, -errno, or NOT_MINE: the usual path. */
+ssize_t dm_sendmsg(int fd, struct sc_sock *s, const struct msghdr *m, int flags)
 {
-	*handled = false;
 	int id = -1, others = 0;
 	if (m->msg_control && m->msg_controllen) {
 		struct msghdr *mm = (struct msghdr *)m;
 		for (struct cmsghdr *cm = CMSG_FIRSTHDR(mm); cm; cm = CMSG_NXTHDR(mm, cm)) {
 			size_t room = m->msg_controllen - (size_t)((char *)cm - (char *)m->msg_control);
 			if (cm->cmsg_len < CMSG_LEN(0) || cm->cmsg_len > room)
-				return 0;       /* the kernel's EINVAL */
+				return NOT_MINE;        /* the kernel's EINVAL */
 			if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_DEVMEM_DMABUF &&
 			    cm->cmsg_len == CMSG_LEN(sizeof(__u32)))
 				memcpy(&id, CMSG_DATA(cm), sizeof(__u32));
@@ -211,12 +190,9 @@ ssize_t dm_sendmsg(int fd, struct sc_sock *s, const struct msghdr *m, int flags,
 		}
 	}
 	if (others || (id < 0 && !(flags & MSG_ZEROCOPY)))
-		return 0;
-	*handled = true;
-	if (m->msg_iovlen > IOV_MAX) {
-		errno = EMSGSIZE;
-		return -1;
-	}
+		return NOT_MINE;
+	if (m->msg_iovlen > IOV_MAX)
+		return -EMSGSIZE;
 	bool zc = (flags & MSG_ZEROCOPY) && s->zerocopy;
 	const struct iovec *iov = m->msg_iov;
 	struct iovec tiov[IOV_MAX];
@@ -224,22 +200,20 @@ ssize_t dm_sendmsg(int fd, struct sc_sock *s, const struct msghdr *m, int flags,
 		/* devmem: iov_base is an offset into the tx binding's region */
 		const uint8_t *base;
 		size_t size;
-		if (!zc || sc__dm_tx_region((uint32_t)id, &base, &size) < 0) {
-			errno = EINVAL;
-			return -1;
-		}
+		if (!zc || sc__dm_tx_region((uint32_t)id, &base, &size) < 0)
+			return -EINVAL;
 		for (size_t i = 0; i < m->msg_iovlen; i++) {
 			uintptr_t off = (uintptr_t)m->msg_iov[i].iov_base;
 			size_t l = m->msg_iov[i].iov_len;
-			if (off > size || l > size - off) {
-				errno = EFAULT;
-				return -1;
-			}
+			if (off > size || l > size - off)
+				return -EFAULT;
 			tiov[i] = (struct iovec){ (void *)(base + off), l };
 		}
 		iov = tiov;
 	}
 	ssize_t n = sock_sendv(fd, s, iov, (int)m->msg_iovlen, flags & ~MSG_ZEROCOPY);
+	if (n < 0)
+		return -errno;
 	if (n > 0 && zc) {
 		pthread_mutex_lock(&s->lock);
 		/* the payload went from its buffer (a region, or the program's
@@ -258,15 +232,14 @@ bool dm_errqueue_pending(struct sc_sock *s)
 	return s->nzc != 0;
 }
 
-/* recvmsg(MSG_ERRQUEUE): one completion range of ours; *handled false if
- * there is none (the kernel's queue then). */
-ssize_t dm_errqueue(int fd, struct sc_sock *s, struct msghdr *m, bool *handled)
+/* recvmsg(MSG_ERRQUEUE): one completion range of ours (0), or NOT_MINE
+ * if there is none (the kernel's queue then). */
+ssize_t dm_errqueue(int fd, struct sc_sock *s, struct msghdr *m)
 {
 	pthread_mutex_lock(&s->lock);
-	*handled = s->nzc != 0;
-	if (!*handled) {
+	if (!s->nzc) {
 		pthread_mutex_unlock(&s->lock);
-		return 0;
+		return NOT_MINE;
 	}
 	struct sockaddr_storage me;
 	socklen_t ml = sizeof(me);

@@ -664,7 +664,7 @@ static void kreg_follow(struct sc_ep *e, struct sc_epreg *r, int fd, struct sc_s
  * records go).  No lock held. */
 static void kregs_each(struct sc_sock *s, bool release)
 {
-	int saved = errno;
+	KEEP_ERRNO();
 	pthread_rwlock_rdlock(&ep_life);        /* the records' sets stay */
 	for (;;) {
 		pthread_mutex_lock(&kreg_lock);
@@ -679,7 +679,6 @@ static void kregs_each(struct sc_sock *s, bool release)
 					sock_ours(s));
 	}
 	pthread_rwlock_unlock(&ep_life);
-	errno = saved;
 }
 
 /* The last fd of s closed: its records go (the kernel's registrations
@@ -731,9 +730,8 @@ static int nested_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		int rc = kev.data.u64 ? R(epoll_ctl)(epfd, op, fd, &kev)
 				      : R(epoll_ctl)(epfd, op, fd, ev);
 		if (rc < 0 && !had) {
-			int e = errno;
+			KEEP_ERRNO();
 			ep_nest_set(o, fd, EPOLL_CTL_DEL, 0);
-			errno = e;
 		}
 		pthread_mutex_unlock(&o->lock);
 		if (rc == 0)
@@ -892,6 +890,29 @@ static void reg_let_go(struct sc_ep *e, struct sc_epreg *r, struct sc_sock *s, u
 	ep_rewatch(e, &s, 1);
 }
 
+/* After an operation (rc) on a registration of e (no lock held): the
+ * sleepers, the channel let go of (unbind), the exposed set; errno is the
+ * program's. */
+static void ctl_done(struct sc_ep *e, struct sc_epreg *r, struct sc_sock *s, int op, int rc,
+		     bool unbind, uint64_t token)
+{
+	KEEP_ERRNO();
+	/* seq_cst: the load of Dekker's pattern with ep_sleep_prepare
+	 * (epoll_wait.c): our change before it, the sleeper's count before
+	 * its look */
+	if (rc == 0 && op != EPOLL_CTL_DEL && atomic_load_explicit(&e->sleepers,
+			memory_order_seq_cst))
+		/* another thread is asleep in the kernel's wait on this set
+		 * (in ours, or passed through before the set had a shadow):
+		 * the kernel would wake it for an entry ready now, and for
+		 * the next event of this one */
+		ep_wake_sleepers(e);
+	if (unbind && ep_elsewhere(e, s))
+		reg_let_go(e, r, s, token);
+	if (e->exposed)
+		ep_expose(e);   /* watched from outside: readable as its entries now are */
+}
+
 SC_API int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
 	if (atomic_load_explicit(&ep_inh, memory_order_relaxed))
@@ -924,23 +945,8 @@ SC_API int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	int rc = reg_op(e, r, op, ev, &unbind);
 	uint64_t token = reg_token(r);  /* (r may be freed once we unlock) */
 	pthread_mutex_unlock(&e->lock);
-	int saved = errno;
-	/* seq_cst: the load of Dekker's pattern with ep_sleep_prepare
-	 * (epoll_wait.c): our change before it, the sleeper's count before
-	 * its look */
-	if (rc == 0 && op != EPOLL_CTL_DEL && atomic_load_explicit(&e->sleepers,
-			memory_order_seq_cst))
-		/* another thread is asleep in the kernel's wait on this set
-		 * (in ours, or passed through before the set had a shadow):
-		 * the kernel would wake it for an entry ready now, and for
-		 * the next event of this one */
-		ep_wake_sleepers(e);
-	if (unbind && ep_elsewhere(e, s))
-		reg_let_go(e, r, s, token);
-	if (e->exposed)
-		ep_expose(e);   /* watched from outside: readable as its entries now are */
-	errno = rc < 0 ? -rc : saved;
-	return rc < 0 ? -1 : 0;
+	ctl_done(e, r, s, op, rc, unbind, token);
+	return (int)sc_ret(rc);
 }
 
 /* Connections in socks left a channel that other sets watched them

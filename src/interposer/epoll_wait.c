@@ -325,7 +325,8 @@ uint64_t ep_nest_cookie(struct sc_ep *e, int fd)
 void ep_refresh_exposed(void)
 {
 	struct sc_ep *list[16];
-	int n = 0, saved = errno;
+	int n = 0;
+	KEEP_ERRNO();
 
 	pthread_rwlock_rdlock(&ep_life);
 	pthread_mutex_lock(&eps_lock);
@@ -336,7 +337,6 @@ void ep_refresh_exposed(void)
 	for (int i = 0; i < n; i++)
 		ep_expose(list[i]);
 	pthread_rwlock_unlock(&ep_life);
-	errno = saved;
 }
 
 /* fd is watched from outside (epoll_ctl into another set, poll, select):
@@ -350,9 +350,8 @@ void ep_expose_fd(int fd)
 	pthread_rwlock_rdlock(&ep_life);
 	struct sc_ep *e = ep_get(fd, false);
 	if (e) {
-		int saved = errno;
+		KEEP_ERRNO();
 		ep_expose(e);
-		errno = saved;
 	}
 	pthread_rwlock_unlock(&ep_life);
 }
@@ -566,14 +565,12 @@ static int do_epoll_wait(int epfd, struct epoll_event *out, int max, int timeout
 	if (e->ch && atomic_load_explicit(&e->sleepers, memory_order_seq_cst)) {
 		/* another thread sleeps in this set: leave the channel armed,
 		 * or a wake-up meant for it would not come */
-		int saved = errno;
+		KEEP_ERRNO();
 		ep_arm(e, true);
-		errno = saved;
 	}
 	if (e->exposed) {
-		int saved = errno;
+		KEEP_ERRNO();
 		ep_expose(e);
-		errno = saved;
 	}
 	return n;
 }

@@ -176,7 +176,7 @@ static void exec_inherited(int fd, struct sc_sock *s, bool vforked)
  * connections still ours). */
 void exec_prepare(bool spawn)
 {
-	int saved = errno;
+	KEEP_ERRNO();
 	bool vforked = sc__pid() != getpid();
 	if (!vforked) {
 		fds_each(exec_settle, false);
@@ -192,7 +192,6 @@ void exec_prepare(bool spawn)
 	}
 	fds_each(exec_inherited, vforked);
 	vfork_kept = NULL;
-	errno = saved;
 }
 
 SC_API int execve(const char *path, char *const argv[], char *const envp[])

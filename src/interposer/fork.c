@@ -177,13 +177,11 @@ static int owner_takeover(int fd, struct sc_conn *c)
 
 int sw_request_owner_for(int fd, struct sc_sock *s, uint32_t why, uint64_t wait_ns)
 {
-	int saved = errno;
+	KEEP_ERRNO();
 	struct sc_conn *c = s->c;
 	int rc = 0;
-	if (sock_mode(s) != M_SHM || s->owner == getpid() || !c) {
-		errno = saved;
+	if (sock_mode(s) != M_SHM || s->owner == getpid() || !c)
 		return 0;
-	}
 	/* no lock held while waiting: in a child of vfork, s is the parent's
 	 * own, and its switch thread takes s->lock to do what we ask */
 	uint32_t f = atomic_load_explicit(&c->me->flags, memory_order_acquire);
@@ -228,7 +226,6 @@ int sw_request_owner_for(int fd, struct sc_sock *s, uint32_t why, uint64_t wait_
 		LOG(1, "an inherited connection: its owner (pid %d) did not switch it to TCP",
 		    (int)s->owner);
 	}
-	errno = saved;
 	return rc;
 }
 
@@ -359,14 +356,13 @@ SC_API pid_t fork(void)
 	pid_t child = R(fork)();
 	if (child <= 0)
 		return child;
-	int saved = errno;
+	KEEP_ERRNO();
 	child_add(child);
 	pthread_mutex_lock(&table_lock);        /* other threads run here */
 	socks_each(mark_forked, sc__pid(), child);
 	pthread_mutex_unlock(&table_lock);
 	socks_each(listener_inherit, sc__pid(), child);
 	ep_mark_shared();
-	errno = saved;
 	return child;
 }
 

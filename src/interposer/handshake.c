@@ -114,10 +114,9 @@ static uint64_t next_tag(void)
 static bool fd_headroom(int fd)
 {
 	struct rlimit rl;
-	int saved = errno;
+	KEEP_ERRNO();
 	long l = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ?
 		 (long)rl.rlim_cur : 1L << 20;
-	errno = saved;
 	sc__fd_limit(l);
 	return sc__fd_in_use(fd) + 64 < l - l / 4;
 }
@@ -133,7 +132,7 @@ static bool fd_headroom(int fd)
 static bool as_room(uint64_t *room)
 {
 	struct rlimit rl;
-	int saved = errno;
+	KEEP_ERRNO();
 	bool ok = true;
 
 	*room = 0;
@@ -155,7 +154,6 @@ static bool as_room(uint64_t *room)
 		if (ok)
 			*room = size;
 	}
-	errno = saved;
 	return ok;
 }
 
@@ -444,7 +442,7 @@ SC_API int listen(int fd, int backlog)
 	}
 	if (rc < 0 || !s || G.disabled || G.uring || sock_mode(s) != M_TCP)
 		return rc;
-	int saved = errno;
+	KEEP_ERRNO();
 	struct sockaddr_storage me;
 	socklen_t ml = sizeof(me);
 	struct sc_addr16 a;
@@ -464,7 +462,6 @@ SC_API int listen(int fd, int backlog)
 		}
 		pthread_mutex_unlock(&s->lock);
 	}
-	errno = saved;
 	return rc;
 }
 
@@ -793,14 +790,13 @@ SC_API int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
 {
 	struct sc_sock *ls = sock_get(fd);
 	if (ls && !sock_ours(ls) && sock_mode(ls) == M_LISTEN) {
-		int saved = errno;
+		KEEP_ERRNO();
 		listener_adopt(fd, ls);
-		errno = saved;
 	}
 	int nfd = R(accept4)(fd, addr, alen, flags);
 
 	if (nfd >= 0 && ls) {
-		int saved = errno;
+		KEEP_ERRNO();
 		if (sock_mode(ls) == M_LISTEN) {
 			/* claimed at its first use (see server_claim) */
 			struct sc_sock *s = sock_new(nfd, G.disabled ? M_TCP : M_SPENDING,
@@ -833,7 +829,6 @@ SC_API int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
 			if (s && (G.disabled || G.uring))
 				fallback_stat(s, nfd, G.disabled ? SC_FB_DISABLED : SC_FB_UNSUPPORTED);
 		}
-		errno = saved;
 	}
 	return nfd;
 }

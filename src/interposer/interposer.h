@@ -45,6 +45,7 @@
 #ifndef SC_INTERPOSER_H
 #define SC_INTERPOSER_H
 
+#include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -90,6 +91,33 @@ extern pthread_once_t real_once;
 void real_init(void);
 /* The libc function f itself (loaded on first use). */
 #define R(f) (pthread_once(&real_once, real_init), real_##f)
+
+/* ---- errors: -errno inside, errno once at the shim's exit ----------------
+ *
+ * A function of the interposer returns a count (>= 0) or -errno; the shim
+ * (the function the program called) sets errno once, as it returns:
+ * sc_ret.  A handler that may decline a call (dm_*, nl_*) returns
+ * NOT_MINE, below every -errno: the shim then goes on as if it had not
+ * asked.  Work of ours beside the program's call (logging, bookkeeping, a
+ * probe that may fail) keeps the errno the program sees: KEEP_ERRNO() at
+ * the top of its block puts it back when the block ends (systemd's
+ * PROTECT_ERRNO), so never in a block whose return sets errno. */
+#define NOT_MINE (-4096)
+
+static inline ssize_t sc_ret(ssize_t rc)
+{
+	if (rc >= 0)
+		return rc;
+	errno = (int)-rc;
+	return -1;
+}
+
+static inline void errno_put_back(const int *saved)
+{
+	errno = *saved;
+}
+#define KEEP_ERRNO() \
+	int errno_kept_ __attribute__((cleanup(errno_put_back), unused)) = errno
 
 /* ---- the process (preload.c) -------------------------------------------- */
 
@@ -436,10 +464,11 @@ ssize_t sock_sendv(int fd, struct sc_sock *s, const struct iovec *iov, int iovcn
 
 /* ---- device memory (devmem.c, netlink.c) ------------------------------------ */
 
-ssize_t dm_recvmsg(int fd, struct sc_sock *s, struct msghdr *m, int flags, bool *handled);
-int dm_dontneed(struct sc_sock *s, const void *val, socklen_t len, bool *handled);
-ssize_t dm_sendmsg(int fd, struct sc_sock *s, const struct msghdr *m, int flags, bool *handled);
-ssize_t dm_errqueue(int fd, struct sc_sock *s, struct msghdr *m, bool *handled);
+/* each: the result, -errno, or NOT_MINE (the usual path) */
+ssize_t dm_recvmsg(int fd, struct sc_sock *s, struct msghdr *m, int flags);
+int dm_dontneed(struct sc_sock *s, const void *val, socklen_t len);
+ssize_t dm_sendmsg(int fd, struct sc_sock *s, const struct msghdr *m, int flags);
+ssize_t dm_errqueue(int fd, struct sc_sock *s, struct msghdr *m);
 bool dm_errqueue_pending(struct sc_sock *s);
 /* netlink.c: generic netlink sockets (bind-rx / bind-tx of loopback) */
 extern _Atomic int nl_count;
@@ -447,8 +476,8 @@ void nl_track(int fd);
 void nl_close(int fd);
 bool nl_tracked(int fd);
 void nl_atfork_child(void);
-ssize_t nl_sendmsg(int fd, const struct msghdr *m, int flags, bool *handled);
-ssize_t nl_recvmsg(int fd, struct msghdr *m, int flags, bool *handled);
+ssize_t nl_sendmsg(int fd, const struct msghdr *m, int flags);     /* or NOT_MINE */
+ssize_t nl_recvmsg(int fd, struct msghdr *m, int flags);           /* or NOT_MINE */
 /* a netlink fd of the program's, to look at (cheap when there is none) */
 static inline bool nl_fd(int fd)
 {

@@ -162,10 +162,8 @@ static int resolve_family(void)
 static int family(void)
 {
 	if (netdev_family < 0) {
-		int saved = errno;
-		int id = resolve_family();
-		netdev_family = id;
-		errno = saved;
+		KEEP_ERRNO();
+		netdev_family = resolve_family();
 	}
 	return netdev_family;
 }
@@ -239,9 +237,8 @@ static uint32_t lo_ifindex(void)
 	static _Atomic uint32_t lo;
 	uint32_t v = atomic_load_explicit(&lo, memory_order_relaxed);
 	if (!v) {
-		int saved = errno;
+		KEEP_ERRNO();
 		v = if_nametoindex("lo");
-		errno = saved;
 		atomic_store_explicit(&lo, v, memory_order_relaxed);
 	}
 	return v;
@@ -389,26 +386,24 @@ static void decoys_add(char **out, size_t *olen, size_t *cap, const struct nlmsg
 
 /*
  * A send on a tracked netlink socket: the messages we answer become
- * decoys, the rest goes to the kernel as it was, in one send.  *handled
- * false: nothing of ours in it (sent as it is by the caller).
+ * decoys, the rest goes to the kernel as it was, in one send: the
+ * program's length, -errno, or NOT_MINE: nothing of ours in it (sent as
+ * it is by the caller).
  */
-ssize_t nl_sendmsg(int fd, const struct msghdr *m, int flags, bool *handled)
+ssize_t nl_sendmsg(int fd, const struct msghdr *m, int flags)
 {
-	*handled = false;
 	int fam = family();
 	size_t total = 0;
 	char *buf = fam > 0 ? iov_flat(m, &total) : NULL;
 	if (!buf || !any_bind(buf, total, fam)) {
 		free(buf);
-		return 0;
+		return NOT_MINE;
 	}
-	*handled = true;
 	size_t cap = total, olen = 0;
 	char *out = malloc(cap);
 	if (!out) {
 		free(buf);
-		errno = ENOBUFS;
-		return -1;
+		return -ENOBUFS;
 	}
 	pthread_mutex_lock(&nl_lock);
 	struct nl_sock *n = nl_find(fd);
@@ -433,7 +428,7 @@ ssize_t nl_sendmsg(int fd, const struct msghdr *m, int flags, bool *handled)
 	struct msghdr km = *m;
 	km.msg_iov = &v;
 	km.msg_iovlen = 1;
-	ssize_t rc = R(sendmsg)(fd, &km, flags);
+	ssize_t rc = R(sendmsg)(fd, &km, flags) < 0 ? -errno : 0;
 	free(out);
 	free(buf);
 	return rc < 0 ? rc : (ssize_t)total;    /* the program's length */
@@ -452,30 +447,29 @@ static bool is_decoy(const char *p, size_t len)
 
 /*
  * A receive on a tracked netlink socket: the kernel's datagram, or in
- * place of a decoy's ACK our next message.  *handled false: nothing
- * queued (the caller's plain receive).
+ * place of a decoy's ACK our next message: its length, -errno, or
+ * NOT_MINE: nothing queued (the caller's plain receive).
  */
-ssize_t nl_recvmsg(int fd, struct msghdr *m, int flags, bool *handled)
+ssize_t nl_recvmsg(int fd, struct msghdr *m, int flags)
 {
 	pthread_mutex_lock(&nl_lock);
 	struct nl_sock *n = nl_find(fd);
-	*handled = n && n->head;
+	bool queued = n && n->head;
 	pthread_mutex_unlock(&nl_lock);
-	if (!*handled)
-		return 0;
+	if (!queued)
+		return NOT_MINE;
 	char *buf = malloc(NL_BUF);
-	if (!buf) {
-		errno = ENOBUFS;
-		return -1;
-	}
+	if (!buf)
+		return -ENOBUFS;
 	struct iovec v = { buf, NL_BUF };
 	struct msghdr km = *m;
 	km.msg_iov = &v;
 	km.msg_iovlen = 1;
 	ssize_t k = R(recvmsg)(fd, &km, (flags & ~MSG_TRUNC) | MSG_PEEK);
 	if (k < 0) {
+		k = -errno;
 		free(buf);
-		return -1;
+		return k;
 	}
 	const char *src = buf;
 	size_t len = (size_t)k;

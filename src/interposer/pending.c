@@ -79,20 +79,17 @@ int pending_efd(void)
 static void efd_retire(int efd, bool set)
 {
 	uint64_t v;
-	int saved = errno;
+	KEEP_ERRNO();
 	if (!set || R(read)(efd, &v, sizeof(v)) == sizeof(v))
 		for (int i = 0; i < SPARE_EFDS; i++) {
 			int none = -1;
 			/* seq_cst (kept; release would do): pairs with the
 			 * exchange in pending_efd */
 			if (atomic_compare_exchange_strong_explicit(&spare_efd[i], &none, efd,
-					memory_order_seq_cst, memory_order_seq_cst)) {
-				errno = saved;
+					memory_order_seq_cst, memory_order_seq_cst))
 				return;
-			}
 		}
 	R(close)(efd);
-	errno = saved;
 }
 
 /* Fork child: the spares are the parent's eventfds too (its control thread
@@ -364,7 +361,7 @@ void pending_lead(int fd, struct sc_sock *s, bool held)
 	 * have sent the program's bytes.  The connect has completed (a send
 	 * that does not wait came only then; one that does waits here, as
 	 * the kernel's would for the connection) */
-	int saved = errno;
+	KEEP_ERRNO();
 	for (;;) {
 		ssize_t n = R(send)(fd, s->pbuf, 1, MSG_NOSIGNAL | MSG_DONTWAIT |
 				    (held && !s->cork ? MSG_MORE : 0));
@@ -383,7 +380,6 @@ void pending_lead(int fd, struct sc_sock *s, bool held)
 		 * finds the error on TCP) */
 		break;
 	}
-	errno = saved;
 	LOG(3, "offer %d: first byte on TCP%s, %u bytes with the offer", s->offer,
 	    held ? " (held back)" : "", s->early - 1);
 }
@@ -395,11 +391,11 @@ void pending_push(int fd, struct sc_sock *s)
 	s->lead_held = false;
 	/* the kernel's push of what it holds (tcp_push_pending_frames), the
 	 * cork as it was: the program's own, if it set one */
-	int zero = 0, one = 1, saved = errno;
+	int zero = 0, one = 1;
+	KEEP_ERRNO();
 	R(setsockopt)(fd, IPPROTO_TCP, TCP_CORK, &zero, sizeof(zero));
 	if (s->cork)
 		R(setsockopt)(fd, IPPROTO_TCP, TCP_CORK, &one, sizeof(one));
-	errno = saved;
 }
 
 /* s->lock held, s pending: has the kernel's connect completed?  Until it
@@ -411,9 +407,8 @@ bool pending_tcp_up(int fd, struct sc_sock *s)
 {
 	if (!s->tcp_up) {
 		struct pollfd p = { .fd = fd, .events = POLLOUT };
-		int saved = errno;
+		KEEP_ERRNO();
 		s->tcp_up = R(poll)(&p, 1, 0) == 1 && (p.revents & POLLOUT);
-		errno = saved;
 	}
 	return s->tcp_up;
 }

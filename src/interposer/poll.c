@@ -290,9 +290,8 @@ static int do_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t 
 			break;
 	}
 out:;
-	int saved = errno;
+	KEEP_ERRNO();
 	poll_work_free(&w);
-	errno = saved;
 	return ready;
 }
 

@@ -52,7 +52,7 @@ void log_line(int level, const char *fmt, ...)
 {
 	if (G.log < level)
 		return;
-	int saved = errno;
+	KEEP_ERRNO();
 	char buf[512];
 	va_list ap;
 	int n = snprintf(buf, sizeof(buf), "shortcut[%d]: ", (int)sc__pid());
@@ -63,7 +63,6 @@ void log_line(int level, const char *fmt, ...)
 		n = (int)sizeof(buf) - 2;
 	buf[n++] = '\n';
 	sc__write_stderr(buf, (size_t)n);
-	errno = saved;
 }
 
 /* ---- start-up ----------------------------------------------------------- */

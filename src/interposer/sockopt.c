@@ -279,10 +279,9 @@ SC_API int setsockopt(int fd, int level, int opt, const void *val, socklen_t len
 	struct sc_sock *s = sock_get(fd);
 	if (s && level == SOL_SOCKET && opt == SO_DEVMEM_DONTNEED) {
 		/* fragments of ours: the count freed (a positive return) */
-		bool handled;
-		int n = dm_dontneed(s, val, len, &handled);
-		if (handled)
-			return n;
+		int n = dm_dontneed(s, val, len);
+		if (n != NOT_MINE)
+			return (int)sc_ret(n);
 	}
 	int rc = R(setsockopt)(fd, level, opt, val, len);
 	if (rc < 0 || !s)

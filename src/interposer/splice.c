@@ -63,11 +63,10 @@ static void pipe_tmp_close(struct pipe_io *p)
 {
 	if (p->tmp[0] < 0)
 		return;
-	int saved = errno;
+	KEEP_ERRNO();
 	R(close)(p->tmp[0]);
 	R(close)(p->tmp[1]);
 	p->tmp[0] = p->tmp[1] = -1;
-	errno = saved;
 }
 
 /* A send's reader (struct sc_src; also for the pending buffer, under
@@ -249,14 +248,12 @@ static ssize_t splice_to_sock(int fd, struct sc_sock *s, struct pipe_io *p, size
 	struct xfer x = { .pipe = p, .len = len, .sflags = flags };
 	for (;;) {
 		int w = pipe_wait(p->fd, POLLIN, nb);
-		if (w <= 0) {
-			errno = -w;
-			return w ? -1 : 0;
-		}
+		if (w <= 0)
+			return w;
 		p->dry = false;
 		ssize_t n = do_send(fd, s, &x, flags & SPLICE_F_MORE ? MSG_MORE : 0, tcp_sendv);
 		if (n != 0 || !p->dry)
-			return n;
+			return n < 0 ? -errno : n;
 		/* another reader took the bytes we saw: wait again */
 	}
 }
@@ -272,16 +269,28 @@ static ssize_t splice_from_sock(int fd, struct sc_sock *s, struct pipe_io *p, si
 	struct xfer x = { .pipe = p, .len = len, .sflags = flags };
 	for (;;) {
 		int w = pipe_wait(p->fd, POLLOUT, nb);
-		if (w < 0) {
-			errno = -w;
-			return -1;
-		}
+		if (w < 0)
+			return w;
 		p->full = false;
 		ssize_t n = do_recv(fd, s, &x, 0, tcp_recvv);
-		if (n >= 0 || errno != EAGAIN || !p->full || nb)
+		if (n < 0)
+			n = -errno;
+		if (n != -EAGAIN || !p->full || nb)
 			return n;
 		/* another writer filled the pipe: wait again */
 	}
+}
+
+/* A splice (or sendfile) between pipe p and accelerated socket fd (to:
+ * into the socket): the bytes moved, or -errno. */
+static ssize_t splice_shm(int fd, struct sc_sock *s, struct pipe_io *p, size_t len,
+			  unsigned int flags, bool to)
+{
+	KEEP_ERRNO();
+	ssize_t n = to ? splice_to_sock(fd, s, p, len, flags) :
+			 splice_from_sock(fd, s, p, len, flags);
+	pipe_tmp_close(p);
+	return n;
 }
 
 SC_API ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t len,
@@ -296,15 +305,9 @@ SC_API ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t l
 	 * other side, a pipe end the wrong way round */
 	unsigned int known = SPLICE_F_MOVE | SPLICE_F_NONBLOCK | SPLICE_F_MORE | SPLICE_F_GIFT;
 	if (to_shm != from_shm && len && !(flags & ~known) && !off_in && !off_out &&
-	    pipe_open(&p, to_shm ? in : out, to_shm)) {
-		int saved = errno;
-		ssize_t n = to_shm ? splice_to_sock(out, so, &p, len, flags) :
-				     splice_from_sock(in, si, &p, len, flags);
-		pipe_tmp_close(&p);
-		if (n >= 0)
-			errno = saved;
-		return n;
-	}
+	    pipe_open(&p, to_shm ? in : out, to_shm))
+		return sc_ret(splice_shm(to_shm ? out : in, to_shm ? so : si, &p, len, flags,
+					 to_shm));
 	tcp_gate(so);
 	ssize_t n = R(splice)(in, off_in, out, off_out, len, flags);
 	if (so)
@@ -314,35 +317,16 @@ SC_API ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t l
 	return n;
 }
 
-/* sendfile into an accelerated socket: from a file only (the kernel
- * refuses anything else), at its offset (or position), which moves by
- * what was sent.  From an accelerated socket into a pipe: as splice. */
-SC_API ssize_t sendfile(int out, int in, off_t *off, size_t count)
+/* A file's bytes (at its offset, or position, which moves by what was
+ * sent) into accelerated socket out, through the send path: the count,
+ * or -errno. */
+static ssize_t file_to_sock(int out, int in, off_t *off, size_t count)
 {
-	struct sc_sock *so = sock_get(out), *si = sock_get(in);
-	struct pipe_io p;
-	if (si && route_off_kernel(sock_where(si)) && !off && count &&
-	    pipe_open(&p, out, false)) {
-		int saved = errno;
-		ssize_t n = splice_from_sock(in, si, &p, count, 0);
-		pipe_tmp_close(&p);
-		if (n >= 0)
-			errno = saved;
-		return n;
-	}
-	struct stat st;
-	if (!so || sock_mode(so) == M_TCP || fstat(in, &st) < 0 ||
-	    (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))) {
-		tcp_gate(so);
-		ssize_t n = R(sendfile)(out, in, off, count);
-		if (so)
-			tcp_count(so, true, n);
-		return n;
-	}
-	int saved = errno, err = 0;
+	KEEP_ERRNO();
+	int err = 0;
 	off_t pos = off ? *off : lseek(in, 0, SEEK_CUR);
 	if (pos < 0)
-		return -1;
+		return -errno;
 	char buf[65536];
 	size_t done = 0;
 	while (done < count) {
@@ -364,16 +348,35 @@ SC_API ssize_t sendfile(int out, int in, off_t *off, size_t count)
 		if (w < r)
 			break;
 	}
-	if (err && !done) {
-		errno = err;
-		return -1;
-	}
+	if (err && !done)
+		return -err;
 	if (off)
 		*off = pos;
 	else if (done)
 		lseek(in, pos, SEEK_SET);
-	errno = saved;
 	return (ssize_t)done;
+}
+
+/* sendfile into an accelerated socket: from a file only (the kernel
+ * refuses anything else), at its offset (or position), which moves by
+ * what was sent.  From an accelerated socket into a pipe: as splice. */
+SC_API ssize_t sendfile(int out, int in, off_t *off, size_t count)
+{
+	struct sc_sock *so = sock_get(out), *si = sock_get(in);
+	struct pipe_io p;
+	if (si && route_off_kernel(sock_where(si)) && !off && count &&
+	    pipe_open(&p, out, false))
+		return sc_ret(splice_shm(in, si, &p, count, 0, false));
+	struct stat st;
+	if (!so || sock_mode(so) == M_TCP || fstat(in, &st) < 0 ||
+	    (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))) {
+		tcp_gate(so);
+		ssize_t n = R(sendfile)(out, in, off, count);
+		if (so)
+			tcp_count(so, true, n);
+		return n;
+	}
+	return sc_ret(file_to_sock(out, in, off, count));
 }
 
 SC_API ssize_t sendfile64(int out, int in, off_t *off, size_t count)

@@ -350,19 +350,17 @@ static bool switch_freeze_both(struct sc_conn *c, uint64_t wait_ns, uint64_t *fr
  * -ENOTCONN for a connection another process owns. */
 int sock_switch_bounded(int fd, struct sc_sock *s, uint64_t wait_ns, int resend_ms)
 {
-	int saved = errno;
+	KEEP_ERRNO();
 	pthread_mutex_lock(&s->lock);
 	struct sc_conn *c = s->c;
 	if (sock_where(s) != RT_SHM || !c) {
 		int mode = sock_mode(s);
 		pthread_mutex_unlock(&s->lock);
-		errno = saved;
 		return mode == M_SHM ? -ENOTCONN : 1;
 	}
 	uint64_t from, to;
 	if (!switch_freeze_both(c, wait_ns, &from, &to)) {
 		pthread_mutex_unlock(&s->lock);
-		errno = saved;
 		return 0;
 	}
 	/* the re-send: our own fd for it (the program may close its fd once
@@ -417,7 +415,6 @@ int sock_switch_bounded(int fd, struct sc_sock *s, uint64_t wait_ns, int resend_
 	} else {
 		sw_job_thread(j);
 	}
-	errno = saved;
 	return 1;
 }
 
@@ -719,10 +716,8 @@ static void off_init(void)
 static bool off_access(void)
 {
 	pthread_once(&off_once, off_init);
-	int saved = errno;
-	bool on = off_path[0] && access(off_path, F_OK) == 0;
-	errno = saved;
-	return on;
+	KEEP_ERRNO();
+	return off_path[0] && access(off_path, F_OK) == 0;
 }
 
 /* Control thread: the run directory changed (a name created, moved,

@@ -75,14 +75,13 @@ static void uring_sock(int fd, struct sc_sock *s, bool vforked)
 
 static void uring_seen(void)
 {
-	int saved = errno;
+	KEEP_ERRNO();
 	if (!G.uring) {
 		G.uring = true;
 		LOG(1, "io_uring in use: connections go back to TCP, new ones stay there");
 	}
 	fds_each(uring_sock, false);
 	sw_scan(true, true, true);
-	errno = saved;
 }
 
 SC_API int io_uring_queue_init(unsigned entries, struct io_uring *ring, unsigned flags)
