@@ -925,19 +925,3 @@ SC_API int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags,
 	}
 	return (int)i;
 }
-
-/* ---- switching back to TCP ----------------------------------------------
- *
- * An accelerated fd about to reach code that will not use our table (an
- * exec'd image, another process through SCM_RIGHTS) goes back to plain TCP
- * first, at a clean cut: each side freezes its half (no more ring reads or
- * writes; its consumed cursor final), then re-sends on the kernel socket
- * the bytes of its ring the other side never read, and both carry on over
- * TCP (conn.h).  The peer's half is switched by our switch thread when its
- * SWITCH message arrives (the control thread may not block), or by any call
- * of the program's that meets the peer's freeze first.
- */
-
-#define SW_WAIT_NS      (5ull * 1000000000u)    /* for the peer to freeze */
-#define SW_SEND_MS      30000                   /* to re-send on TCP */
-#define SW_EXIT_MS      5000                    /* exit waits for switches under way */
