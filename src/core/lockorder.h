@@ -24,14 +24,14 @@ enum sc_lock_rank {
 	LO_EPS,         /* eps_lock */
 	LO_SET,         /* an epoll set's lock */
 	LO_SOCK,        /* a socket's lock */
-	LO_CREATE,      /* G.create_lock */
+	LO_CREATE,      /* interp.create_lock */
 	LO_SW_START,    /* sw_start's lock */
-	LO_RDV,         /* G.rdv_lock (after the core's locks) */
-	LO_SW,          /* SW.lock */
+	LO_RDV,         /* interp.rdv_lock (after the core's locks) */
+	LO_SW,          /* sw_thread.lock */
 	LO_TABLE,       /* table_lock */
 	LO_HIDDEN,      /* hidden_lock */
 	LO_KREG,        /* kreg_lock */
-	LO_CHILDREN,    /* CHILDREN.lock */
+	LO_CHILDREN,    /* forked.lock */
 	LO_CHILD,       /* child_lock */
 	LO_RETIRED,     /* retired_lock */
 	LO_BOARD,       /* board_lock */

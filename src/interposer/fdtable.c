@@ -181,7 +181,7 @@ void sock_release(struct sc_sock *s, int fd_of_release)
 		/* (the close pushes what was held: a lead byte held back,
 		 * to a listener that defers its accepts) */
 		pending_push(fd_of_release, s);
-		pending_settle(fd_of_release, s, true, (int)G.claim_ms);
+		pending_settle(fd_of_release, s, true, (int)interp.claim_ms);
 	}
 	int mode = sock_mode(s);
 	if (mode == M_TCP && s->c) {

@@ -64,8 +64,8 @@ static struct {
 	int n;
 	pid_t pid[64];
 	uint32_t gen[64];
-} CHILDREN = { .lock = PTHREAD_MUTEX_INITIALIZER };
-SC_LOCK_RANK(CHILDREN.lock, LO_CHILDREN)
+} forked = { .lock = PTHREAD_MUTEX_INITIALIZER };
+SC_LOCK_RANK(forked.lock, LO_CHILDREN)
 
 static bool child_alive(pid_t pid)
 {
@@ -79,22 +79,22 @@ static void child_add(pid_t pid)
 	/* seq_cst (kept): the fork counted before its child may use our fds;
 	 * read by child_may_hold */
 	uint32_t gen = atomic_fetch_add_explicit(&nforks, 1, memory_order_seq_cst) + 1;
-	pthread_mutex_lock(&CHILDREN.lock);
+	pthread_mutex_lock(&forked.lock);
 	int k = 0;
-	for (int i = 0; i < CHILDREN.n; i++)        /* forget those gone */
-		if (child_alive(CHILDREN.pid[i])) {
-			CHILDREN.pid[k] = CHILDREN.pid[i];
-			CHILDREN.gen[k++] = CHILDREN.gen[i];
+	for (int i = 0; i < forked.n; i++)        /* forget those gone */
+		if (child_alive(forked.pid[i])) {
+			forked.pid[k] = forked.pid[i];
+			forked.gen[k++] = forked.gen[i];
 		}
-	CHILDREN.n = k;
-	if (CHILDREN.n == 64) {                     /* the oldest goes */
-		memmove(CHILDREN.pid, CHILDREN.pid + 1, 63 * sizeof(CHILDREN.pid[0]));
-		memmove(CHILDREN.gen, CHILDREN.gen + 1, 63 * sizeof(CHILDREN.gen[0]));
-		CHILDREN.n--;
+	forked.n = k;
+	if (forked.n == 64) {                     /* the oldest goes */
+		memmove(forked.pid, forked.pid + 1, 63 * sizeof(forked.pid[0]));
+		memmove(forked.gen, forked.gen + 1, 63 * sizeof(forked.gen[0]));
+		forked.n--;
 	}
-	CHILDREN.pid[CHILDREN.n] = pid;
-	CHILDREN.gen[CHILDREN.n++] = gen;
-	pthread_mutex_unlock(&CHILDREN.lock);
+	forked.pid[forked.n] = pid;
+	forked.gen[forked.n++] = gen;
+	pthread_mutex_unlock(&forked.lock);
 }
 
 /* May a child forked after fork number gen still hold our fds? */
@@ -104,10 +104,10 @@ bool child_may_hold(uint32_t gen)
 	if (atomic_load_explicit(&nforks, memory_order_seq_cst) == gen)
 		return false;
 	bool any = false;
-	pthread_mutex_lock(&CHILDREN.lock);
-	for (int i = 0; i < CHILDREN.n && !any; i++)
-		any = CHILDREN.gen[i] > gen && child_alive(CHILDREN.pid[i]);
-	pthread_mutex_unlock(&CHILDREN.lock);
+	pthread_mutex_lock(&forked.lock);
+	for (int i = 0; i < forked.n && !any; i++)
+		any = forked.gen[i] > gen && child_alive(forked.pid[i]);
+	pthread_mutex_unlock(&forked.lock);
 	return any;
 }
 
@@ -391,21 +391,21 @@ void atfork_child(void)
 	 * rendezvous and link groups when it needs them.  Connections the
 	 * parent accelerated stay the parent's (s->owner); the child's
 	 * close() of them only drops its fd. */
-	pthread_mutex_init(&G.rdv_lock, NULL);
-	pthread_mutex_init(&G.create_lock, NULL);
+	pthread_mutex_init(&interp.rdv_lock, NULL);
+	pthread_mutex_init(&interp.create_lock, NULL);
 	pthread_mutex_init(&table_lock, NULL);
-	G.rdv = NULL;
-	G.pending = NULL;
+	interp.rdv = NULL;
+	interp.pending = NULL;
 	/* (relaxed: the fork child's only thread) */
-	atomic_store_explicit(&G.npending, 0, memory_order_relaxed);
+	atomic_store_explicit(&interp.npending, 0, memory_order_relaxed);
 	pending_atfork_child();
 	sc__link_atfork_child();
 	ep_atfork_child();
 	sw_atfork_child();      /* the switch thread did not come along */
 	nl_atfork_child();      /* devmem bindings are the parent's */
 	sc__dm_atfork_child();
-	CHILDREN.n = 0;         /* those were our siblings */
-	pthread_mutex_init(&CHILDREN.lock, NULL);
+	forked.n = 0;         /* those were our siblings */
+	pthread_mutex_init(&forked.lock, NULL);
 	/* the child counts in a file of its own, made at its first
 	 * connection (making it at every fork cost a forking server ~250 us
 	 * per connection on ext4: more than the kernel's whole set-up) */

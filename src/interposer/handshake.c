@@ -323,12 +323,12 @@ static int offer_post(int fd, struct sc_sock *s, int family, const struct sc_add
 		s->rec->pport = dport;
 	}
 	s->tag = next_tag();
-	pthread_mutex_lock(&G.rdv_lock);
-	s->pnext = G.pending;
-	G.pending = s;
+	pthread_mutex_lock(&interp.rdv_lock);
+	s->pnext = interp.pending;
+	interp.pending = s;
 	/* relaxed: read relaxed (pending.c: a hint); changed under rdv_lock */
-	atomic_fetch_add_explicit(&G.npending, 1, memory_order_relaxed);
-	pthread_mutex_unlock(&G.rdv_lock);
+	atomic_fetch_add_explicit(&interp.npending, 1, memory_order_relaxed);
+	pthread_mutex_unlock(&interp.rdv_lock);
 	s->offer = sc__offer_post(s->board, cport, &mine, dst, s->syn_ttl, s->tag, room);
 	offer_unmark(fd, s, family);
 	if (s->offer < 0) {
@@ -343,7 +343,7 @@ static int offer_post(int fd, struct sc_sock *s, int family, const struct sc_add
 		s->offer = -1;
 		return -1;
 	}
-	s->deadline_ns = sc__now_ns() + (uint64_t)G.claim_ms * 1000000u;
+	s->deadline_ns = sc__now_ns() + (uint64_t)interp.claim_ms * 1000000u;
 	/* a listener there that defers its accepts gets our first byte on
 	 * TCP (pending_lead) */
 	s->lead = sc__board_defers(s->board, dst) ? LEAD_WANT : LEAD_NO;
@@ -367,9 +367,9 @@ SC_API int connect(int fd, const struct sockaddr *addr, socklen_t alen)
 		return R(connect)(fd, addr, alen);
 	}
 	pthread_mutex_lock(&s->lock);
-	if (G.disabled)
+	if (interp.disabled)
 		why = SC_FB_DISABLED;
-	else if (G.uring)
+	else if (interp.uring)
 		why = SC_FB_UNSUPPORTED;
 	else
 		marked = offer_prepare(fd, s, addr, &dst, &dport, &room, &why) == 0;
@@ -440,7 +440,7 @@ SC_API int listen(int fd, int backlog)
 		s->passive = true;      /* it will not connect */
 		ep_kregs_follow(s);
 	}
-	if (rc < 0 || !s || G.disabled || G.uring || sock_mode(s) != M_TCP)
+	if (rc < 0 || !s || interp.disabled || interp.uring || sock_mode(s) != M_TCP)
 		return rc;
 	KEEP_ERRNO();
 	struct sockaddr_storage me;
@@ -716,11 +716,11 @@ static void server_claim(int nfd, struct sc_sock *s)
 	if (idx < 0)
 		return;
 	bool early_ok = sc__early_backed(b, si.cport) == 0;
-	if (!room || !early_ok || off_file() || G.uring) {
+	if (!room || !early_ok || off_file() || interp.uring) {
 		/* the client learns it from the board and stays on TCP */
 		sc__offer_decline(b, idx, tag);
 		fallback_stat(s, nfd, !room ? SC_FB_LIMITS : !early_ok ? SC_FB_NOMEM :
-				      G.uring ? SC_FB_UNSUPPORTED : SC_FB_DISABLED);
+				      interp.uring ? SC_FB_UNSUPPORTED : SC_FB_DISABLED);
 		return;
 	}
 	struct sc_conn *c = claim_connect(nfd, s, b, idx, client, tag);
@@ -774,7 +774,7 @@ static void listener_adopt(int fd, struct sc_sock *ls)
 {
 	pthread_mutex_lock(&ls->lock);
 	if (sock_mode(ls) == M_LISTEN && ls->board && !sock_ours(ls) &&
-	    !G.uring) {
+	    !interp.uring) {
 		struct sockaddr_storage me;
 		socklen_t ml = sizeof(me);
 		struct sc_addr16 a;
@@ -799,9 +799,9 @@ SC_API int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
 		KEEP_ERRNO();
 		if (sock_mode(ls) == M_LISTEN) {
 			/* claimed at its first use (see server_claim) */
-			struct sc_sock *s = sock_new(nfd, G.disabled ? M_TCP : M_SPENDING,
+			struct sc_sock *s = sock_new(nfd, interp.disabled ? M_TCP : M_SPENDING,
 						     flags & SOCK_NONBLOCK);
-			if (s && G.disabled)
+			if (s && interp.disabled)
 				fallback_stat(s, nfd, SC_FB_DISABLED);
 			else if (s && ls->board)
 				sock_board(s, sc__board(ls->bport, false), ls->bport);
@@ -817,7 +817,7 @@ SC_API int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
 			/* a listener of our parent's, io_uring set up here:
 			 * its ring may be all that uses the connection, and
 			 * the client waits for our answer */
-			if (s && G.uring)
+			if (s && interp.uring)
 				server_settle(nfd, s);
 		} else {
 			/* (a listener withdrawn, or never on the board, when
@@ -826,8 +826,8 @@ SC_API int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
 			struct sc_sock *s = sock_new(nfd, M_TCP, flags & SOCK_NONBLOCK);
 			if (s)
 				s->passive = true;      /* connected: never connect()s */
-			if (s && (G.disabled || G.uring))
-				fallback_stat(s, nfd, G.disabled ? SC_FB_DISABLED : SC_FB_UNSUPPORTED);
+			if (s && (interp.disabled || interp.uring))
+				fallback_stat(s, nfd, interp.disabled ? SC_FB_DISABLED : SC_FB_UNSUPPORTED);
 		}
 	}
 	return nfd;

@@ -37,8 +37,8 @@
  * them, and the ASan interposer of `make test-preload-asan` checks every
  * acquisition against it; what each protects: docs/interposer.md §6b):
  *   ep_life (read) > eps_lock > a set's lock > a socket's lock >
- *   G.create_lock > sw_start's lock > [the core's] > G.rdv_lock > SW.lock >
- *   table_lock > hidden_lock > kreg_lock > CHILDREN.lock > [run directory:
+ *   interp.create_lock > sw_start's lock > [the core's] > interp.rdv_lock > sw_thread.lock >
+ *   table_lock > hidden_lock > kreg_lock > forked.lock > [run directory:
  *   child_lock > retired_lock > board_lock > lk_lock > self_lock] > nl_lock;
  *   a socket's wlock and ep_inh_lock alone.
  */
@@ -137,10 +137,10 @@ struct sc_interposer {
 	struct sc_sock *pending;        /* offers waiting for their OPEN */
 	_Atomic int npending;           /* how many (changed under rdv_lock) */
 };
-extern struct sc_interposer G;
+extern struct sc_interposer interp;
 
 void log_line(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-#define LOG(lvl, ...) do { if (G.log >= (lvl)) log_line((lvl), __VA_ARGS__); } while (0)
+#define LOG(lvl, ...) do { if (interp.log >= (lvl)) log_line((lvl), __VA_ARGS__); } while (0)
 
 /* ---- a socket of the program's (fdtable.c) ------------------------------- */
 
@@ -216,7 +216,7 @@ struct sc_sock {
 	bool lead_tcp;          /* ... pbuf[0] was sent on TCP */
 	bool lead_held;         /* ... held back there (MSG_MORE, cork) */
 	int efd;                /* readable once the OPEN arrived */
-	bool efd_set;           /* ... and written (under G.rdv_lock) */
+	bool efd_set;           /* ... and written (under interp.rdv_lock) */
 	bool tcp_up;            /* the kernel's connect has completed (pending_tcp_up) */
 	uint32_t pnospace;      /* sends the buffer could not take all of (reg_edge) */
 	bool efd_exposed;       /* ... handed to a poller or an epoll set (kept
@@ -242,7 +242,7 @@ struct sc_sock {
 /* ---- routing: where a call on a socket goes ------------------------------ */
 
 /* The connection an OPEN brought a pending client (NULL: none yet): set by
- * a compare-exchange in rdv_deliver (pending.c, under G.rdv_lock) before
+ * a compare-exchange in rdv_deliver (pending.c, under interp.rdv_lock) before
  * its eventfd wake-up, taken by an exchange.  seq_cst, as it always was
  * (release/acquire would publish the connection; the loads are plain moves
  * on x86-64 either way). */

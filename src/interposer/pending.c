@@ -110,16 +110,16 @@ void pending_atfork_child(void)
  * then only its socket), kept for the next client. */
 void pending_unlink(struct sc_sock *s)
 {
-	pthread_mutex_lock(&G.rdv_lock);
-	for (struct sc_sock **pp = &G.pending; *pp; pp = &(*pp)->pnext)
+	pthread_mutex_lock(&interp.rdv_lock);
+	for (struct sc_sock **pp = &interp.pending; *pp; pp = &(*pp)->pnext)
 		if (*pp == s) {
 			*pp = s->pnext;
 			/* relaxed: read relaxed (a hint); changed under rdv_lock */
-			atomic_fetch_sub_explicit(&G.npending, 1, memory_order_relaxed);
+			atomic_fetch_sub_explicit(&interp.npending, 1, memory_order_relaxed);
 			break;
 		}
 	bool set = s->efd_set;
-	pthread_mutex_unlock(&G.rdv_lock);
+	pthread_mutex_unlock(&interp.rdv_lock);
 	if (s->efd >= 0 && !s->efd_exposed) {
 		efd_retire(s->efd, set);
 		s->efd = -1;
@@ -144,11 +144,11 @@ static void pump_for_socks(struct sc_sock *s, const int *socks, int n)
 	uint64_t who = n || s->offer < 0 ? 0 : sc__offer_claimer_hint(s->board, s->offer);
 	pumping_for = s;
 	if (n)
-		sc__listener_pump_socks(G.rdv, socks, n);
+		sc__listener_pump_socks(interp.rdv, socks, n);
 	else if (who)
-		sc__listener_pump_peer(G.rdv, who);
+		sc__listener_pump_peer(interp.rdv, who);
 	else
-		sc__listener_pump(G.rdv);
+		sc__listener_pump(interp.rdv);
 	pumping_for = NULL;
 }
 
@@ -163,8 +163,8 @@ static int rdv_deliver(struct sc_listener *l, struct sc_conn *c)
 {
 	int rc = -ECONNREFUSED;
 
-	pthread_mutex_lock(&G.rdv_lock);
-	for (struct sc_sock *s = G.pending; s; s = s->pnext) {
+	pthread_mutex_lock(&interp.rdv_lock);
+	for (struct sc_sock *s = interp.pending; s; s = s->pnext) {
 		if (s->tag != c->tag || !c->tag)
 			continue;
 		struct sc_conn *none = NULL;
@@ -177,7 +177,7 @@ static int rdv_deliver(struct sc_listener *l, struct sc_conn *c)
 		}
 		break;
 	}
-	pthread_mutex_unlock(&G.rdv_lock);
+	pthread_mutex_unlock(&interp.rdv_lock);
 	return rc;
 }
 
@@ -188,13 +188,13 @@ static void rdv_after(void)
 {
 	for (;;) {
 		struct sc_sock *found = NULL;
-		pthread_mutex_lock(&G.rdv_lock);
-		for (struct sc_sock *s = G.pending; s; s = s->pnext)
+		pthread_mutex_lock(&interp.rdv_lock);
+		for (struct sc_sock *s = interp.pending; s; s = s->pnext)
 			if (sock_attached(s) && pthread_mutex_trylock(&s->lock) == 0) {
 				found = s;
 				break;
 			}
-		pthread_mutex_unlock(&G.rdv_lock);
+		pthread_mutex_unlock(&interp.rdv_lock);
 		if (!found)
 			return;
 		/* the socket is ours to settle (a caller holding its lock
@@ -210,10 +210,10 @@ int rdv_ensure(void)
 	char path[128];
 	int rc = 0;
 
-	if (atomic_load_explicit((struct sc_listener *_Atomic *)&G.rdv, memory_order_acquire))
+	if (atomic_load_explicit((struct sc_listener *_Atomic *)&interp.rdv, memory_order_acquire))
 		return 0;
-	pthread_mutex_lock(&G.create_lock);
-	if (!G.rdv) {
+	pthread_mutex_lock(&interp.create_lock);
+	if (!interp.rdv) {
 		struct sc_listener *l;
 		rc = sc__rendezvous_path(sc__self(), path, sizeof(path));
 		if (!rc)
@@ -225,11 +225,11 @@ int rdv_ensure(void)
 		if (!rc) {
 			l->deliver = rdv_deliver;
 			sc__ctl_after_hook = rdv_after;
-			atomic_store_explicit((struct sc_listener *_Atomic *)&G.rdv, l,
+			atomic_store_explicit((struct sc_listener *_Atomic *)&interp.rdv, l,
 					      memory_order_release);
 		}
 	}
-	pthread_mutex_unlock(&G.create_lock);
+	pthread_mutex_unlock(&interp.create_lock);
 	return rc;
 }
 
@@ -424,7 +424,7 @@ static int pending_claimer_died(int fd, struct sc_sock *s)
 {
 	uint64_t end = sc__now_ns() + 200000000u;
 	while (!sock_attached(s) && sc__now_ns() < end) {
-		if (G.rdv)
+		if (interp.rdv)
 			pump_for(s);
 		struct pollfd p = { .fd = s->efd, .events = POLLIN };
 		if (!sock_attached(s))
@@ -432,17 +432,17 @@ static int pending_claimer_died(int fd, struct sc_sock *s)
 	}
 	/* off the pending list under the lock that deliveries take: an OPEN
 	 * read from now on finds no socket, and is refused */
-	pthread_mutex_lock(&G.rdv_lock);
+	pthread_mutex_lock(&interp.rdv_lock);
 	bool attached = sock_attached(s);
 	if (!attached)
-		for (struct sc_sock **pp = &G.pending; *pp; pp = &(*pp)->pnext)
+		for (struct sc_sock **pp = &interp.pending; *pp; pp = &(*pp)->pnext)
 			if (*pp == s) {
 				*pp = s->pnext;
 				/* relaxed: read relaxed (a hint); changed under rdv_lock */
-				atomic_fetch_sub_explicit(&G.npending, 1, memory_order_relaxed);
+				atomic_fetch_sub_explicit(&interp.npending, 1, memory_order_relaxed);
 				break;
 			}
-	pthread_mutex_unlock(&G.rdv_lock);
+	pthread_mutex_unlock(&interp.rdv_lock);
 	if (attached)
 		return pending_to_shm(s);
 	s->offer = -1;
@@ -466,7 +466,7 @@ static bool pending_spin(struct sc_sock *s, uint32_t ns)
 		uint32_t st = sc__offer_state(s->board, s->offer, s->tag);
 		if (st == SC_OFFER_DECLINED)
 			return false;
-		if (st == SC_OFFER_CLAIMED && G.rdv) {
+		if (st == SC_OFFER_CLAIMED && interp.rdv) {
 			uint64_t now = sc__now_ns();
 			if (now - pumped > 2000) {      /* (a system call per look) */
 				pump_for(s);
@@ -492,9 +492,9 @@ static int pending_poll(int fd, struct sc_sock *s, bool tcp_active, bool *tcp_ne
 	struct pollfd p[2 + 16] = { { .fd = s->efd, .events = POLLIN },
 				    { .fd = tcp_active ? -1 : fd, .events = POLLIN } };
 	int np = 2;
-	if (G.rdv && atomic_load_explicit(&G.npending, memory_order_relaxed) <= 1) {
+	if (interp.rdv && atomic_load_explicit(&interp.npending, memory_order_relaxed) <= 1) {
 		int gfds[16];
-		int ng = sc__listener_group_fds(G.rdv, gfds, 16);
+		int ng = sc__listener_group_fds(interp.rdv, gfds, 16);
 		for (int i = 0; i < ng; i++)
 			p[np++] = (struct pollfd){ .fd = gfds[i], .events = POLLIN };
 	}
@@ -528,7 +528,7 @@ int pending_settle(int fd, struct sc_sock *s, bool block, int max_ms)
 	for (;;) {
 		if (sock_mode(s) != M_PENDING)
 			return 0;
-		if (!sock_attached(s) && G.rdv &&
+		if (!sock_attached(s) && interp.rdv &&
 		    sc__offer_state(s->board, s->offer, s->tag) == SC_OFFER_CLAIMED)
 			pump_for(s);    /* the OPEN may be waiting */
 		if (sock_attached(s))
@@ -558,7 +558,7 @@ int pending_settle(int fd, struct sc_sock *s, bool block, int max_ms)
 				s->offer = -1;
 				return pending_to_tcp(fd, s, tcp_active ? SC_FB_PEER_PLAIN :
 							     gone ? SC_FB_NO_LISTENER :
-							     G.uring ? SC_FB_UNSUPPORTED :
+							     interp.uring ? SC_FB_UNSUPPORTED :
 							     SC_FB_CLAIM_TIMEOUT);
 			}
 			/* claimed: the OPEN is on its way, or declined */

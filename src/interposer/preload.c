@@ -43,14 +43,14 @@
 #include "stats.h"
 #include "txrx.h"
 #include "interposer.h"
-struct sc_interposer G = { .claim_ms = 10000, .rdv_lock = PTHREAD_MUTEX_INITIALIZER,
+struct sc_interposer interp = { .claim_ms = 10000, .rdv_lock = PTHREAD_MUTEX_INITIALIZER,
 			   .create_lock = PTHREAD_MUTEX_INITIALIZER };
-SC_LOCK_RANK(G.rdv_lock, LO_RDV)
-SC_LOCK_RANK(G.create_lock, LO_CREATE)
+SC_LOCK_RANK(interp.rdv_lock, LO_RDV)
+SC_LOCK_RANK(interp.create_lock, LO_CREATE)
 
 void log_line(int level, const char *fmt, ...)
 {
-	if (G.log < level)
+	if (interp.log < level)
 		return;
 	KEEP_ERRNO();
 	char buf[512];
@@ -72,22 +72,22 @@ __attribute__((constructor)) static void sc_preload_init(void)
 {
 	pthread_once(&real_once, real_init);
 	(void)sc__pid();        /* cached now: a vfork child must find our pid there */
-	G.ok = sc__config_load() == 0;
-	G.log = (int)sc__cfg.log;
-	G.disabled = sc__cfg.disable;
-	G.claim_ms = sc__cfg.claim_ms;
-	if (!G.ok) {
+	interp.ok = sc__config_load() == 0;
+	interp.log = (int)sc__cfg.log;
+	interp.disabled = sc__cfg.disable;
+	interp.claim_ms = sc__cfg.claim_ms;
+	if (!interp.ok) {
 		/* a wrong setting is reported and nothing is accelerated:
 		 * the program still runs, on plain TCP */
 		fprintf(stderr, "shortcut: configuration invalid; running without acceleration\n");
-		G.disabled = true;
+		interp.disabled = true;
 	}
 	if (!sc__rundir())
-		G.disabled = true;      /* said at the first TCP socket (stats_open) */
+		interp.disabled = true;      /* said at the first TCP socket (stats_open) */
 	pthread_atfork(atfork_prepare, NULL, atfork_child);
-	if (!G.disabled)
+	if (!interp.disabled)
 		go_start();     /* before any Go code runs */
 	sc__switch_hook = sw_hook;
 	sc__ident_hook = sc__self;     /* our HELLOs name us */
-	LOG(2, "libshortcut %s loaded (%s)", SC_VERSION, G.disabled ? "disabled" : "enabled");
+	LOG(2, "libshortcut %s loaded (%s)", SC_VERSION, interp.disabled ? "disabled" : "enabled");
 }

@@ -50,8 +50,8 @@ static struct {
 	pthread_mutex_t lock;   /* efd, running, sw_orphans; order: docs/interposer.md §6b */
 	int efd;                /* kicks the switch thread */
 	bool running;
-} SW = { .lock = PTHREAD_MUTEX_INITIALIZER, .efd = -1 };
-SC_LOCK_RANK(SW.lock, LO_SW)
+} sw_thread = { .lock = PTHREAD_MUTEX_INITIALIZER, .efd = -1 };
+SC_LOCK_RANK(sw_thread.lock, LO_SW)
 
 /* Re-send [from, to) of c's send ring on fd (the kernel socket).  Blocks,
  * within SW_SEND_MS, while the kernel's buffers are full.  Returns the
@@ -439,18 +439,18 @@ static struct sw_orphan {
 
 static void sw_orphans_run(void)
 {
-	pthread_mutex_lock(&SW.lock);
+	pthread_mutex_lock(&sw_thread.lock);
 	struct sw_orphan *list = sw_orphans;
 	sw_orphans = NULL;
-	pthread_mutex_unlock(&SW.lock);
+	pthread_mutex_unlock(&sw_thread.lock);
 	while (list) {
 		struct sw_orphan *o = list;
 		list = o->next;
 		if (sock_switch_bounded(o->fd, o->s, 0, -1) == 0) {
-			pthread_mutex_lock(&SW.lock);   /* the peer's SWITCH brings us back */
+			pthread_mutex_lock(&sw_thread.lock);   /* the peer's SWITCH brings us back */
 			o->next = sw_orphans;
 			sw_orphans = o;
-			pthread_mutex_unlock(&SW.lock);
+			pthread_mutex_unlock(&sw_thread.lock);
 			continue;
 		}
 		hidden_del(o->fd);
@@ -481,10 +481,10 @@ bool sw_orphan(int fd, struct sc_sock *s)
 	sw_ask(s->c);
 	/* seq_cst (kept): as the sub */
 	atomic_fetch_add_explicit(&sw_inflight, 1, memory_order_seq_cst);
-	pthread_mutex_lock(&SW.lock);
+	pthread_mutex_lock(&sw_thread.lock);
 	o->next = sw_orphans;
 	sw_orphans = o;
-	pthread_mutex_unlock(&SW.lock);
+	pthread_mutex_unlock(&sw_thread.lock);
 	sw_kick();
 	return true;
 }
@@ -667,7 +667,7 @@ static void *sw_main(void *arg)
 		struct pollfd p[1 + SW_DEATHS_MAX];
 		struct sw_death *who[SW_DEATHS_MAX];
 		nfds_t n = 1;
-		p[0] = (struct pollfd){ .fd = SW.efd, .events = POLLIN };
+		p[0] = (struct pollfd){ .fd = sw_thread.efd, .events = POLLIN };
 		for (struct sw_death *d = sw_deaths; d; d = d->next) {
 			who[n - 1] = d;
 			p[n++] = (struct pollfd){ .fd = d->kfd, .events = POLLRDHUP };
@@ -685,7 +685,7 @@ static void *sw_main(void *arg)
 			if (p[i].revents & (POLLRDHUP | POLLHUP | POLLERR))
 				who[i - 1]->ended = true;
 		uint64_t v;
-		if ((p[0].revents & POLLIN) && R(read)(SW.efd, &v, sizeof(v)) > 0) {
+		if ((p[0].revents & POLLIN) && R(read)(sw_thread.efd, &v, sizeof(v)) > 0) {
 			sw_scan(off_file(), true, false);
 			sw_orphans_run();
 			deaths_scan();
@@ -802,7 +802,7 @@ static void sw_atexit(void)
 	 * run directory); a killed process leaves it, a stale name that the
 	 * run directory's collection removes (its identity is dead) */
 	char path[128];
-	if (G.rdv && getpid() == sc__pid() && sc__rendezvous_path(sc__self(), path, sizeof(path)) == 0)
+	if (interp.rdv && getpid() == sc__pid() && sc__rendezvous_path(sc__self(), path, sizeof(path)) == 0)
 		unlink(path);
 }
 
@@ -816,10 +816,10 @@ void sw_kick(void)
 {
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	pthread_once(&once, sw_atexit_once);
-	pthread_mutex_lock(&SW.lock);
-	if (!SW.running) {
-		if (SW.efd < 0)
-			SW.efd = sc__fd_park(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+	pthread_mutex_lock(&sw_thread.lock);
+	if (!sw_thread.running) {
+		if (sw_thread.efd < 0)
+			sw_thread.efd = sc__fd_park(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
 		pthread_t t;
 		pthread_attr_t a;
 		sigset_t all, old;
@@ -828,14 +828,14 @@ void sw_kick(void)
 		/* born with every signal blocked: none is delivered to it */
 		sigfillset(&all);
 		pthread_sigmask(SIG_SETMASK, &all, &old);
-		if (SW.efd >= 0 && pthread_create(&t, &a, sw_main, NULL) == 0)
-			SW.running = true;
+		if (sw_thread.efd >= 0 && pthread_create(&t, &a, sw_main, NULL) == 0)
+			sw_thread.running = true;
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		pthread_attr_destroy(&a);
 	}
-	if (SW.efd >= 0)
-		sc__efd_wake(SW.efd);
-	pthread_mutex_unlock(&SW.lock);
+	if (sw_thread.efd >= 0)
+		sc__efd_wake(sw_thread.efd);
+	pthread_mutex_unlock(&sw_thread.lock);
 }
 
 /* The peer froze c: switch our half too (the switch thread does it). */
@@ -921,11 +921,11 @@ void sw_atfork_child(void)
 	sw_ndeaths = 0;
 	/* (relaxed: the fork child's only thread) */
 	atomic_store_explicit(&sw_inflight, 0, memory_order_relaxed);
-	pthread_mutex_init(&SW.lock, NULL);
-	if (SW.efd >= 0)
-		R(close)(SW.efd);
-	SW.efd = -1;
-	SW.running = false;
+	pthread_mutex_init(&sw_thread.lock, NULL);
+	if (sw_thread.efd >= 0)
+		R(close)(sw_thread.efd);
+	sw_thread.efd = -1;
+	sw_thread.running = false;
 	/* the parent's kill-switch watch is the parent's (sc__ctl_watch has
 	 * forgotten it); we watch anew at our first connection */
 	int ino = atomic_exchange_explicit(&off_ino, -1, memory_order_relaxed);

@@ -76,8 +76,8 @@ static void uring_sock(int fd, struct sc_sock *s, bool vforked)
 static void uring_seen(void)
 {
 	KEEP_ERRNO();
-	if (!G.uring) {
-		G.uring = true;
+	if (!interp.uring) {
+		interp.uring = true;
 		LOG(1, "io_uring in use: connections go back to TCP, new ones stay there");
 	}
 	fds_each(uring_sock, false);
