@@ -299,23 +299,36 @@ static void chan_drain(struct sc_chan *ch)
 	drain_fd(ch);
 }
 
+/* Empty a wake socket: its datagrams (a byte each) DRAIN_BATCH at a time,
+ * in one call when there are fewer (a wake-up is one datagram: the
+ * token); a hostile peer may keep it full: bounded. */
+#define DRAIN_BATCH 16
+static void drain_wake_socket(int fd)
+{
+	char buf[DRAIN_BATCH];
+	struct iovec iov[DRAIN_BATCH];
+	struct mmsghdr mm[DRAIN_BATCH];
+	for (int i = 0; i < DRAIN_BATCH; i++) {
+		iov[i] = (struct iovec){ &buf[i], 1 };
+		mm[i] = (struct mmsghdr){ .msg_hdr = { .msg_iov = &iov[i], .msg_iovlen = 1 } };
+	}
+	for (int k = 0; k < 4; k++)
+		if (recvmmsg(fd, mm, DRAIN_BATCH, MSG_DONTWAIT, NULL) < DRAIN_BATCH)
+			break;
+}
+
 static void drain_fd(struct sc_chan *ch)
 {
 	struct epoll_event ev[16];
-	char buf[64];
 	int n;
 
 	while ((n = epoll_wait(ch->pfd, ev, 16, 0)) > 0) {
 		for (int i = 0; i < n; i++) {
 			int fd = ev[i].data.fd;
-			if (fd == ch->lfd) {
+			if (fd == ch->lfd)
 				sc__efd_drain(fd);
-				continue;
-			}
-			/* a hostile peer may keep it full: bounded */
-			for (int k = 0; k < 64; k++)
-				if (recv(fd, buf, sizeof(buf), MSG_DONTWAIT) < 0)
-					break;
+			else
+				drain_wake_socket(fd);
 		}
 		if (n < 16)
 			break;

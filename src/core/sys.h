@@ -41,6 +41,11 @@ static inline ssize_t sc_sys_recvmsg(int fd, struct msghdr *m, int f)
 {
 	return SC_SYSCALL(SYS_recvmsg, fd, m, f, 0, 0, 0);
 }
+static inline int sc_sys_recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int f,
+				  struct timespec *t)
+{
+	return (int)SC_SYSCALL(SYS_recvmmsg, fd, v, n, f, t, 0);
+}
 static inline ssize_t sc_sys_read(int fd, void *b, size_t n)
 {
 	return SC_SYSCALL(SYS_read, fd, b, n, 0, 0, 0);
@@ -110,6 +115,7 @@ static inline int sc_sys_getsockopt(int fd, int lvl, int opt, void *v, socklen_t
 #define recv(fd, b, n, f)       sc_sys_recv(fd, b, n, f)
 #define sendmsg(fd, m, f)       sc_sys_sendmsg(fd, m, f)
 #define recvmsg(fd, m, f)       sc_sys_recvmsg(fd, m, f)
+#define recvmmsg(fd, v, n, f, t) sc_sys_recvmmsg(fd, v, n, f, t)
 #define read(fd, b, n)          sc_sys_read(fd, b, n)
 #define write(fd, b, n)         sc_sys_write(fd, b, n)
 #define close(fd)               sc_sys_close(fd)
