@@ -21,7 +21,8 @@
  * A child of os/exec runs in Go's vfork child, on the parent thread's
  * memory and TLS: its dup3, fcntl and execve come here too, and the shims
  * know a vfork child (in_vfork_child).  The "on our stack" flag is the
- * parent's, so it is cleared before execve, which does not come back.
+ * parent's, so the child clears it before execve, which does not come
+ * back.
  *
  * x86-64 only; elsewhere a Go program stays on TCP (gofunnel.h says so).
  */
@@ -110,8 +111,8 @@ typedef long r_t;       /* every argument as Go passes it: a register */
 					 (const struct timespec *)a4, (const sigset_t *)a5)) \
 	X(SYS_io_uring_setup, io_uring_setup((unsigned)a1, (struct io_uring_params *)a2)) \
 	X(SYS_execve, go_execve((const char *)a1, (char *const *)a2, (char *const *)a3)) \
-	X(SYS_execveat, execveat((int)a1, (const char *)a2, (char *const *)a3, \
-				 (char *const *)a4, (int)a5))
+	X(SYS_execveat, go_execveat((int)a1, (const char *)a2, (char *const *)a3, \
+				    (char *const *)a4, (int)a5))
 
 /* Numbers below this may be routed (the trampoline's table). */
 #define GO_NR_MAX 512
@@ -141,10 +142,23 @@ static const sigset_t *pselect_mask(r_t a6)
 	return a6 ? *(const sigset_t *const *)a6 : NULL;
 }
 
+/* In a vfork child the flag is its parent's (above), cleared before the
+ * exec that does not come back; the child runs with every signal blocked
+ * (Go's forkAndExecInChild), so nothing comes here on top of it.  Anywhere
+ * else it stays set: a failed exec comes back through the trampoline. */
 static int go_execve(const char *path, char *const argv[], char *const envp[])
 {
-	sc__go_stack.busy = 0;  /* a vfork child's: its parent's flag (above) */
+	if (in_vfork_child())
+		sc__go_stack.busy = 0;
 	return execve(path, argv, envp);
+}
+
+static int go_execveat(int dirfd, const char *path, char *const argv[], char *const envp[],
+		       int flags)
+{
+	if (in_vfork_child())
+		sc__go_stack.busy = 0;
+	return execveat(dirfd, path, argv, envp, flags);
 }
 
 /* From the trampoline, on our stack: the call's result or -errno. */
