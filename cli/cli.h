@@ -54,6 +54,11 @@ const char *sc__pid_str(uint64_t ident, int32_t recorded, char *buf, size_t len)
 void sc__stat_list(const struct sc_stats_file *f, bool json, int *n);
 /* Connection records of f on shared memory (`shortcut off` waits for 0). */
 int sc__stat_shm_conns(const struct sc_stats_file *f);
+/* The run directory for a command that reads or writes it (stat, stats,
+ * off, on): the configuration checked first.  NULL after saying why on
+ * stderr, with *status the command's exit status (2 a bad setting, 1 an
+ * unusable directory). */
+const char *sc__cli_rundir(int *status);
 /* fn(file, arg) for the stats file of every live process of the run
  * directory d (stat.c). */
 void sc__each_live_file(DIR *d, void (*fn)(const struct sc_stats_file *, void *), void *arg);

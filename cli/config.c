@@ -55,3 +55,16 @@ int sc__config_main(void)
 	printf("configuration valid (README \"Configuration\" and shortcut(7) say what each does)\n");
 	return 0;
 }
+
+const char *sc__cli_rundir(int *status)
+{
+	*status = 2;
+	if (sc_config_check())
+		return NULL;
+	const char *dir = sc__rundir();
+	if (!dir) {
+		fprintf(stderr, "shortcut: run directory unusable: %s\n", sc__rundir_error());
+		*status = 1;
+	}
+	return dir;
+}

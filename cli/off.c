@@ -39,13 +39,10 @@ int sc__off_main(int argc, char **argv, bool off)
 		fprintf(stderr, "usage: shortcut %s\n", off ? "off [--wait SECONDS]" : "on");
 		return 2;
 	}
-	if (sc_config_check())
-		return 2;
-	const char *dir = sc__rundir();
-	if (!dir) {
-		fprintf(stderr, "shortcut: run directory unusable: %s\n", sc__rundir_error());
-		return 1;
-	}
+	int status;
+	const char *dir = sc__cli_rundir(&status);
+	if (!dir)
+		return status;
 	char path[PATH_MAX];
 	snprintf(path, sizeof(path), "%s/%s", dir, SC_OFF_FILE);
 	if (!off) {

@@ -63,12 +63,13 @@ int sc__stat_main(int argc, char **argv)
 		fprintf(stderr, "usage: shortcut stat [--json]\n");
 		return 2;
 	}
-	if (sc_config_check())
-		return 2;
-	const char *dir = sc__rundir();
+	int status;
+	const char *dir = sc__cli_rundir(&status);
 	DIR *d = dir ? opendir(dir) : NULL;
+	if (!dir)
+		return status;
 	if (!d) {
-		fprintf(stderr, "shortcut: run directory unusable: %s\n", sc__rundir_error());
+		fprintf(stderr, "shortcut: run directory %s: %s\n", dir, strerror(errno));
 		return 1;
 	}
 	struct stat_ctx ctx = { .json = json };
@@ -107,13 +108,10 @@ int sc__stats_main(int argc, char **argv)
 			"usage: shortcut stats [--json | --prometheus | --reset]\n");
 		return 2;
 	}
-	if (sc_config_check())
-		return 2;
-	const char *dir = sc__rundir();
-	if (!dir) {
-		fprintf(stderr, "shortcut: run directory unusable: %s\n", sc__rundir_error());
-		return 1;
-	}
+	int status;
+	const char *dir = sc__cli_rundir(&status);
+	if (!dir)
+		return status;
 	/* the files of dead processes go into stats-retired first */
 	sc__stats_collect(true);
 	DIR *d = opendir(dir);
