@@ -8,7 +8,7 @@
  *   - no loader at all (a static program), or another C library's loader;
  *   - another ELF class or machine than the library's;
  *   - a Go program that cannot be patched (src/core/gofunnel.h): static
- *     (no libc threads), for another machine, or older than Go 1.19.
+ *     (no libc threads), for another machine, or older than Go 1.21.
  * A script (#!) is judged by its interpreter.
  */
 #include <elf.h>

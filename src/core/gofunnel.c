@@ -157,8 +157,41 @@ static unsigned scan_prologue(const struct image *im, uint64_t *vaddr)
 	return found;
 }
 
+/* The minor number of the Go that built the program, from the version
+ * string its linker writes inline in .go.buildinfo (Go 1.18 and later:
+ * a 32-byte header, flag 2, then a varint length and "go1.21.13"); -1 when
+ * it is not there in that form (older layouts, "devel" builds, a cut
+ * section). */
+static int go_minor(const struct image *im)
+{
+	static const char magic[] = "\xff Go buildinf:";
+	const Elf64_Shdr *b = section(im, ".go.buildinfo");
+	if (!b || b->sh_size < 33)
+		return -1;
+	const unsigned char *p = im->p + b->sh_offset;
+	size_t len = p[32];
+	if (memcmp(p, magic, sizeof(magic) - 1) || !(p[15] & 2) || (len & 0x80) ||
+	    len > b->sh_size - 33 || len < 5 || memcmp(p + 33, "go1.", 4))
+		return -1;
+	int minor = 0;
+	size_t i = 4;
+	for (; i < len && p[33 + i] >= '0' && p[33 + i] <= '9' && minor < 1000; i++)
+		minor = minor * 10 + (p[33 + i] - '0');
+	return i > 4 ? minor : -1;
+}
+
 static void locate(const struct image *im, struct sc_go_funnel *f)
 {
+	int minor = go_minor(im);
+	if (minor >= 0 && minor < 21) {
+		/* 1.19 and 1.20: the netpoller's epoll_create1, epoll_ctl and
+		 * epoll_wait are assembly stubs of their own: routing the
+		 * rest would leave its sleeps blind to shared memory */
+		f->kind = SC_GO_NO_FUNNEL;
+		f->why = "built with Go 1.20 or older, whose netpoller makes its epoll calls outside "
+			 "the system-call funnel (Go 1.21 and later are accelerated)";
+		return;
+	}
 	const Elf64_Shdr *symtab = section(im, ".symtab");
 	for (size_t i = 0; symtab && i < sizeof(funnel_names) / sizeof(*funnel_names); i++) {
 		uint64_t v = symbol(im, symtab, funnel_names[i], true);

@@ -11,7 +11,10 @@
  * sc__go_funnel reads an ELF file's image (the whole file, mapped) and says
  * whether that function is there and where: by its symbol, else (a
  * stripped binary) by those 20 bytes, found once, on Go's 32-byte function
- * alignment, in the executable segment.  Only a program that links libc's
+ * alignment, in the executable segment.  Go 1.19 and 1.20 have the funnel
+ * but make their netpoller's epoll calls with stubs of their own: only a
+ * program whose .go.buildinfo says Go 1.21 or later (or says nothing we
+ * can read) is taken.  Only a program that links libc's
  * threads (cgo: runtime/cgo starts every thread with pthread_create) can
  * run our C code on its threads; a static Go program cannot.
  *
@@ -30,7 +33,7 @@ enum sc_go_kind {
 	SC_GO_NOT_GO,           /* no Go sections: not a Go program (or not ELF) */
 	SC_GO_STATIC,           /* Go without libc threads (no cgo: CGO_ENABLED=0...) */
 	SC_GO_ARCH,             /* Go for another machine than x86-64 */
-	SC_GO_NO_FUNNEL,        /* Go with libc, but no funnel we know (Go < 1.19, changed) */
+	SC_GO_NO_FUNNEL,        /* Go with libc, but no funnel we can use (Go < 1.21, changed) */
 	SC_GO_OK,               /* vaddr is the funnel */
 };
 

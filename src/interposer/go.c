@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Go programs.  Go makes its own system calls, so none of them reaches the
- * shims of this library by libc's names.  But since Go 1.19 every network
+ * shims of this library by libc's names.  But since Go 1.21 every network
  * call goes through one assembly function, the funnel (src/core/gofunnel.h
  * finds it).  At start-up, before any Go code runs, its first 13 bytes
  * become a jump to sc__go_tramp (below), which makes the calls this library

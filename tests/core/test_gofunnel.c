@@ -44,6 +44,7 @@ struct spec {
 	bool no_pthread;        /* .dynsym without pthread_create */
 	bool pthread_defined;   /* pthread_create defined in .dynsym, not imported */
 	const char *go_sec;     /* the Go section's name; NULL: .go.buildinfo; "": none */
+	const char *version;    /* the version .go.buildinfo names ("go1.21.13"); NULL: none */
 	const char *sym;        /* the funnel's symbol in .symtab; NULL: stripped */
 	uint32_t sym_at;        /* its offset in the text */
 	unsigned char sym_type; /* 0: STT_FUNC */
@@ -181,10 +182,17 @@ static struct img build(const struct spec *sp)
 		add_section(&s, ".rodata", SHT_PROGBITS, SHF_ALLOC, d, DATA_LEN);
 	}
 	if (!sp->go_sec || *sp->go_sec) {
-		static const char info[32] = "\xff Go buildinf:\x08\x02";
-		size_t g = put(info, sizeof(info), 16);
+		unsigned char info[64] = "\xff Go buildinf:\x08\x02";
+		size_t n = 32, vl = sp->version ? strlen(sp->version) : 0;
+		if (vl) {
+			T_ASSERT(vl < sizeof(info) - 33);
+			info[32] = (unsigned char)vl;
+			memcpy(info + 33, sp->version, vl);
+			n = 33 + vl;
+		}
+		size_t g = put(info, n, 16);
 		add_section(&s, sp->go_sec ? sp->go_sec : ".go.buildinfo", SHT_PROGBITS,
-			    SHF_ALLOC | SHF_WRITE, g, sizeof(info));
+			    SHF_ALLOC | SHF_WRITE, g, n);
 	}
 	if (!sp->no_dynsym)
 		add_dynsym(&s, sp);
@@ -851,8 +859,35 @@ T_TEST(symtab_misaligned)
 	T_EQ(f.vaddr, TEXT_VADDR + 64);
 }
 
+/* Go 1.19 and 1.20 (their netpoller's epoll calls are stubs of their
+ * own) stay on TCP; 1.21 and later, and a version not written in the
+ * form the finder reads, are taken */
+T_TEST(version)
+{
+	static const struct {
+		const char *v;
+		enum sc_go_kind want;
+	} cases[] = {
+		{ "go1.19.8", SC_GO_NO_FUNNEL }, { "go1.20", SC_GO_NO_FUNNEL },
+		{ "go1.21.13", SC_GO_OK }, { "go1.27.3", SC_GO_OK }, { "go1.100", SC_GO_OK },
+		{ "devel +abc", SC_GO_OK }, { "go1.", SC_GO_OK },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+		struct spec sp;
+		spec_go_sym(&sp, names[0], 64);
+		sp.version = cases[i].v;
+		struct img im = build(&sp);
+		struct sc_go_funnel f = funnel(im.p, im.len);
+		free(im.p);
+		T_ASSERTF(f.kind == cases[i].want, "%s: kind %d, want %d", cases[i].v, f.kind,
+			  cases[i].want);
+		if (f.kind != SC_GO_OK)
+			T_ASSERT(strstr(f.why, "Go 1.21 and later"));
+	}
+}
+
 T_MAIN(NULL,
-       T_ENTRY(not_go), T_ENTRY(not_elf), T_ENTRY(truncated), T_ENTRY(garbage),
+       T_ENTRY(not_go), T_ENTRY(not_elf), T_ENTRY(version), T_ENTRY(truncated), T_ENTRY(garbage),
        T_ENTRY(static_no_interp), T_ENTRY(static_no_pthread), T_ENTRY(arch),
        T_ENTRY(ok_symbol), T_ENTRY(ok_symbol_near_names), T_ENTRY(symbol_bytes_differ),
        T_ENTRY(symbol_outside), T_ENTRY(stripped_once), T_ENTRY(stripped_twice),
