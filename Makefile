@@ -47,7 +47,7 @@ all: $(B)/libshortcut.so $(B)/$(SONAME) $(B)/libshortcut.a $(B)/shortcut $(B)/sh
 	$(MANPAGES)
 
 # --- normal build ------------------------------------------------------
-$(B)/obj/%.o: src/%.c $(HDRS) | $(B)/obj
+$(B)/obj/%.o: src/%.c $(HDRS) VERSION | $(B)/obj
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) $(INC_$(patsubst %/,%,$(dir $*))) $(WARN) $(CFLAGS) -DSC_SYS_DIRECT -fPIC \
 		-fvisibility=hidden -c $< -o $@
@@ -161,7 +161,7 @@ test-preload: all
 # come first in LD_PRELOAD; leak checking is off: the programs are not ours),
 # and SC_LOCK_ORDER: each lock taken is checked against the lock order
 # (src/core/lockorder.h)
-$(B)/asan-so/libshortcut.so: $(LIB_SRC) $(PRELOAD) $(HDRS) $(B)/libshortcut.map
+$(B)/asan-so/libshortcut.so: $(LIB_SRC) $(PRELOAD) $(HDRS) VERSION $(B)/libshortcut.map
 	mkdir -p $(B)/asan-so
 	$(CC) $(BASE) $(INC_interposer) $(WARN) -O1 -g $(SAN_ASAN) -DSC_SYS_DIRECT -DSC_LOCK_ORDER -fPIC -fvisibility=hidden -shared -Wl,--version-script=$(B)/libshortcut.map -o $@ $(LIB_SRC) $(PRELOAD) -ldl
 test-preload-asan: all $(B)/asan-so/libshortcut.so
