@@ -653,6 +653,20 @@ static int ep_kernel_events(struct sc_ep *e, const struct epoll_event *kbuf, int
  * fd reset now, or every call until we sleep again would find the cookie;
  * the tokens stay taken: no more datagrams while we are awake), or
  * registrations whose fds changed (to look at, and fired). */
+/* After this thread took the channel's signal (its fd drained): whether
+ * another thread sleeps in the kernel's wait on this set (a Go program's
+ * netpoller, while its other threads poll with timeout 0).  Its arming
+ * is spent (the waker took the token) and the signal is gone, so unless
+ * the channel is armed again now, the next event signals nobody and the
+ * sleeper sleeps on with bytes ready.  Read after the drain: a sleeper
+ * counted after it arms after it, and its arming stands.  seq_cst: as the
+ * sleeper's count (ep_sleep_prepare). */
+static bool ep_others_asleep(struct sc_ep *e)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+	return atomic_load_explicit(&e->sleepers, memory_order_seq_cst) > 0;
+}
+
 static void ep_inner_news(struct sc_ep *e)
 {
 	struct epoll_event iev[64];
@@ -662,7 +676,7 @@ static void ep_inner_news(struct sc_ep *e)
 		if (iev[i].data.ptr == &ep_chan_mark) {
 			if (!atomic_load_explicit(&nforeign, memory_order_relaxed))
 				sc__chan_reset(e->ch);
-			ep_collect(e, false);
+			ep_collect(e, ep_others_asleep(e));
 			continue;
 		}
 		/* still registered? (DEL may have raced) */
