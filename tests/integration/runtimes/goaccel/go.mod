@@ -1,0 +1,3 @@
+module shortcut.test/goaccel
+
+go 1.19
