@@ -7,9 +7,7 @@ Each row runs a real server and a real client of one runtime, both under
   - the application's own verdict (echoed bytes compared or hashed, error
     counts, status codes, pgbench's failed transactions), and
   - `shortcut stats --json`, once every program has exited: connection ends
-    on shared memory and the bytes that went there rather than over TCP, or,
-    for a runtime the interposer cannot see (Go), the fallback reason its
-    accelerated peer recorded.
+    on shared memory and the bytes that went there rather than over TCP.
 
 Every row also runs the same programs on plain kernel TCP (no `shortcut
 run`) first and prints, for `pytest -s`,
@@ -19,8 +17,8 @@ run`) first and prints, for `pytest -s`,
 with the programs' own throughput figures. Nothing asserts on speed.
 
 Rows: tokio (multi-thread and current-thread runtime), node (http), java
-(HttpServer + HttpClient, Socket + ServerSocket), go (net/http, not
-accelerated, and its accelerated peers' fallback reasons), uvicorn (+ httpx),
+(HttpServer + HttpClient, Socket + ServerSocket), go (net/http, with curl
+and Python peers; test_go.py has the Go matrix), uvicorn (+ httpx),
 pgbench (PostgreSQL, a connection per transaction too), uring (a server that
 sets up io_uring before it listens and speaks first, like MariaDB).
 
@@ -417,7 +415,7 @@ def test_java_socket(sc, java):
     check_shm(sc.stats(), 2 * (JAVA_CONNS + 1), int(res["bytes"]), "java socket")
 
 
-# ---- 4. Go net/http (not accelerated) ---------------------------------------------------
+# ---- 4. Go net/http -----------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
 def go_bin():
@@ -426,7 +424,9 @@ def go_bin():
     env = dict(os.environ, GOFLAGS="-mod=mod", GOTOOLCHAIN="local", GOCACHE=os.path.join(out, "cache"),
                GOPATH=os.path.join(out, "path"), GOPROXY="off", CGO_ENABLED="1")
     exe = os.path.join(out, "rthttp")
-    # stdlib only; the first build compiles the standard library (a minute)
+    # stdlib only; the first build compiles the standard library (a minute).
+    # CGO_ENABLED=1: linked with libc, so the interposer's Go entry reaches
+    # it (test_go.py has every toolchain, and the static build on TCP)
     build("the Go net/http program (tests/integration/runtimes/go)", [go, "build", "-o", exe, "."],
           os.path.join(SRC, "go"), env)
     return exe
@@ -436,6 +436,8 @@ GO_REQUESTS, GO_BIG = 3000, 16 << 20
 
 
 def go_pair(sc, exe, accel):
+    # not waiting for the "accelerated" log line: the stats say what became
+    # of the Go server's connections
     srv = sc.server(f"go-server-{'shm' if accel else 'tcp'}", [exe, "server"], accel=accel,
                     registered=False)
     c = sc.run("go-client", [exe, "client", str(srv.port), str(GO_REQUESTS), str(GO_BIG)], accel=accel)
@@ -445,11 +447,11 @@ def go_pair(sc, exe, accel):
 
 
 def test_go_http(sc, go_bin):
-    """Go's net/http server and client under shortcut run: Go makes its own
-    system calls, so nothing is accelerated; they must stay correct and not
-    hang. Their accelerated peers record why they stayed on TCP: curl
-    against the Go server finds no accelerated listener (no_listener), a
-    Python server finds the Go client's SYN unmarked (peer_not_accelerated)."""
+    """Go's net/http server and client (a dynamically linked build: cgo)
+    under shortcut run: the interposer's Go entry routes the Go runtime's
+    system calls through it, so their connections go on shared memory,
+    and so do an accelerated curl's against the Go server and the Go
+    client's against an accelerated Python http.server."""
     curl = need_tool("curl", what="Debian package curl")
     tsrv, tcp = go_pair(sc, go_bin, accel=False)
     sc.stop(tsrv)
@@ -459,14 +461,12 @@ def test_go_http(sc, go_bin):
         ratio("go-http", float(tcp["req_per_s"]), None, "req/s")
         raise
     ratio("go-http", float(tcp["req_per_s"]), float(res["req_per_s"]), "req/s")
-    st0 = sc.stats()
-    assert st0["conns_accelerated"] == 0 and st0["bytes_shm_sent"] == 0, \
-        f"Go's own system calls are not seen, yet stats count accelerated connections: {st0}"
 
     # an accelerated curl against the Go server under shortcut run
     c = sc.run("curl", [curl, "-sS", "--fail", "-o", "/dev/null", "-w", "%{http_code} %{size_download}",
                         f"http://127.0.0.1:{srv.port}/hello"], timeout=30)
     assert c.stdout.split() == ["200", str(len("hello from go\n"))], c.stdout
+    sc.wait_idle()
     sc.stop(srv)
 
     # the Go client against an accelerated Python http.server
@@ -481,13 +481,8 @@ def test_go_http(sc, go_bin):
                             "sha256": hashlib.sha256(page).hexdigest()}, g.stdout
     sc.wait_idle()
     sc.stop(py)
-    st = sc.stats()
-    fb = st["fallback"]
-    assert st["live_processes"] == 0, st
-    assert fb["no_listener"] >= 1, f"curl -> Go server: expected fallback no_listener: {st}"
-    assert fb["peer_not_accelerated"] >= 1, f"Go client -> Python server: expected peer_not_accelerated: {st}"
-    assert st["conns_accelerated"] == 0 and st["bytes_shm_sent"] == 0, st
-    assert st["bytes_tcp_sent"] > 0 and st["bytes_tcp_received"] > 0, st
+    # the Go pair's connections (at least one), curl's and the Go get's
+    check_shm(sc.stats(), 2 * 3, int(res["bytes"]) + len(page), "go http (Go, curl, Python peers)")
 
 
 # ---- 5. Python: uvicorn + httpx -----------------------------------------------------------

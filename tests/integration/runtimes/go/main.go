@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 
-// A Go net/http server and client for tests/integration/test_runtimes.py.
-// Go makes its own system calls, so the interposer never sees its sockets:
-// the row checks that Go programs run under `shortcut run` stay correct.
+// A Go net/http server and client for tests/integration/test_runtimes.py
+// and test_go.py. Built with CGO_ENABLED=1 it links libc, and under
+// `shortcut run` the interposer's Go entry routes its system calls (Go
+// makes its own) through the same shims as a C program's.
 //
 //	rthttp server
 //	    listens on 127.0.0.1:0 and prints "listening PORT"; GET /hello
