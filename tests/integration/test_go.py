@@ -16,8 +16,9 @@ Toolchains (ids in the test names), each found or skipped with its name:
             tests/integration/runtimes/install.sh into
             build/runtimes/toolchains/ (or installed in /usr/lib/go-1.2x)
   local     the machine's own go (PATH, /usr/local/go/bin/go)
-  go1.27.3  GOTOOLCHAIN=go1.27.3: the go command fetches it from the Go
-            module proxy (into build/runtimes/go/path) once
+  go1.27.3  fetched from the Go module proxy by the go command
+            (GOTOOLCHAIN=go1.27.3; install.sh, or the first test here) into
+            build/runtimes/go/path, then run from there
 
 Rows, for each toolchain: Go <-> Go echo (io.Copy(conn, conn): splice),
 a Go relay (io.Copy both ways between two TCP connections: splice), Go
@@ -92,6 +93,24 @@ def _local_go():
                                   else None)
 
 
+def _fetch_toolchain(tid, env):
+    """GOTOOLCHAIN=tid: the go command fetches it (a go >= 1.21 can);
+    an error in words, or None"""
+    for g in (_local_go(), os.path.join(TOOLCHAINS_DIR, "usr/lib/go-1.23/bin/go")):
+        if g and os.access(g, os.X_OK):
+            v, _ = _goversion(g, env)
+            if v and re.match(r"go1\.(2[1-9]|[3-9]\d)", v):
+                e = dict(env, GOTOOLCHAIN=tid)
+                e.pop("GOPROXY")
+                try:
+                    r = subprocess.run([g, "version"], capture_output=True, text=True, env=e, timeout=120,
+                                       cwd=GOOUT)
+                except subprocess.TimeoutExpired:
+                    return "timed out (the proxy unreachable?)"
+                return None if r.returncode == 0 else (r.stderr or r.stdout).strip()[-300:]
+    return "no go >= 1.21 to fetch it with"
+
+
 @functools.lru_cache(maxsize=None)
 def toolchain(tid):
     """(go command, environment, version) for a toolchain id, or a skip
@@ -102,17 +121,14 @@ def toolchain(tid):
         if go is None:
             return f"toolchain local: no go on PATH nor /usr/local/go/bin/go (Debian package golang-go; {INSTALL})"
     elif tid == PROXY_TOOLCHAIN:
-        go = None
-        for g in (_local_go(), os.path.join(TOOLCHAINS_DIR, "usr/lib/go-1.23/bin/go")):
-            if g and os.access(g, os.X_OK):
-                v, _ = _goversion(g, env)
-                if v and re.match(r"go1\.(2[1-9]|[3-9]\d)", v):
-                    go = g
-                    break
-        if go is None:
-            return f"toolchain {tid}: no go >= 1.21 to fetch it with"
-        env["GOTOOLCHAIN"] = tid
-        env.pop("GOPROXY")      # the proxy serves the toolchain
+        # the go command keeps a fetched toolchain in its module cache; run
+        # from there it is an ordinary go (GOTOOLCHAIN=local, no network)
+        go = os.path.join(GOOUT, "path", "pkg", "mod", "golang.org",
+                          f"toolchain@v0.0.1-{tid}.linux-amd64", "bin", "go")
+        if not os.access(go, os.X_OK):
+            err = _fetch_toolchain(tid, env)
+            if err:
+                return f"toolchain {tid}: not fetched from the Go module proxy ({err}); {INSTALL} fetches it"
     else:
         ver = tid[2:]
         cands = [f"/usr/lib/go-{ver}/bin/go", os.path.join(TOOLCHAINS_DIR, f"usr/lib/go-{ver}/bin/go")]
@@ -122,9 +138,8 @@ def toolchain(tid):
             return f"toolchain {tid} not found ({' or '.join(cands)}): {where}; {INSTALL} gets it"
     v, err = _goversion(go, env)
     if v is None:
-        return f"toolchain {tid}: {go} env GOVERSION failed" + \
-            (" (the Go module proxy unreachable?)" if tid == PROXY_TOOLCHAIN else "") + f": {err[-300:]}"
-    if tid != "local" and tid != PROXY_TOOLCHAIN and not v.startswith(tid + "."):
+        return f"toolchain {tid}: {go} env GOVERSION failed: {err[-300:]}"
+    if tid != "local" and not (v == tid or v.startswith(tid + ".")):
         return f"toolchain {tid}: {go} is {v}"
     return go, env, v
 
