@@ -352,7 +352,7 @@ def test_go_http(sc, tid):
 @pytest.mark.parametrize("tid", TOOLCHAINS)
 def test_go_static(sc, c_peer, tid):
     """A static build (CGO_ENABLED=0: no libc, nothing preloaded) under
-    shortcut run stays on kernel TCP and works: Go <-> Go, then an
+    shortcut run stays on kernel TCP, says so, and works: Go <-> Go, then an
     accelerated C client against the static Go server (it finds no
     accelerated listener)."""
     exe = go_build(tid, variant="static")
@@ -363,6 +363,8 @@ def test_go_static(sc, c_peer, tid):
     cc = sc.run("c-client", [c_peer, "client", str(srv.port), "1", "4", "65536", "3"])
     cres = client_ok(sc, cc, what + ", C client")
     server_done(sc, srv, CONNS + 1, int(res["bytes"]) + int(cres["bytes"]), what)
+    # shortcut run says so, and why (cli/target.c)
+    assert "stay on TCP" in tail(srv.err), f"{what}: shortcut run did not say: {tail(srv.err)!r}"
     sc.wait_idle()
     st = sc.stats()
     assert st["live_processes"] == 0, st
