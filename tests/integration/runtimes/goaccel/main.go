@@ -20,6 +20,10 @@
 //	    per connection dials 127.0.0.1:UPSTREAM_PORT and io.Copy both ways
 //	    (splice between two TCP connections), half-closing each way at EOF
 //
+// Servers and clients take --mptcp: IPPROTO_MPTCP sockets (Go 1.21 and
+// later; older toolchains exit 4 saying so); "mptcp=N" in their lines
+// counts the connections the kernel reports as MPTCP.
+//
 // Clients print one line "result ok=true|false errors=N key=value ..." and
 // exit 0 iff ok, 3 when the --timeout hang guard (default 90 s) fires,
 // after printing what each connection was doing.
@@ -68,19 +72,24 @@ type counter struct {
 	conns  int
 	errors int
 	bytes  int64
+	mptcp  int
 }
 
-func (c *counter) end(n int64, err error) {
+func (c *counter) end(conn net.Conn, n int64, err error) {
+	mp := isMPTCP(conn)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.conns++
 	c.bytes += n
+	if mp {
+		c.mptcp++
+	}
 	if err != nil {
 		c.errors++
 		fmt.Fprintf(os.Stderr, "conn %d: %v\n", c.conns, err)
 	}
 	if c.want > 0 && c.conns == c.want {
-		fmt.Printf("server conns=%d errors=%d bytes=%d\n", c.conns, c.errors, c.bytes)
+		fmt.Printf("server conns=%d errors=%d bytes=%d mptcp=%d\n", c.conns, c.errors, c.bytes, c.mptcp)
 		if c.errors > 0 {
 			os.Exit(1)
 		}
@@ -99,8 +108,22 @@ func copyConn(dst, src net.Conn, how string) (int64, error) {
 	return io.Copy(dst, src)
 }
 
+var useMPTCP bool // --mptcp: listen and dial with IPPROTO_MPTCP (Go >= 1.21)
+
+func mptcpFlag(fs *flag.FlagSet) {
+	fs.BoolVar(&useMPTCP, "mptcp", false, "MPTCP sockets (Go >= 1.21)")
+}
+
+func checkMPTCP() {
+	if useMPTCP && !haveMPTCP {
+		fmt.Printf("error: --mptcp needs Go 1.21 or later, this is %s\n", runtime.Version())
+		os.Exit(4)
+	}
+}
+
 func listen() net.Listener {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	checkMPTCP()
+	l, err := listenTCP("127.0.0.1:0", useMPTCP)
 	if err != nil {
 		die("listen: %v", err)
 	}
@@ -112,6 +135,7 @@ func serve(mode string, args []string) {
 	fs := flag.NewFlagSet(mode, flag.ExitOnError)
 	conns := fs.Int("conns", 0, "end after this many connections")
 	how := fs.String("copy", "splice", "splice|buf")
+	mptcpFlag(fs)
 	upstream := 0
 	if mode == "relay" {
 		if len(args) < 1 {
@@ -132,8 +156,8 @@ func serve(mode string, args []string) {
 		case "echo":
 			go func() {
 				n, err := copyConn(c, c, *how)
+				cnt.end(c, n, err)
 				c.Close()
-				cnt.end(n, err)
 			}()
 		case "sink":
 			go func() {
@@ -143,8 +167,8 @@ func serve(mode string, args []string) {
 					binary.BigEndian.PutUint64(b[:], uint64(n))
 					_, err = c.Write(b[:])
 				}
+				cnt.end(c, n, err)
 				c.Close()
-				cnt.end(n, err)
 			}()
 		case "relay":
 			go relay(c, upstream, *how, cnt)
@@ -153,10 +177,10 @@ func serve(mode string, args []string) {
 }
 
 func relay(c net.Conn, upstream int, how string, cnt *counter) {
-	up, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", upstream))
+	up, err := dialTCP(fmt.Sprintf("127.0.0.1:%d", upstream), useMPTCP)
 	if err != nil {
+		cnt.end(c, 0, fmt.Errorf("dial upstream: %v", err))
 		c.Close()
-		cnt.end(0, fmt.Errorf("dial upstream: %v", err))
 		return
 	}
 	var n int64
@@ -170,12 +194,12 @@ func relay(c net.Conn, upstream int, how string, cnt *counter) {
 	_, derr := copyConn(c, up, how)
 	c.(*net.TCPConn).CloseWrite()
 	<-done
-	c.Close()
-	up.Close()
 	if uerr == nil {
 		uerr = derr
 	}
-	cnt.end(n, uerr)
+	cnt.end(c, n, uerr)
+	c.Close()
+	up.Close()
 }
 
 // ---- clients ----------------------------------------------------------------
@@ -185,6 +209,7 @@ type report struct {
 	errors []string
 	msgs   atomic.Int64
 	bytes  atomic.Int64
+	mptcp  atomic.Int64   // connections the kernel says are MPTCP
 	state  []atomic.Value // per connection: what it is doing (for a hang)
 }
 
@@ -225,7 +250,7 @@ func msgSize(rnd *rand.Rand, max int) int {
 }
 
 func dial(port int) (*net.TCPConn, error) {
-	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	c, err := dialTCP(fmt.Sprintf("127.0.0.1:%d", port), useMPTCP)
 	if err != nil {
 		return nil, err
 	}
@@ -256,6 +281,9 @@ func echoConn(r *report, i, port, msgs, max int, seed int64, deep bool) {
 		return
 	}
 	defer c.Close()
+	if isMPTCP(c) {
+		r.mptcp.Add(1)
+	}
 	rnd := rand.New(rand.NewSource(seed + int64(i)*7919))
 	out := make([]byte, max)
 	in := make([]byte, max)
@@ -351,7 +379,9 @@ func client(mode string, args []string) {
 	seed := fs.Int64("seed", 1, "random seed")
 	execs := fs.Int("execs", 10, "stress: at least this many os/exec runs")
 	timeout := fs.Duration("timeout", 90*time.Second, "hang guard")
+	mptcpFlag(fs)
 	fs.Parse(args[1:])
+	checkMPTCP()
 	r := &report{state: make([]atomic.Value, *conns)}
 	for i := range r.state {
 		r.set(i, "not started")
@@ -442,7 +472,7 @@ func client(mode string, args []string) {
 	if r.msgs.Load() != want && len(r.errors) == 0 {
 		r.fail("%d messages echoed, want %d", r.msgs.Load(), want)
 	}
-	extra := fmt.Sprintf(" conns=%d", *conns)
+	extra := fmt.Sprintf(" conns=%d mptcp=%d", *conns, r.mptcp.Load())
 	if stress {
 		close(stop)
 		bg.Wait()
@@ -466,7 +496,9 @@ func bench(mode string, args []string) {
 	}
 	size := fs.Int("size", dsize, "message or write size")
 	secs := fs.Float64("secs", 2, "how long")
+	mptcpFlag(fs)
 	fs.Parse(args[1:])
+	checkMPTCP()
 	r := &report{state: make([]atomic.Value, 1)}
 	r.set(0, mode)
 	r.guard(time.Duration(*secs*float64(time.Second)) + 60*time.Second)
