@@ -23,7 +23,8 @@ Toolchains (ids in the test names), each found or skipped with its name:
 Rows, for each toolchain: Go <-> Go echo (io.Copy(conn, conn): splice),
 a Go relay (io.Copy both ways between two TCP connections: splice), Go
 client -> C server, C client -> Go server, net/http server + client, a
-static build (on TCP, working). For the machine's own go only: a stripped
+static build (on TCP, working), MPTCP sockets (Go >= 1.21, where the
+kernel has MPTCP on). For the machine's own go only: a stripped
 (-ldflags=-s -w) and a PIE build (the funnel found by its prologue), a
 relay with plain read/write copies, and the stress test: 320 connections,
 runtime.GC in a loop, stack growth, a CPU-bound spinner (asynchronous
@@ -372,6 +373,34 @@ def test_go_static(sc, c_peer, tid):
         f"{what}: a static Go binary cannot be reached, yet stats count shared memory: {st}"
     assert st["fallback"]["no_listener"] >= 1, f"{what}: the C client's fallback: {st}"
     assert st["bytes_tcp_sent"] >= int(cres["bytes"]), st
+
+
+def mptcp_enabled():
+    try:
+        return open("/proc/sys/net/mptcp/enabled").read().strip() == "1"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("tid", TOOLCHAINS)
+def test_go_mptcp(sc, tid):
+    """Go <-> Go echo on MPTCP sockets (ListenConfig and Dialer's
+    SetMultipathTCP, Go 1.21 on; Go 1.24 and later may listen with MPTCP
+    by default): between two local accelerated programs still a TCP
+    connection to its users, so on shared memory like one."""
+    exe = go_build(tid)
+    if not mptcp_enabled():
+        pytest.skip("MPTCP off in this kernel (net.mptcp.enabled)")
+    _, _, version = need_toolchain(tid)
+    m = re.match(r"go1\.(\d+)", version)
+    if m and int(m.group(1)) < 21:
+        pytest.skip(f"{tid} ({version}): no MPTCP API before Go 1.21")
+    what = f"Go <-> Go echo on MPTCP ({tid})"
+    srv = go_server(sc, "go-echo-mptcp", [exe, "echo", "--conns", str(CONNS), "--mptcp"])
+    c = sc.run("go-client-mptcp", [exe, "client", str(srv.port), "--mptcp"] + go_args())
+    res = client_ok(sc, c, what)
+    server_done(sc, srv, CONNS, res["bytes"], what)
+    accelerated(sc, 2 * CONNS, 2 * int(res["bytes"]), what)
 
 
 STRESS_CASES = [(p, r) for r in range(1, STRESS_ROUNDS + 1) for p in (1, 2)]
