@@ -399,6 +399,8 @@ def test_go_mptcp(sc, tid):
     srv = go_server(sc, "go-echo-mptcp", [exe, "echo", "--conns", str(CONNS), "--mptcp"])
     c = sc.run("go-client-mptcp", [exe, "client", str(srv.port), "--mptcp"] + go_args())
     res = client_ok(sc, c, what)
+    # the kernel's word (MultipathTCP()): MPTCP, not fallen back to TCP
+    assert res.get("mptcp") == str(CONNS), f"{what}: {res.get('mptcp')} of {CONNS} connections MPTCP: {res}"
     server_done(sc, srv, CONNS, res["bytes"], what)
     accelerated(sc, 2 * CONNS, 2 * int(res["bytes"]), what)
 
