@@ -63,7 +63,7 @@ PROXY_TOOLCHAIN = "go1.27.3"
 
 CONNS, MSGS, MAX = 8, 16, 1 << 20           # echo rows: ~20 MB each way
 HTTP_REQUESTS, HTTP_BIG = 600, 4 << 20
-STRESS_CONNS, STRESS_MSGS, STRESS_MAX = 320, 8, 64 << 10
+STRESS_CONNS, STRESS_MSGS, STRESS_MAX = 320, 16, 256 << 10
 STRESS_ROUNDS = int(os.environ.get("SC_GO_STRESS_ROUNDS", "3"))
 STRESS_TOOLCHAIN = os.environ.get("SC_GO_STRESS_TOOLCHAIN", "local")
 CLIENT_GUARD = "75s"        # the Go clients' own hang guard: they print each connection's state
@@ -411,7 +411,7 @@ STRESS_CASES = [(p, r) for r in range(1, STRESS_ROUNDS + 1) for p in (1, 2)]
 @pytest.mark.parametrize("gomaxprocs,round_", STRESS_CASES,
                          ids=[f"gomaxprocs{p}-round{r}" for p, r in STRESS_CASES])
 def test_go_stress(sc, gomaxprocs, round_):
-    """320 connections of random-sized messages (every byte compared) while
+    """320 connections x 16 messages of 1 B..256 KiB (every byte compared) while
     the client runs the collector in a loop, grows its stacks, spins a
     goroutine only asynchronous preemption stops and runs /bin/true with
     os/exec; server and client with the same GOMAXPROCS. A hang shows each
