@@ -26,7 +26,9 @@
 //
 // Clients print one line "result ok=true|false errors=N key=value ..." and
 // exit 0 iff ok, 3 when the --timeout hang guard (default 90 s) fires,
-// after printing what each connection was doing.
+// after printing what each connection was doing, the goroutines' stacks
+// (stderr) and "hang: end" (with --hold it then waits for its standard
+// input to end: the connections are still there to look at).
 //
 //	goaccel client PORT [--conns 8] [--msgs 16] [--max 1048576] [--seed 1]
 //	    N connections at once, each sending M messages of random size (1 B
@@ -53,6 +55,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -223,7 +226,12 @@ func (r *report) set(i int, f string, a ...interface{}) {
 	r.state[i].Store(fmt.Sprintf(f, a...))
 }
 
-// a hang guard: after d, print what every connection was doing, exit 3
+var hold bool // --hold: after a hang report, wait for standard input's end
+
+// a hang guard: after d, print what every connection was doing (and the
+// goroutines' stacks on stderr), then "hang: end"; with --hold wait until
+// standard input ends (a test reads `shortcut stat` while the connections
+// are still there), then exit 3
 func (r *report) guard(d time.Duration) {
 	go func() {
 		time.Sleep(d)
@@ -235,6 +243,11 @@ func (r *report) guard(d time.Duration) {
 				fmt.Printf("hang: conn %d: %s\n", i, s)
 				shown++
 			}
+		}
+		pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
+		fmt.Println("hang: end")
+		if hold {
+			io.Copy(io.Discard, os.Stdin)
 		}
 		os.Exit(3)
 	}()
@@ -379,6 +392,7 @@ func client(mode string, args []string) {
 	seed := fs.Int64("seed", 1, "random seed")
 	execs := fs.Int("execs", 10, "stress: at least this many os/exec runs")
 	timeout := fs.Duration("timeout", 90*time.Second, "hang guard")
+	fs.BoolVar(&hold, "hold", false, "after a hang report, wait for standard input's end")
 	mptcpFlag(fs)
 	fs.Parse(args[1:])
 	checkMPTCP()
