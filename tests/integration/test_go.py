@@ -40,16 +40,18 @@ Run one:  python3 -m pytest -q tests/integration/test_go.py -k 'echo and local'
           SC_GO_STRESS_ROUNDS=50 python3 -m pytest -q tests/integration/test_go.py -k stress
 """
 import functools
+import json
 import os
 import re
 import shutil
 import struct
 import subprocess
+import time
 
 import pytest
 
 import test_runtimes as rt
-from helpers import BUILD, tail
+from helpers import BUILD, SHORTCUT, tail
 from test_runtimes import Run, check_shm, kv, result_line, stale
 
 SRC = rt.SRC
@@ -221,10 +223,41 @@ def go_server(sc, name, args, accel=True):
     return sc.server(name, args, accel=accel, registered=False)
 
 
+def go_client(sc, name, args, env=None):
+    """Run a Go client (goaccel) under shortcut run to its end. Should its
+    own hang guard fire ("hang: end" on stdout), `shortcut stat` is read
+    while its connections are still there (.stat_at_hang), then its
+    standard input is closed and it exits 3. Returns the process, .stdout
+    and .stderr set."""
+    sc.seq += 1
+    out, err = sc.path(f"{name}.{sc.seq}.out"), sc.path(f"{name}.{sc.seq}.err")
+    e = dict(sc.env)
+    e.update(env or {})
+    p = sc._popen([SHORTCUT, "run"] + list(args) + ["--hold"], open(out, "wb"), open(err, "wb"), e,
+                  stdin=subprocess.PIPE)
+    p.name, p.out, p.err, p.stat_at_hang = name, out, err, None
+    sc.procs.append(p)
+    deadline = time.monotonic() + rt.CLIENT_S + 60      # a hang guard over the client's own
+    while p.poll() is None:
+        if p.stat_at_hang is None and "hang: end" in tail(out, 1 << 16):
+            p.stat_at_hang = json.dumps(sc.stat(), indent=None)
+            p.stdin.close()
+        if time.monotonic() > deadline:
+            sc.kill(p)
+            break
+        time.sleep(0.05)
+    if not p.stdin.closed:
+        p.stdin.close()
+    p.stdout, p.stderr = tail(out, 1 << 20), tail(err, 1 << 20)
+    return p
+
+
 def client_ok(sc, c, what):
     res = result_line(c.stdout)
+    at_hang = getattr(c, "stat_at_hang", None)
     assert c.returncode == 0 and res and res["ok"] == "true" and res["errors"] == "0", \
-        f"{what}: {rt.signame(c.returncode)}\nstdout: {c.stdout[-4000:]}\nstderr: {c.stderr[-2000:]}" \
+        f"{what}: {rt.signame(c.returncode)}\nstdout: {c.stdout[-4000:]}\nstderr: {c.stderr[-3000:]}" \
+        + (f"\nshortcut stat when the client's hang guard fired: {at_hang}" if at_hang else "") \
         + sc.server_logs() + f"\nstats: {sc.stats_text()}"
     return res
 
@@ -256,7 +289,7 @@ def go_args(extra=()):
 
 def echo_pair(sc, exe, what, server_exe=None):
     srv = go_server(sc, "go-echo", [server_exe or exe, "echo", "--conns", str(CONNS)])
-    c = sc.run("go-client", [exe, "client", str(srv.port)] + go_args())
+    c = go_client(sc, "go-client", [exe, "client", str(srv.port)] + go_args())
     res = client_ok(sc, c, what)
     server_done(sc, srv, CONNS, res["bytes"], what)
     # every byte went out and came back: sent once by each end
@@ -281,7 +314,7 @@ def test_go_echo_build(sc, variant):
 def relay_trio(sc, exe, how, what):
     srv = go_server(sc, "go-echo", [exe, "echo", "--conns", str(CONNS)])
     rel = go_server(sc, "go-relay", [exe, "relay", str(srv.port), "--conns", str(CONNS), "--copy", how])
-    c = sc.run("go-client", [exe, "client", str(rel.port)] + go_args())
+    c = go_client(sc, "go-client", [exe, "client", str(rel.port)] + go_args())
     res = client_ok(sc, c, what)
     server_done(sc, rel, CONNS, res["bytes"], what + ": the relay")
     server_done(sc, srv, CONNS, res["bytes"], what + ": the echo server")
@@ -303,7 +336,7 @@ def test_go_relay_buf(sc):
     exe = go_build("local")
     srv = go_server(sc, "go-echo", [exe, "echo", "--conns", str(CONNS), "--copy", "buf"])
     rel = go_server(sc, "go-relay", [exe, "relay", str(srv.port), "--conns", str(CONNS), "--copy", "buf"])
-    c = sc.run("go-client", [exe, "client", str(rel.port)] + go_args())
+    c = go_client(sc, "go-client", [exe, "client", str(rel.port)] + go_args())
     res = client_ok(sc, c, "Go relay, read/write")
     server_done(sc, rel, CONNS, res["bytes"], "the relay (read/write)")
     server_done(sc, srv, CONNS, res["bytes"], "the echo server (read/write)")
@@ -316,7 +349,7 @@ def test_go_to_c(sc, c_peer, tid):
     exe = go_build(tid)
     what = f"Go -> C ({tid})"
     srv = sc.server("c-echo", [c_peer, "server", str(CONNS)])
-    c = sc.run("go-client", [exe, "client", str(srv.port)] + go_args())
+    c = go_client(sc, "go-client", [exe, "client", str(srv.port)] + go_args())
     res = client_ok(sc, c, what)
     server_done(sc, srv, CONNS, res["bytes"], what)
     accelerated(sc, 2 * CONNS, 2 * int(res["bytes"]), what)
@@ -359,7 +392,7 @@ def test_go_static(sc, c_peer, tid):
     exe = go_build(tid, variant="static")
     what = f"static Go ({tid})"
     srv = go_server(sc, "go-echo-static", [exe, "echo", "--conns", str(CONNS + 1)])
-    c = sc.run("go-client-static", [exe, "client", str(srv.port)] + go_args())
+    c = go_client(sc, "go-client-static", [exe, "client", str(srv.port)] + go_args())
     res = client_ok(sc, c, what)
     cc = sc.run("c-client", [c_peer, "client", str(srv.port), "1", "4", "65536", "3"])
     cres = client_ok(sc, cc, what + ", C client")
@@ -397,7 +430,7 @@ def test_go_mptcp(sc, tid):
         pytest.skip(f"{tid} ({version}): no MPTCP API before Go 1.21")
     what = f"Go <-> Go echo on MPTCP ({tid})"
     srv = go_server(sc, "go-echo-mptcp", [exe, "echo", "--conns", str(CONNS), "--mptcp"])
-    c = sc.run("go-client-mptcp", [exe, "client", str(srv.port), "--mptcp"] + go_args())
+    c = go_client(sc, "go-client-mptcp", [exe, "client", str(srv.port), "--mptcp"] + go_args())
     res = client_ok(sc, c, what)
     # the kernel's word (MultipathTCP()): MPTCP, not fallen back to TCP
     assert res.get("mptcp") == str(CONNS), f"{what}: {res.get('mptcp')} of {CONNS} connections MPTCP: {res}"
@@ -421,7 +454,7 @@ def test_go_stress(sc, gomaxprocs, round_):
     what = f"Go stress ({STRESS_TOOLCHAIN}, GOMAXPROCS={gomaxprocs}, round {round_})"
     sc.env["GOMAXPROCS"] = str(gomaxprocs)
     srv = go_server(sc, "go-echo", [exe, "echo", "--conns", str(STRESS_CONNS)])
-    c = sc.run("go-stress", [exe, "stress", str(srv.port), "--conns", str(STRESS_CONNS), "--msgs",
+    c = go_client(sc, "go-stress", [exe, "stress", str(srv.port), "--conns", str(STRESS_CONNS), "--msgs",
                              str(STRESS_MSGS), "--max", str(STRESS_MAX), "--seed", str(round_ * 10 + gomaxprocs),
                              "--execs", "10", "--timeout", CLIENT_GUARD])
     res = client_ok(sc, c, what)
