@@ -213,6 +213,7 @@ type report struct {
 	msgs   atomic.Int64
 	bytes  atomic.Int64
 	mptcp  atomic.Int64   // connections the kernel says are MPTCP
+	hung   atomic.Bool    // the hang guard fired
 	state  []atomic.Value // per connection: what it is doing (for a hang)
 }
 
@@ -235,6 +236,10 @@ var hold bool // --hold: after a hang report, wait for standard input's end
 func (r *report) guard(d time.Duration) {
 	go func() {
 		time.Sleep(d)
+		// from here the run has failed, even if it ends now: the goroutine
+		// profile below stops the world, and starting it again polls the
+		// network, which can wake a goroutine whose wake-up was lost
+		r.hung.Store(true)
 		fmt.Printf("hang: after %v: %d messages done, %d bytes\n", d, r.msgs.Load(), r.bytes.Load())
 		shown := 0
 		for i := range r.state {
@@ -362,6 +367,9 @@ func atoi(s string) int {
 
 func finish(r *report, t0 time.Time, extra string) {
 	secs := time.Since(t0).Seconds()
+	if r.hung.Load() {
+		r.fail("the hang guard fired: the run stalled (it ended after %.1f s)", secs)
+	}
 	for i, e := range r.errors {
 		if i < 20 {
 			fmt.Println("error:", e)
