@@ -10,7 +10,9 @@ binary (CGO_ENABLED=0) stays on kernel TCP and must still work.
 
 Toolchains (ids in the test names), each found or skipped with its name:
 
-  go1.19    /usr/lib/go-1.19 (Debian bookworm's golang-1.19-go)
+  go1.19    /usr/lib/go-1.19 (Debian bookworm's golang-1.19-go): left on
+            TCP by the interposer (its netpoller's epoll calls are stubs of
+            their own), so its rows check that it works there
   go1.21, go1.22, go1.23
             bookworm-backports' golang-1.2x-go, unpacked by
             tests/integration/runtimes/install.sh into
@@ -164,6 +166,16 @@ def dynamic(path):
     return any(struct.unpack_from("<I", b, phoff + i * phentsize)[0] == 3 for i in range(phnum))
 
 
+# executables built by a Go the interposer leaves on TCP (1.19, 1.20: their
+# netpoller's epoll calls bypass the funnel; src/core/gofunnel.c)
+ON_TCP = set()
+
+
+def _minor(version):
+    m = re.match(r"go1\.(\d+)", version)
+    return int(m.group(1)) if m else None
+
+
 @functools.lru_cache(maxsize=None)
 def _go_build(tid, prog, variant):
     t = toolchain(tid)
@@ -185,6 +197,8 @@ def _go_build(tid, prog, variant):
     if dynamic(exe) != (variant != "static"):
         return ValueError(f"{exe}: {'static' if variant != 'static' else 'dynamic'}, "
                           f"built with CGO_ENABLED={env['CGO_ENABLED']}")
+    if (_minor(version) or 99) < 21:
+        ON_TCP.add(exe)
     return exe
 
 
@@ -276,9 +290,18 @@ def server_done(sc, srv, conns, nbytes, what):
         + sc.server_logs()
 
 
-def accelerated(sc, ends, payload, what):
+def accelerated(sc, ends, payload, what, exe=None):
+    """every connection end on shared memory; for a Go the interposer
+    leaves on TCP (exe in ON_TCP: Go 1.19, 1.20), none, and the program
+    worked all the same"""
     sc.wait_idle()
-    check_shm(sc.stats(), ends, payload, what)
+    st = sc.stats()
+    if exe in ON_TCP:
+        assert st["live_processes"] == 0, st
+        assert st["conns_accelerated"] == 0 and st["bytes_shm_sent"] == 0, \
+            f"{what}: a Go 1.20 program's epoll calls bypass the funnel, yet on shared memory: {st}"
+        return
+    check_shm(st, ends, payload, what)
 
 
 def go_args(extra=()):
@@ -293,7 +316,7 @@ def echo_pair(sc, exe, what, server_exe=None):
     res = client_ok(sc, c, what)
     server_done(sc, srv, CONNS, res["bytes"], what)
     # every byte went out and came back: sent once by each end
-    accelerated(sc, 2 * CONNS, 2 * int(res["bytes"]), what)
+    accelerated(sc, 2 * CONNS, 2 * int(res["bytes"]), what, exe)
 
 
 @pytest.mark.parametrize("tid", TOOLCHAINS)
@@ -319,7 +342,7 @@ def relay_trio(sc, exe, how, what):
     server_done(sc, rel, CONNS, res["bytes"], what + ": the relay")
     server_done(sc, srv, CONNS, res["bytes"], what + ": the echo server")
     # 16 connections; the payload crosses four connection ends each way
-    accelerated(sc, 4 * CONNS, 4 * int(res["bytes"]), what)
+    accelerated(sc, 4 * CONNS, 4 * int(res["bytes"]), what, exe)
 
 
 @pytest.mark.parametrize("tid", TOOLCHAINS)
@@ -352,7 +375,7 @@ def test_go_to_c(sc, c_peer, tid):
     c = go_client(sc, "go-client", [exe, "client", str(srv.port)] + go_args())
     res = client_ok(sc, c, what)
     server_done(sc, srv, CONNS, res["bytes"], what)
-    accelerated(sc, 2 * CONNS, 2 * int(res["bytes"]), what)
+    accelerated(sc, 2 * CONNS, 2 * int(res["bytes"]), what, exe)
 
 
 @pytest.mark.parametrize("tid", TOOLCHAINS)
@@ -365,7 +388,7 @@ def test_c_to_go(sc, c_peer, tid):
     c = sc.run("c-client", [c_peer, "client", str(srv.port), str(CONNS), str(MSGS), str(MAX), "7"])
     res = client_ok(sc, c, what)
     server_done(sc, srv, CONNS, res["bytes"], what)
-    accelerated(sc, 2 * CONNS, 2 * int(res["bytes"]), what)
+    accelerated(sc, 2 * CONNS, 2 * int(res["bytes"]), what, exe)
 
 
 @pytest.mark.parametrize("tid", TOOLCHAINS)
@@ -380,7 +403,7 @@ def test_go_http(sc, tid):
     sc.wait_idle()
     sc.stop(srv)
     # the Transport opens what it needs (up to 8): at least one connection
-    check_shm(sc.stats(), 2, int(res["bytes"]), what)
+    accelerated(sc, 2, int(res["bytes"]), what, exe)
 
 
 @pytest.mark.parametrize("tid", TOOLCHAINS)
