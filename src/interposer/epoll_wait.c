@@ -697,8 +697,52 @@ static void ep_inner_news(struct sc_ep *e)
  * have, spin a while, then sleep in the kernel's set (which holds the
  * program's other fds and our cookie), in slices while a pending client's
  * answer may come unannounced.  Returns the events, or -1 with errno. */
+/*
+ * A set waited on by several threads at once (Go's netpoller: one asleep
+ * in it, the others polling with timeout 0 between goroutines) sleeps in
+ * slices this long, each ending with the arming and the look a sleep
+ * starts with.  A safety net: a wake-up lost between the threads (one was
+ * found and fixed, ep_others_asleep; sem_epoll_poller_sleeper still
+ * stalled once in 50 runs under load after it) costs a slice, not a hang;
+ * an idle set costs a wake-up a slice.
+ */
+#define EP_SHARED_SLICE_MS 20
+
+static int ep_wait_loop(struct sc_ep *e, int epfd, struct epoll_event *out, int max,
+			int timeout, const sigset_t *mask);
+
+/* The kernel's wait cut to a slice: a pending client's offer may be
+ * declined, which wakes nobody (*sliced: look at it again after
+ * PENDING_SLICE_MS, growing); a shared set's wait (above).  The timeout
+ * to use. */
+static int ep_slice(struct sc_ep *e, int t, int *pslice, bool *sliced)
+{
+	if (t && atomic_load_explicit(&e->npending, memory_order_relaxed) &&
+	    (t < 0 || t > *pslice)) {
+		t = *pslice;
+		*pslice = pending_slice_next(*pslice);
+		*sliced = true;
+	}
+	if (t && atomic_load_explicit(&e->shared_wait, memory_order_relaxed) &&
+	    (t < 0 || t > EP_SHARED_SLICE_MS))
+		t = EP_SHARED_SLICE_MS;
+	return t;
+}
+
 static int ep_wait(struct sc_ep *e, int epfd, struct epoll_event *out, int max, int timeout,
 		   const sigset_t *mask)
+{
+	/* (relaxed: a count, and a verdict that only ever turns on) */
+	if (atomic_fetch_add_explicit(&e->inside, 1, memory_order_relaxed) &&
+	    !atomic_load_explicit(&e->shared_wait, memory_order_relaxed))
+		atomic_store_explicit(&e->shared_wait, true, memory_order_relaxed);
+	int n = ep_wait_loop(e, epfd, out, max, timeout, mask);
+	atomic_fetch_sub_explicit(&e->inside, 1, memory_order_relaxed);
+	return n;
+}
+
+static int ep_wait_loop(struct sc_ep *e, int epfd, struct epoll_event *out, int max,
+			int timeout, const sigset_t *mask)
 {
 	/* (a zero timeout reads no clock: one pass, as the kernel's) */
 	uint64_t end = timeout < 0 ? UINT64_MAX : timeout == 0 ? 0 :
@@ -745,15 +789,9 @@ static int ep_wait(struct sc_ep *e, int epfd, struct epoll_event *out, int max, 
 				return n;
 			t = 0;
 		}
-		/* a pending client's offer may be declined, which wakes
-		 * nobody: look at it again after a slice (PENDING_SLICE_MS) */
+		/* in slices where a wake-up may not come (ep_slice) */
 		bool sliced = false;
-		if (t && atomic_load_explicit(&e->npending, memory_order_relaxed) &&
-		    (t < 0 || t > pslice)) {
-			t = pslice;
-			pslice = pending_slice_next(pslice);
-			sliced = true;
-		}
+		t = ep_slice(e, t, &pslice, &sliced);
 		/* no more than the room left: every event the kernel hands
 		 * over fits (an EPOLLET one dropped would be lost); when the
 		 * cookie takes a slot, the inner set's entries fill the rest */
