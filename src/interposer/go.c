@@ -142,22 +142,27 @@ static const sigset_t *pselect_mask(r_t a6)
 	return a6 ? *(const sigset_t *const *)a6 : NULL;
 }
 
-/* In a vfork child the flag is its parent's (above), cleared before the
- * exec that does not come back; the child runs with every signal blocked
- * (Go's forkAndExecInChild), so nothing comes here on top of it.  Anywhere
- * else it stays set: a failed exec comes back through the trampoline. */
-static int go_execve(const char *path, char *const argv[], char *const envp[])
+/* Before an exec: in a vfork child the on-our-stack flag is its
+ * parent's (above), cleared now, as the exec does not come back; the
+ * child runs with every signal blocked (Go's forkAndExecInChild), so
+ * nothing comes here on top of it.  Anywhere else it stays set: a failed
+ * exec comes back through the trampoline. */
+static void go_exec_prepare(void)
 {
 	if (in_vfork_child())
 		sc__go_stack.busy = 0;
+}
+
+static int go_execve(const char *path, char *const argv[], char *const envp[])
+{
+	go_exec_prepare();
 	return execve(path, argv, envp);
 }
 
 static int go_execveat(int dirfd, const char *path, char *const argv[], char *const envp[],
 		       int flags)
 {
-	if (in_vfork_child())
-		sc__go_stack.busy = 0;
+	go_exec_prepare();
 	return execveat(dirfd, path, argv, envp, flags);
 }
 
@@ -298,13 +303,16 @@ static const unsigned char *self_image(size_t *len)
 	if (fstat(fd, &st) == 0 && st.st_size > 0)
 		p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
 	SC_SYSCALL(SYS_close, fd, 0, 0, 0, 0, 0);   /* not our close(): nothing of ours */
+	if (p == MAP_FAILED)
+		return NULL;
 	*len = (size_t)st.st_size;
-	return p == MAP_FAILED ? NULL : p;
+	return p;
 }
 
 /* Where the program is loaded: the address of its program headers
  * (AT_PHDR) less the address its file gives them (in the PT_LOAD that
- * holds them; gofunnel.c has checked the headers).  0 if not found. */
+ * holds them; gofunnel.c has checked the headers).  0, or -ENOEXEC if no
+ * PT_LOAD holds them. */
 static int load_bias(const unsigned char *img, uintptr_t *bias)
 {
 	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)img;
