@@ -149,11 +149,6 @@ struct sc_ep {
 	/* threads asleep in the kernel's wait on it, ours or passed through:
 	 * a registration made meanwhile must wake them (epoll_ctl) */
 	_Atomic int sleepers;
-	/* threads inside ep_wait now; shared: two were at once (a Go
-	 * netpoller: a sleeper and threads polling with timeout 0), so a wait
-	 * sleeps in slices of EP_SHARED_SLICE_MS (ep_wait) */
-	_Atomic int inside;
-	_Atomic bool shared_wait;
 	/* how long a wait spins before it sleeps, learnt for the set
 	 * (ep_spin; spin.c) */
 	struct sc_spin_class spin;

@@ -561,13 +561,6 @@ static int do_epoll_wait(int epfd, struct epoll_event *out, int max, int timeout
 	int n = ep_wait(e, epfd, out, max, timeout, mask);
 	if (n > 0 && atomic_load_explicit(&e->idle_walk, memory_order_relaxed))
 		atomic_store_explicit(&e->idle_walk, 0, memory_order_relaxed);
-	/* seq_cst: the load of Dekker's pattern with ep_sleep_prepare */
-	if (e->ch && atomic_load_explicit(&e->sleepers, memory_order_seq_cst)) {
-		/* another thread sleeps in this set: leave the channel armed,
-		 * or a wake-up meant for it would not come */
-		KEEP_ERRNO();
-		ep_arm(e, true);
-	}
 	if (e->exposed) {
 		KEEP_ERRNO();
 		ep_expose(e);
@@ -693,28 +686,38 @@ static void ep_inner_news(struct sc_ep *e)
 	pthread_mutex_unlock(&e->lock);
 }
 
-/* The wait of a set of ours: collect what our channel and registrations
- * have, spin a while, then sleep in the kernel's set (which holds the
- * program's other fds and our cookie), in slices while a pending client's
- * answer may come unannounced.  Returns the events, or -1 with errno. */
-/*
- * A set waited on by several threads at once (Go's netpoller: one asleep
- * in it, the others polling with timeout 0 between goroutines) sleeps in
- * slices this long, each ending with the arming and the look a sleep
- * starts with.  A safety net: a wake-up lost between the threads (one was
- * found and fixed, ep_others_asleep; sem_epoll_poller_sleeper still
- * stalled once in 50 runs under load after it) costs a slice, not a hang;
- * an idle set costs a wake-up a slice.
- */
-#define EP_SHARED_SLICE_MS 20
-
 static int ep_wait_loop(struct sc_ep *e, int epfd, struct epoll_event *out, int max,
-			int timeout, const sigset_t *mask);
+			int timeout, const sigset_t *mask, uint64_t *callp);
 
-/* The kernel's wait cut to a slice: a pending client's offer may be
+/*
+ * A wait returns while another thread sleeps in the set (a Go netpoller's
+ * poller, its sleeper asleep): leave the channel armed for the sleeper, or
+ * a wake-up meant for it would not come.  What the arming queues must be
+ * looked at too: a connection whose bytes came before its cell (or its
+ * poll) was armed signals nobody, and the sleeper's own look is behind it
+ * (it slept on with an echo unread, sem_epoll_poller_sleeper, 3 stalls in
+ * 80 runs under load).  Looked at here, into the room left; what the room
+ * could not take (or a failed wait's) wakes the sleeper, which looks.
+ * seq_cst: the load of Dekker's pattern with ep_sleep_prepare.
+ */
+static int ep_leave_armed(struct sc_ep *e, struct epoll_event *out, int n, int max,
+			  uint64_t call)
+{
+	if (!e->ch || !atomic_load_explicit(&e->sleepers, memory_order_seq_cst))
+		return n;
+	KEEP_ERRNO();
+	if (!ep_arm(e, true))
+		return n;
+	if (n >= 0)     /* (a failed wait reports nothing) */
+		n = ep_harvest(e, out, n, max, call);
+	if (n < 0 || n >= max)
+		sc__chan_signal(e->ch);
+	return n;
+}
+
+/* The kernel's wait cut to a slice while a pending client's offer may be
  * declined, which wakes nobody (*sliced: look at it again after
- * PENDING_SLICE_MS, growing); a shared set's wait (above).  The timeout
- * to use. */
+ * PENDING_SLICE_MS, growing).  The timeout to use. */
 static int ep_slice(struct sc_ep *e, int t, int *pslice, bool *sliced)
 {
 	if (t && atomic_load_explicit(&e->npending, memory_order_relaxed) &&
@@ -723,26 +726,24 @@ static int ep_slice(struct sc_ep *e, int t, int *pslice, bool *sliced)
 		*pslice = pending_slice_next(*pslice);
 		*sliced = true;
 	}
-	if (t && atomic_load_explicit(&e->shared_wait, memory_order_relaxed) &&
-	    (t < 0 || t > EP_SHARED_SLICE_MS))
-		t = EP_SHARED_SLICE_MS;
 	return t;
 }
 
+/* The wait of a set of ours: collect what our channel and registrations
+ * have, spin a while, then sleep in the kernel's set (which holds the
+ * program's other fds and our cookie), in slices while a pending client's
+ * answer may come unannounced; then leave the set armed for the threads
+ * still asleep in it.  Returns the events, or -1 with errno. */
 static int ep_wait(struct sc_ep *e, int epfd, struct epoll_event *out, int max, int timeout,
 		   const sigset_t *mask)
 {
-	/* (relaxed: a count, and a verdict that only ever turns on) */
-	if (atomic_fetch_add_explicit(&e->inside, 1, memory_order_relaxed) &&
-	    !atomic_load_explicit(&e->shared_wait, memory_order_relaxed))
-		atomic_store_explicit(&e->shared_wait, true, memory_order_relaxed);
-	int n = ep_wait_loop(e, epfd, out, max, timeout, mask);
-	atomic_fetch_sub_explicit(&e->inside, 1, memory_order_relaxed);
-	return n;
+	uint64_t call;
+	int n = ep_wait_loop(e, epfd, out, max, timeout, mask, &call);
+	return ep_leave_armed(e, out, n, max, call);
 }
 
 static int ep_wait_loop(struct sc_ep *e, int epfd, struct epoll_event *out, int max,
-			int timeout, const sigset_t *mask)
+			int timeout, const sigset_t *mask, uint64_t *callp)
 {
 	/* (a zero timeout reads no clock: one pass, as the kernel's) */
 	uint64_t end = timeout < 0 ? UINT64_MAX : timeout == 0 ? 0 :
@@ -750,7 +751,7 @@ static int ep_wait_loop(struct sc_ep *e, int epfd, struct epoll_event *out, int 
 	int n = 0, pslice = 1;  /* (a pending client's: PENDING_SLICE_MS) */
 	bool spun = false;
 	pthread_mutex_lock(&e->lock);
-	uint64_t call = ++e->calls;
+	uint64_t call = *callp = ++e->calls;
 	/* nothing signalled, nothing to look at again, and the channel quiet
 	 * (armed since its last collect found nothing: whatever became ready
 	 * since signals its fd, which the kernel's wait below reports as the
