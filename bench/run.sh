@@ -21,7 +21,8 @@
 #     alternating; only as root with Podman (or SC_CONTAINER_ENGINE=docker),
 #     else the section says why it was skipped;
 #  6. many cores (bench/scaling.sh): nginx and redis with N workers and N
-#     connections, N = 1, 2, 4 ... up to the CPUs present.
+#     connections, and N pairs of Go programs, N = 1, 2, 4 ... up to the
+#     CPUs present.
 # Writes bench/results/latest.md (printed at the end), latest.json (every
 # sample) and latest.png (bench/plot.py: speed-up over kernel TCP).
 #   bench/run.sh [--quick] [--reps N]
@@ -272,7 +273,7 @@ fi
 python3 bench/containers.py redis "$reps" $quick --json "$out/latest.json" >> "$out/latest.md" ||
 	status=$?
 
-# --- 6. many cores (seed 002): nginx and redis with N workers, N = 1, 2, 4..
+# --- 6. many cores (seed 002): nginx, redis, Go pairs, N = 1, 2, 4..
 # up to the CPUs present (bench/scaling.sh; on a 16-core machine:
 # bench/results/scaling-16core.md)
 { echo; bench/scaling.sh --reps "$reps" --secs "$([ -n "$quick" ] && echo 1 || echo 2)"; } \

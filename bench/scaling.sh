@@ -1,19 +1,24 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
-# Many cores (seed 002): nginx and redis with N workers and N client
-# connections, N = 1, 2, 4, ... up to the CPUs present, kernel TCP against
-# shortcut (both ends under `shortcut run`), alternating, medians of the
+# Many cores (seed 002): N servers' worth of work and N client connections,
+# N = 1, 2, 4, ... up to the CPUs present, kernel TCP against shortcut
+# (both ends under `shortcut run`), alternating, medians of the
 # repetitions, the ratio at every N and shortcut's own scaling
-# (throughput at N / (N x throughput at 1)).
-#   nginx: worker_processes N, `wrk -tN -cN` (one keep-alive connection per
-#          client thread), a small static file;
-#   redis: N redis-server processes, one `redis-benchmark -c 1 -t get`
-#          against each at once (redis serves a connection on one thread:
-#          N servers is how it uses N cores), requests/s summed.
-# Every shortcut run checks `shortcut stats` (each client connection
-# accelerated), every run the client's own verdict (no socket or HTTP
-# errors, every request answered).
-#   bench/scaling.sh [--reps R] [--secs S] [--max N] [--json FILE]
+# (throughput at N / (N x throughput at 1)).  Workloads:
+#   nginx:     worker_processes N, `wrk -tN -cN` (one keep-alive connection
+#              per client thread), a small static file;
+#   redis:     N redis-server processes, one `redis-benchmark -c 1 -t get`
+#              against each at once (redis serves a connection on one
+#              thread: N servers is how it uses N cores), requests/s summed;
+#   go_rr:     N pairs of bench/go (a goroutine per connection echoing with
+#              io.Copy; the client's 100 B request/response), ops/s summed;
+#   go_c_rr:   the same Go client against bench/echo.c, its C twin;
+#   go_stream: N Go pairs streaming 64 KiB writes, GB/s summed.
+# The Go workloads need build/bench/gobench and build/bench/echo (bench/run.sh
+# builds them); without them they are left out.  Every shortcut run checks
+# `shortcut stats` (each client connection accelerated), every run the
+# client's own verdict (no socket or HTTP errors, every request answered).
+#   bench/scaling.sh [--reps R] [--secs S] [--max N] [--only "W ..."] [--json FILE]
 # Markdown on stdout.  SC_BUNDLE=DIR runs the programs from a bundle made by
 # bench/scaling-bundle.sh (bin/, lib/ with its own loader: a machine without
 # them installed, or with another C library).
@@ -23,13 +28,15 @@ reps=5
 secs=3
 max=$(nproc)
 json=
+only=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--reps) reps=$2; shift ;;
 	--secs) secs=$2; shift ;;
 	--max) max=$2; shift ;;
 	--json) json=$2; shift ;;
-	*) echo "usage: bench/scaling.sh [--reps R] [--secs S] [--max N] [--json FILE]" >&2; exit 2 ;;
+	--only) only=$2; shift ;;
+	*) echo "usage: bench/scaling.sh [--reps R] [--secs S] [--max N] [--only \"W ...\"] [--json FILE]" >&2; exit 2 ;;
 	esac
 	shift
 done
@@ -38,14 +45,31 @@ if [ -n "${SC_BUNDLE:-}" ]; then
 	# the bundle's own loader and libraries: the same C library as the
 	# preloaded libshortcut.so, whatever the host has (the loader runs
 	# shortcut too: it finds the library beside /proc/self/exe, lib/)
-	prog() { echo "$B/lib/ld-linux-x86-64.so.2 --library-path $B/lib $B/bin/$1"; }
+	# a Go program is run as itself: through the loader its /proc/self/exe
+	# and program headers would be the loader's, and its funnel not found
+	# (the bundle's gobench asks for the loader at /tmp/scb/lib)
+	ln -sfn "$B" /tmp/scb
+	prog() { case $1 in gobench) echo "$B/bin/gobench" ;;
+		 *) echo "$B/lib/ld-linux-x86-64.so.2 --library-path $B/lib $B/bin/$1" ;; esac; }
 else
 	prog() { case $1 in shortcut) echo "$PWD/build/shortcut" ;;
+		 gobench|echo) echo "$PWD/build/bench/$1" ;;
 		 *) command -v "$1" 2>/dev/null || echo "/usr/sbin/$1" ;; esac; }
 fi
-for p in shortcut nginx wrk redis-server redis-benchmark; do
-	set -- $(prog $p)
-	[ -x "$1" ] || { echo "scaling: $p not found ($1)" >&2; exit 1; }
+have() { local p; for p in "$@"; do set -- $(prog "$p"); [ -x "$1" ] || return 1; done; }
+have shortcut || { echo "scaling: shortcut not found ($(prog shortcut))" >&2; exit 1; }
+if [ -z "$only" ]; then
+	only="nginx redis"
+	have gobench echo && only+=" go_rr go_c_rr go_stream" ||
+		echo "scaling: no build/bench/gobench or echo (bench/run.sh builds them): no Go rows" >&2
+fi
+for w in $only; do
+	case $w in
+	nginx) need=(nginx wrk) ;; redis) need=(redis-server redis-benchmark) ;;
+	go_rr|go_stream) need=(gobench) ;; go_c_rr) need=(gobench echo) ;;
+	*) echo "scaling: no workload $w (nginx redis go_rr go_c_rr go_stream)" >&2; exit 2 ;;
+	esac
+	have "${need[@]}" || { echo "scaling: $w needs ${need[*]}, not found" >&2; exit 1; }
 done
 read -ra SC <<< "$(prog shortcut)"
 tmp=$(mktemp -d)
@@ -144,6 +168,40 @@ redis_run() {  # variant N -> requests/s (sum) on stdout
 	echo "$total"
 }
 
+# N pairs of bench/go's kind: N servers, then N clients at once for secs
+gopairs_run() {  # variant N client server mode size field -> the field summed
+	local v=$1 n=$2 client=$3 server=$4 mode=$5 size=$6 field=$7 d i pids=() cl=() total
+	d="$tmp/go-$v-$n-$RANDOM"
+	mkdir -p "$d"
+	export SHORTCUT_RUNDIR="$d/rd"
+	for i in $(seq 0 $((n - 1))); do
+		run_v "$v" "$server" server tcp 127.0.0.1:0 >"$d/addr$i" 2>"$d/srv$i.log" &
+		pids+=($!)
+	done
+	for i in $(seq 0 $((n - 1))); do
+		for _ in $(seq 500); do grep -q : "$d/addr$i" 2>/dev/null && break; sleep 0.01; done
+		grep -q : "$d/addr$i" || { echo "$server $i did not start: $(tail -2 "$d/srv$i.log")" >&2; kill -KILL "${pids[@]}"; return 1; }
+	done
+	for i in $(seq 0 $((n - 1))); do
+		TMO=$((secs + 30)) run_v "$v" "$client" "$mode" tcp "$(head -1 "$d/addr$i")" "$secs" "$size" \
+			>"$d/client$i.out" 2>&1 &
+		cl+=($!)
+	done
+	wait "${cl[@]}"
+	kill -KILL "${pids[@]}" 2>/dev/null; wait "${pids[@]}" 2>/dev/null
+	total=0
+	for i in $(seq 0 $((n - 1))); do
+		r=$(sed -n "s/.*\"$field\": *\([0-9.e+]*\).*/\1/p" "$d/client$i.out")
+		[ -n "$r" ] || { echo "$client $mode $i: $(tail -2 "$d/client$i.out")" >&2; return 1; }
+		total=$(awk -v a="$total" -v b="$r" 'BEGIN {print a + b}')
+	done
+	[ "$v" = tcp ] || check_accel "$d/rd" "$((2 * n))" || return 1
+	echo "$total"
+}
+go_rr_run() { gopairs_run "$1" "$2" gobench gobench rr 100 ops_per_s; }
+go_c_rr_run() { gopairs_run "$1" "$2" gobench echo rr 100 ops_per_s; }
+go_stream_run() { gopairs_run "$1" "$2" gobench gobench stream 65536 gbytes_per_s; }
+
 median() { sort -g | awk '{a[NR] = $1} END {if (NR == 0) print "nan"; else if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 
 ns=()
@@ -157,7 +215,7 @@ for n in "${ns[@]}"; do
 	for r in $(seq "$reps"); do
 		# alternate which transport goes first
 		order=(tcp shortcut); [ $((r % 2)) = 0 ] && order=(shortcut tcp)
-		for w in nginx redis; do
+		for w in $only; do
 			for v in "${order[@]}"; do
 				x=$(${w}_run "$v" "$n") || { echo "FAILED: $w $v N=$n" >&2; fail=1; continue; }
 				S[$w-$v-$n]+="$x"$'\n'
@@ -168,19 +226,22 @@ for n in "${ns[@]}"; do
 done
 
 med() { printf '%s' "${S[$1]:-}" | grep . | median; }
+unit() { case $1 in go_stream) echo "GB/s" ;; go_*) echo "round trips/s" ;; *) echo "requests/s" ;; esac; }
 echo "## Many cores: N workers, N client connections ($(nproc) CPUs, $(uname -r))"
 echo
-echo "$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'); medians of $reps alternating runs of $secs s; requests/s."
+echo "$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'); medians of $reps alternating runs of $secs s."
 echo
-echo "| N | nginx TCP | nginx shortcut | ratio | shortcut scaling | redis TCP | redis shortcut | ratio | shortcut scaling |"
-echo "|---|---|---|---|---|---|---|---|---|"
-ng1=$(med nginx-shortcut-1); rd1=$(med redis-shortcut-1)
-for n in "${ns[@]}"; do
-	awk -v n="$n" -v nt="$(med nginx-tcp-$n)" -v ns="$(med nginx-shortcut-$n)" -v n1="$ng1" \
-	    -v rt="$(med redis-tcp-$n)" -v rs="$(med redis-shortcut-$n)" -v r1="$rd1" 'BEGIN {
-		printf "| %d | %.0f | %.0f | %.2fx | %.2f | %.0f | %.0f | %.2fx | %.2f |\n",
-			n, nt, ns, (nt > 0 ? ns / nt : 0), (n1 > 0 ? ns / (n * n1) : 0),
-			rt, rs, (rt > 0 ? rs / rt : 0), (r1 > 0 ? rs / (n * r1) : 0) }'
+echo "| workload | N | TCP | shortcut | ratio | shortcut scaling |"
+echo "|---|---|---|---|---|---|"
+for w in $only; do
+	s1=$(med "$w-shortcut-1")
+	for n in "${ns[@]}"; do
+		awk -v w="$w" -v u="$(unit "$w")" -v n="$n" -v t="$(med "$w-tcp-$n")" \
+		    -v s="$(med "$w-shortcut-$n")" -v s1="$s1" 'BEGIN {
+			f = (u == "GB/s") ? "%.2f" : "%.0f"
+			printf "| %s (%s) | %d | " f " | " f " | %.2fx | %.2f |\n", w, u, n, t, s,
+				(t > 0 ? s / t : 0), (s1 > 0 ? s / (n * s1) : 0) }'
+	done
 done
 echo
 echo "Ratio: shortcut / kernel TCP at that N (goal >= 2x). Scaling: shortcut's throughput at N / (N x its throughput at 1) (1.00 = linear)."
