@@ -6,6 +6,7 @@
 #ifndef SC_COMPAT_H
 #define SC_COMPAT_H
 
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -70,7 +71,7 @@ long sc__fd_in_use(int fd);
 int sc__efd_wake(int fd);
 /* Reset an eventfd's counter (not readable until woken again; already
  * empty is no failure); errno kept. */
-void sc__efd_drain(int fd);
+bool sc__efd_drain(int fd);      /* whether it was signalled */
 void sc__write_stderr(const char *buf, size_t len);
 
 #endif

@@ -123,13 +123,13 @@ int sc__efd_wake(int fd)
 	return rc;
 }
 
-void sc__efd_drain(int fd)
+bool sc__efd_drain(int fd)
 {
 	uint64_t v;
 	int saved = errno;
 	ssize_t n = read(fd, &v, sizeof(v));
-	(void)n;
 	errno = saved;
+	return n == sizeof(v);
 }
 
 void sc__write_stderr(const char *buf, size_t len)

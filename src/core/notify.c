@@ -150,6 +150,7 @@ static int chan_attach(struct sc_chan *ch, struct sc_conn *c, int x)
 		cc->idx = (uint32_t)rc;
 		cc->nconns = 0;
 		cc->rfd = -1;
+		cc->retake = cc->clean = false;
 		rc = ch->pfd >= 0 ? add_wake_socket(ch, cc) : 0;
 		if (rc) {
 			pthread_mutex_lock(&g->lock);
@@ -290,21 +291,27 @@ out:
 
 /* Reset the channel's pollable fd: empty every wake socket that has
  * something and the local eventfd.  Never blocks, whatever a peer did. */
+static bool drain_known(struct sc_chan *ch, bool taken_only);
+
 static void chan_drain(struct sc_chan *ch)
 {
 	/* a drain but the arming's own (rearm_all): tokens taken, so cells
 	 * may be disarmed; moved first, so that a caller finding the channel
 	 * quiet finds the signal still in its fd */
 	epoch_move(ch);
-	drain_fd(ch);
+	pthread_mutex_lock(&ch->lock);
+	if (!drain_known(ch, false))
+		drain_fd(ch);
+	pthread_mutex_unlock(&ch->lock);
 }
 
 /* Empty a wake socket: its datagrams (a byte each) DRAIN_BATCH at a time,
  * in one call when there are fewer (a wake-up is one datagram: the
  * token); a hostile peer may keep it full: bounded. */
 #define DRAIN_BATCH 16
-static void drain_wake_socket(int fd)
+static int drain_wake_socket(int fd)
 {
+	int got = 0, k;
 	char buf[DRAIN_BATCH];
 	struct iovec iov[DRAIN_BATCH];
 	struct mmsghdr mm[DRAIN_BATCH];
@@ -312,9 +319,13 @@ static void drain_wake_socket(int fd)
 		iov[i] = (struct iovec){ &buf[i], 1 };
 		mm[i] = (struct mmsghdr){ .msg_hdr = { .msg_iov = &iov[i], .msg_iovlen = 1 } };
 	}
-	for (int k = 0; k < 4; k++)
-		if (recvmmsg(fd, mm, DRAIN_BATCH, MSG_DONTWAIT, NULL) < DRAIN_BATCH)
+	for (int i = 0; i < 4; i++) {
+		if ((k = recvmmsg(fd, mm, DRAIN_BATCH, MSG_DONTWAIT, NULL)) > 0)
+			got += k;
+		if (k < DRAIN_BATCH)
 			break;
+	}
+	return got;
 }
 
 static void drain_fd(struct sc_chan *ch)
@@ -325,14 +336,72 @@ static void drain_fd(struct sc_chan *ch)
 	while ((n = epoll_wait(ch->pfd, ev, 16, 0)) > 0) {
 		for (int i = 0; i < n; i++) {
 			int fd = ev[i].data.fd;
-			if (fd == ch->lfd)
+			if (fd == ch->lfd) {
+				atomic_store_explicit(&ch->lsig, false, memory_order_seq_cst);
 				sc__efd_drain(fd);
+			}
 			else
 				drain_wake_socket(fd);
 		}
 		if (n < 16)
 			break;
 	}
+}
+
+/*
+ * Drain what we know may signal the fd, a system call each, without asking
+ * its epoll set which fds are readable (one call less per wake-up): the
+ * wake sockets of cells whose token is not armed (a waker took it and
+ * sends, or has sent, its datagram; taken_only: the cells rearm_all just
+ * re-armed, marked in ch->retake) and the local eventfd if lsig says it
+ * was signalled.  More than DRAIN_DIRECT cells: the epoll set's way.
+ * Returns whether it drained anything.  A caller that found the fd
+ * readable and drained nothing this way drains every fd the epoll set
+ * finds readable, so that the fd is never left readable for ever by what
+ * is not known: a datagram of a token taken before an earlier arming that
+ * came after that arming's drain, one a hostile peer sent unasked, a
+ * local signal racing its flag.  ch->lock held: a cell's fd is closed
+ * under it.
+ */
+#define DRAIN_DIRECT 4
+static bool drain_known(struct sc_chan *ch, bool taken_only)
+{
+	int fds[DRAIN_DIRECT], k = 0;
+	struct sc_chan_cell *cells[DRAIN_DIRECT];
+	bool many = false;
+
+	for (int i = 0; i < ch->ncells; i++) {
+		struct sc_chan_cell *cc = &ch->cells[i];
+		bool mine = taken_only ? cc->retake :
+			    atomic_load_explicit(&cc->g->my_cells[cc->idx].armed,
+						 memory_order_relaxed) != SC_ARM_POLL;
+		cc->retake = false;
+		if (!mine || cc->rfd < 0 || many)
+			continue;
+		if (k == DRAIN_DIRECT)
+			many = true;
+		else
+			cells[k] = cc, fds[k++] = cc->rfd;
+	}
+	/* the flag first: a signal after it is in the fd (or in the flag
+	 * again, for the next drain) */
+	bool local = ch->lfd >= 0 && atomic_exchange_explicit(&ch->lsig, false, memory_order_acq_rel);
+	if (many) {
+		drain_fd(ch);
+		return true;
+	}
+	bool got = false;
+	for (int i = 0; i < k; i++)
+		if (drain_wake_socket(fds[i]) > 0) {
+			/* the datagram of the taking is read: the re-arming
+			 * has nothing to drain (a later one, should it come,
+			 * is a wake-up for nothing and drained then) */
+			cells[i]->clean = !taken_only;
+			got = true;
+		}
+	if (local)
+		got |= sc__efd_drain(ch->lfd);
+	return got;
 }
 
 static void set_ready(struct sc_cell *cell, uint32_t slot)
@@ -386,6 +455,8 @@ static void wake_peer_socket(int fd)
 /* Wake our own channel (local eventfd, never shared). */
 static void wake_local(struct sc_chan *ch)
 {
+	/* seq_cst: the flag before the signal (drain_known) */
+	atomic_store_explicit(&ch->lsig, true, memory_order_seq_cst);
 	sc__efd_wake(ch->lfd);
 }
 
@@ -397,8 +468,10 @@ void sc__chan_signal(struct sc_chan *ch)
 
 void sc__chan_unsignal(struct sc_chan *ch)
 {
-	if (ch->lfd >= 0)
+	if (ch->lfd >= 0) {
+		atomic_store_explicit(&ch->lsig, false, memory_order_seq_cst);
 		sc__efd_drain(ch->lfd);
+	}
 }
 
 /* Wake the peer's cell idx for c (see sc__notify_peer). */
@@ -738,16 +811,22 @@ static void rearm_all(struct sc_chan *ch)
 	for (int i = 0; i < ch->ncells; i++) {
 		_Atomic uint32_t *a = &ch->cells[i].g->my_cells[ch->cells[i].idx].armed;
 		if (atomic_load_explicit(a, memory_order_relaxed) != SC_ARM_POLL) {
-			taken = true;
+			/* (a cell whose datagram a reset read: nothing to drain) */
+			if (!ch->cells[i].clean) {
+				taken = true;
+				ch->cells[i].retake = true;
+			}
+			ch->cells[i].clean = false;
 			atomic_store_explicit(a, SC_ARM_POLL, memory_order_relaxed);
 		}
 	}
-	pthread_mutex_unlock(&ch->lock);
-	/* a token taken means the fd may be signalled: reset it; a wake-up
-	 * after our re-arming signals it again (the arming's own drain: the
-	 * channel stays quiet if nothing is found after it) */
+	/* a token taken means the fd may be signalled: reset it (those cells'
+	 * sockets, and the local eventfd if signalled); a wake-up after our
+	 * re-arming signals it again (the arming's own drain: the channel
+	 * stays quiet if nothing is found after it) */
 	if (taken)
-		drain_fd(ch);
+		drain_known(ch, true);
+	pthread_mutex_unlock(&ch->lock);
 	/* armed before the scan; pairs with set_ready's fence */
 	atomic_thread_fence(memory_order_seq_cst);
 }
@@ -756,9 +835,11 @@ void sc__chan_arm_keep(struct sc_chan *ch)
 {
 	epoch_move(ch);        /* the fd is not reset */
 	pthread_mutex_lock(&ch->lock);
-	for (int i = 0; i < ch->ncells; i++)
+	for (int i = 0; i < ch->ncells; i++) {
+		ch->cells[i].clean = false;
 		atomic_store_explicit(&ch->cells[i].g->my_cells[ch->cells[i].idx].armed,
 				      SC_ARM_POLL, memory_order_relaxed);
+	}
 	pthread_mutex_unlock(&ch->lock);
 	atomic_thread_fence(memory_order_seq_cst);
 }

@@ -22,6 +22,8 @@ struct sc_chan_cell {
 	uint32_t idx;           /* cell index in g's segment, owner side */
 	uint32_t nconns;        /* connections of g bound through this cell */
 	int rfd;                /* our end of this cell's wake socket, or -1 */
+	bool retake;            /* its token re-armed by rearm_all, to drain */
+	bool clean;             /* its token taken, and that datagram read (drain_known) */
 };
 
 /*
@@ -45,6 +47,7 @@ struct sc_chan {
 	 * stop being true: a cell added, a token armed for a futex sleep, the
 	 * fd drained by anyone but the arming itself. */
 	_Atomic uint32_t epoch, quiet_at;
+	_Atomic bool lsig;      /* lfd may be signalled (drained without a look) */
 };
 
 int sc__chan_new(bool private_, struct sc_chan **out);

@@ -146,6 +146,9 @@ struct sc_ep {
 	_Atomic unsigned idle_walk;
 	uint32_t quiet_polls;   /* calls that could skip the collect (lock) */
 	bool held;              /* ep_expose found it ready (counted in nexp_sig) */
+	/* fds of registrations in the inner set (wfd): none, and the inner
+	 * set holds only the channel's fd (ep_inner_news) */
+	_Atomic int nwatch;
 	/* threads asleep in the kernel's wait on it, ours or passed through:
 	 * a registration made meanwhile must wake them (epoll_ctl) */
 	_Atomic int sleepers;

@@ -58,6 +58,8 @@ static void reg_unwatch(struct sc_ep *e, struct sc_epreg *r)
 		if (r->wfd[i] >= 0) {
 			R(epoll_ctl)(e->inner, EPOLL_CTL_DEL, r->wfd[i], NULL);
 			r->wfd[i] = -1;
+			/* relaxed: read by ep_inner_news, see there */
+			atomic_fetch_sub_explicit(&e->nwatch, 1, memory_order_relaxed);
 		}
 	if (r->kind == M_PENDING)
 		atomic_fetch_sub_explicit(&e->npending, 1, memory_order_relaxed);
@@ -121,8 +123,11 @@ struct sc_epreg *reg_of_token(struct sc_ep *e, uint64_t token)
 static void reg_watch_fd(struct sc_ep *e, struct sc_epreg *r, int i, int fd, uint32_t more)
 {
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | more, .data.u64 = reg_token(r) };
-	if (R(epoll_ctl)(e->inner, EPOLL_CTL_ADD, fd, &ev) == 0)
+	if (R(epoll_ctl)(e->inner, EPOLL_CTL_ADD, fd, &ev) == 0) {
 		r->wfd[i] = fd;
+		/* relaxed: read by ep_inner_news, see there */
+		atomic_fetch_add_explicit(&e->nwatch, 1, memory_order_relaxed);
+	}
 }
 
 void check_add(struct sc_ep *e, struct sc_epreg *r)

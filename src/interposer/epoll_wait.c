@@ -663,7 +663,15 @@ static bool ep_others_asleep(struct sc_ep *e)
 static void ep_inner_news(struct sc_ep *e)
 {
 	struct epoll_event iev[64];
-	int m = R(epoll_wait)(e->inner, iev, 64, 0);
+	int m = 1;
+	/* no registration's fd in the inner set: its news is the channel's,
+	 * and asking it would cost a system call per wake-up.  (Relaxed: one
+	 * added meanwhile keeps the inner set readable, and the kernel's set
+	 * reports the cookie again at the next wait.) */
+	if (atomic_load_explicit(&e->nwatch, memory_order_relaxed))
+		m = R(epoll_wait)(e->inner, iev, 64, 0);
+	else
+		iev[0].data.ptr = (void *)&ep_chan_mark;
 	pthread_mutex_lock(&e->lock);
 	for (int i = 0; i < m; i++) {
 		if (iev[i].data.ptr == &ep_chan_mark) {
