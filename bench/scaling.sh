@@ -18,7 +18,7 @@
 # builds them); without them they are left out.  Every shortcut run checks
 # `shortcut stats` (each client connection accelerated), every run the
 # client's own verdict (no socket or HTTP errors, every request answered).
-#   bench/scaling.sh [--reps R] [--secs S] [--max N] [--only "W ..."] [--json FILE]
+#   bench/scaling.sh [--reps R] [--secs S] [--max N] [--ns "N ..."] [--only "W ..."] [--json FILE]
 # Markdown on stdout.  SC_BUNDLE=DIR runs the programs from a bundle made by
 # bench/scaling-bundle.sh (bin/, lib/ with its own loader: a machine without
 # them installed, or with another C library).
@@ -29,6 +29,7 @@ secs=3
 max=$(nproc)
 json=
 only=
+nlist=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--reps) reps=$2; shift ;;
@@ -36,7 +37,8 @@ while [ $# -gt 0 ]; do
 	--max) max=$2; shift ;;
 	--json) json=$2; shift ;;
 	--only) only=$2; shift ;;
-	*) echo "usage: bench/scaling.sh [--reps R] [--secs S] [--max N] [--only \"W ...\"] [--json FILE]" >&2; exit 2 ;;
+	--ns) nlist=$2; shift ;;
+	*) echo "usage: bench/scaling.sh [--reps R] [--secs S] [--max N] [--ns \"N ...\"] [--only \"W ...\"] [--json FILE]" >&2; exit 2 ;;
 	esac
 	shift
 done
@@ -208,6 +210,8 @@ ns=()
 n=1
 while [ "$n" -le "$max" ]; do ns+=("$n"); n=$((n * 2)); done
 [ "${ns[-1]}" = "$max" ] || ns+=("$max")
+# --ns: those N only (the scaling column then wants N = 1 among them)
+[ -n "$nlist" ] && read -ra ns <<< "$nlist"
 echo "scaling: N = ${ns[*]}, $reps repetitions of $secs s" >&2
 declare -A S   # S[workload-variant-N] = samples, one a line
 fail=0
