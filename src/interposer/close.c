@@ -127,8 +127,18 @@ SC_API int shutdown(int fd, int how)
 }
 
 
+_Atomic uint32_t fd_rebinds;
+
+/* (relaxed: a cache's check made by the thread that then uses the fd; a
+ * close in another thread is a race the program has with itself) */
+static void rebound(void)
+{
+	atomic_fetch_add_explicit(&fd_rebinds, 1, memory_order_relaxed);
+}
+
 SC_API int close(int fd)
 {
+	rebound();
 	if (sock_get(fd))
 		fd_drop(fd, true);
 	ep_close(fd);
@@ -199,6 +209,7 @@ SC_API int close_range(unsigned int first, unsigned int last, int flags)
 	if (first > last || (flags & ~(CLOSE_RANGE_CLOEXEC | CLOSE_RANGE_UNSHARE)) ||
 	    (flags & (CLOSE_RANGE_CLOEXEC | CLOSE_RANGE_UNSHARE)) || in_vfork_child())
 		return R(close_range)(first, last, flags);
+	rebound();
 	forget_range(first, last);
 	return close_range_holes(first, last, flags);
 }
@@ -212,6 +223,7 @@ SC_API void closefrom(int lowfd)
 			R(closefrom)(lowfd);
 		return;
 	}
+	rebound();
 	forget_range((unsigned)lowfd, ~0u);
 	if (!R(close_range) || close_range_holes((unsigned)lowfd, ~0u, 0) < 0) {
 		if (R(closefrom))
@@ -233,6 +245,7 @@ SC_API int dup3(int fd, int nfd, int flags)
 {
 	if (fd == nfd)
 		return R(dup3)(fd, nfd, flags);
+	rebound();
 	int n = R(dup3)(fd, nfd, flags);
 	if (n >= 0) {
 		fd_forget(nfd);
@@ -245,6 +258,8 @@ SC_API int dup3(int fd, int nfd, int flags)
 
 SC_API int dup2(int fd, int nfd)
 {
+	if (fd != nfd)
+		rebound();
 	int n = R(dup2)(fd, nfd);
 	if (n >= 0 && fd != nfd) {
 		fd_forget(nfd);

@@ -399,6 +399,10 @@ extern _Atomic uint32_t nforks;        /* fork()s this process made (fork.c) */
 
 /* A pipe end of the program's that splice (or sendfile) moves bytes
  * through, to or from an accelerated socket (splice.c). */
+/* fd numbers closed or bound again by the calls we see (close, dup2, dup3,
+ * close_range, closefrom): what a cache by fd number checks (splice.c) */
+extern _Atomic uint32_t fd_rebinds;
+
 struct pipe_io {
 	int fd;
 	bool nonblock;          /* O_NONBLOCK of its open file description */

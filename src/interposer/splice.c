@@ -34,14 +34,50 @@
  * it as they are.
  */
 
+/* The last pipes this thread spliced with: their fd, inode and flags,
+ * and fd_rebinds then.  A splice that does not wait (SPLICE_F_NONBLOCK:
+ * the pipe's own O_NONBLOCK does not matter) on a pipe found here by fd
+ * and inode, no fd closed or bound again since, needs no F_GETFL (its
+ * flags are its open file description's; the packet mode, pipe2's, is
+ * the same for both ends of a pipe).  Go's io.Copy splices each message
+ * twice through a pipe it keeps. */
+#define PIPE_SEEN 8
+static __thread struct pipe_seen {
+	int fd;
+	dev_t dev;
+	ino_t ino;
+	int fl;
+	uint32_t gen;
+} pipe_seen[PIPE_SEEN];
+static __thread unsigned pipe_seen_next;
+
+static int pipe_flags(int fd, const struct stat *st, unsigned int flags)
+{
+	struct pipe_seen *e = NULL;
+	uint32_t gen = atomic_load_explicit(&fd_rebinds, memory_order_relaxed);
+	for (int i = 0; i < PIPE_SEEN; i++)
+		if (pipe_seen[i].fd == fd + 1 && pipe_seen[i].dev == st->st_dev &&
+		    pipe_seen[i].ino == st->st_ino)
+			e = &pipe_seen[i];
+	if (e && e->gen == gen && (flags & SPLICE_F_NONBLOCK))
+		return e->fl;
+	int fl = R(fcntl)(fd, F_GETFL);
+	if (fl < 0)
+		return fl;
+	if (!e)
+		e = &pipe_seen[pipe_seen_next++ % PIPE_SEEN];
+	*e = (struct pipe_seen){ fd + 1, st->st_dev, st->st_ino, fl, gen };    /* (fd 0: none) */
+	return fl;
+}
+
 /* fd as the pipe end of a splice: a pipe (or FIFO) open for reading
  * (reading) or writing; false if not. */
-static bool pipe_open(struct pipe_io *p, int fd, bool reading)
+static bool pipe_open(struct pipe_io *p, int fd, bool reading, unsigned int flags)
 {
 	struct stat st;
 	if (fstat(fd, &st) < 0 || !S_ISFIFO(st.st_mode))
 		return false;
-	int fl = R(fcntl)(fd, F_GETFL), acc = fl & O_ACCMODE;
+	int fl = pipe_flags(fd, &st, flags), acc = fl & O_ACCMODE;
 	if (fl < 0 || (reading ? acc == O_WRONLY : acc == O_RDONLY))
 		return false;
 	*p = (struct pipe_io){ .fd = fd, .nonblock = fl & O_NONBLOCK, .packet = fl & O_DIRECT,
@@ -267,6 +303,21 @@ static ssize_t splice_from_sock(int fd, struct sc_sock *s, struct pipe_io *p, si
 {
 	bool nb = (flags & SPLICE_F_NONBLOCK) || p->nonblock;
 	struct xfer x = { .pipe = p, .len = len, .sflags = flags };
+	if (nb && s->nonblock) {
+		/* nothing waits: the bytes first, a poll of the pipe only if
+		 * they did not move (one call less for Go's io.Copy).  The
+		 * write says EPIPE (with SIGPIPE) and takes only what fits, as
+		 * the kernel's splice; an empty socket, its end, or a full
+		 * pipe is asked again in the kernel's order below: the pipe's
+		 * room first (EAGAIN, EPIPE), then the socket.  A socket's
+		 * error is said at once (the kernel would say EAGAIN first
+		 * were the pipe full). */
+		ssize_t n = do_recv(fd, s, &x, 0, tcp_recvv);
+		if (n < 0)
+			n = -errno;
+		if (n != 0 && n != -EAGAIN)
+			return n;
+	}
 	for (;;) {
 		int w = pipe_wait(p->fd, POLLOUT, nb);
 		if (w < 0)
@@ -305,7 +356,7 @@ SC_API ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t l
 	 * other side, a pipe end the wrong way round */
 	unsigned int known = SPLICE_F_MOVE | SPLICE_F_NONBLOCK | SPLICE_F_MORE | SPLICE_F_GIFT;
 	if (to_shm != from_shm && len && !(flags & ~known) && !off_in && !off_out &&
-	    pipe_open(&p, to_shm ? in : out, to_shm))
+	    pipe_open(&p, to_shm ? in : out, to_shm, flags))
 		return sc_ret(splice_shm(to_shm ? out : in, to_shm ? so : si, &p, len, flags,
 					 to_shm));
 	tcp_gate(so);
@@ -365,7 +416,7 @@ SC_API ssize_t sendfile(int out, int in, off_t *off, size_t count)
 	struct sc_sock *so = sock_get(out), *si = sock_get(in);
 	struct pipe_io p;
 	if (si && route_off_kernel(sock_where(si)) && !off && count &&
-	    pipe_open(&p, out, false))
+	    pipe_open(&p, out, false, 0))
 		return sc_ret(splice_shm(in, si, &p, count, 0, false));
 	struct stat st;
 	if (!so || sock_mode(so) == M_TCP || fstat(in, &st) < 0 ||
