@@ -79,6 +79,9 @@ func stream(c net.Conn, d time.Duration, size int) int64 {
 	b := make([]byte, size)
 	var n int64
 	end := time.Now().Add(d)
+	// a stream that stops says so (read: i/o timeout) instead of hanging
+	// until the bench's own bound kills it with nothing said
+	c.SetReadDeadline(end.Add(10 * time.Second))
 	for time.Now().Before(end) {
 		k, err := c.Read(b)
 		if err != nil {
