@@ -128,12 +128,18 @@ SC_API int shutdown(int fd, int how)
 
 
 _Atomic uint32_t fd_rebinds;
+_Atomic bool fd_rebinds_on;
 
-/* (relaxed: a cache's check made by the thread that then uses the fd; a
- * close in another thread is a race the program has with itself) */
+/* Counted once a cache by fd number exists (a program that never splices
+ * pays one load per close).  seq_cst: the load against the cache's store
+ * of fd_rebinds_on before it reads fd_rebinds (a close that saw it off
+ * came before that, and the cache's look at the fd after it); the count
+ * relaxed: a close in another thread of an fd being spliced is a race
+ * the program has with itself. */
 static void rebound(void)
 {
-	atomic_fetch_add_explicit(&fd_rebinds, 1, memory_order_relaxed);
+	if (atomic_load_explicit(&fd_rebinds_on, memory_order_seq_cst))
+		atomic_fetch_add_explicit(&fd_rebinds, 1, memory_order_relaxed);
 }
 
 SC_API int close(int fd)

@@ -402,6 +402,7 @@ extern _Atomic uint32_t nforks;        /* fork()s this process made (fork.c) */
 /* fd numbers closed or bound again by the calls we see (close, dup2, dup3,
  * close_range, closefrom): what a cache by fd number checks (splice.c) */
 extern _Atomic uint32_t fd_rebinds;
+extern _Atomic bool fd_rebinds_on;      /* counted from the first cache on */
 
 struct pipe_io {
 	int fd;

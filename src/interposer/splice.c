@@ -54,7 +54,9 @@ static __thread unsigned pipe_seen_next;
 static int pipe_flags(int fd, const struct stat *st, unsigned int flags)
 {
 	struct pipe_seen *e = NULL;
-	uint32_t gen = atomic_load_explicit(&fd_rebinds, memory_order_relaxed);
+	if (!atomic_load_explicit(&fd_rebinds_on, memory_order_relaxed))
+		atomic_store_explicit(&fd_rebinds_on, true, memory_order_seq_cst);
+	uint32_t gen = atomic_load_explicit(&fd_rebinds, memory_order_seq_cst);
 	for (int i = 0; i < PIPE_SEEN; i++)
 		if (pipe_seen[i].fd == fd + 1 && pipe_seen[i].dev == st->st_dev &&
 		    pipe_seen[i].ino == st->st_ino)
