@@ -135,7 +135,7 @@ struct sc_ep {
 	int nbyfd;
 	uint32_t gens;
 	struct sc_epreg *fired;         /* to re-arm before the next sleep */
-	uint64_t calls;         /* epoll_wait calls (an fd is reported once per call) */
+	_Atomic uint64_t calls; /* epoll_wait calls (an fd is reported once per call) */
 	/* entries watching a pending client (PENDING_SLICE_MS); written
 	 * under lock, read without by a wait about to sleep (relaxed: a
 	 * stale count costs one slice, or the decline's slices) */
@@ -144,7 +144,6 @@ struct sc_ep {
 	 * cells each walked (ep_wait: arm the channel when they cost more than
 	 * a wake-up would) */
 	_Atomic unsigned idle_walk;
-	uint32_t quiet_polls;   /* calls that could skip the collect (lock) */
 	bool held;              /* ep_expose found it ready (counted in nexp_sig) */
 	/* fds of registrations in the inner set (wfd): none, and the inner
 	 * set holds only the channel's fd (ep_inner_news) */

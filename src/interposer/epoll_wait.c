@@ -776,15 +776,19 @@ static int ep_wait_loop(struct sc_ep *e, int epfd, struct epoll_event *out, int 
 		       sc__now_ns() + (uint64_t)timeout * 1000000u;
 	int n = 0, pslice = 1;  /* (a pending client's: PENDING_SLICE_MS) */
 	bool spun = false;
-	pthread_mutex_lock(&e->lock);
-	uint64_t call = *callp = ++e->calls;
+	/* (relaxed: a number of the call's own, compared under the lock) */
+	uint64_t call = *callp = atomic_fetch_add_explicit(&e->calls, 1, memory_order_relaxed) + 1;
 	/* nothing signalled, nothing to look at again, and the channel quiet
 	 * (armed since its last collect found nothing: whatever became ready
 	 * since signals its fd, which the kernel's wait below reports as the
-	 * cookie): no collect, no harvest */
-	bool idle = !e->fired && !e->check && (!e->ch || sc__chan_quiet(e->ch)) &&
-		    ++e->quiet_polls % EP_QUIET_WALK;
-	pthread_mutex_unlock(&e->lock);
+	 * cookie): no collect, no harvest.  Read without the lock (an idle
+	 * poll's cost, 10,001 entries: 135 ns against the kernel's 90): what
+	 * another thread queues meanwhile races with this call as it would
+	 * a moment later, and a wait that sleeps looks again under the lock
+	 * first (ep_sleep_prepare).  Every EP_QUIET_WALK-th call walks. */
+	bool idle = !__atomic_load_n(&e->fired, __ATOMIC_RELAXED) &&
+		    !__atomic_load_n(&e->check, __ATOMIC_RELAXED) &&
+		    (!e->ch || sc__chan_quiet(e->ch)) && call % EP_QUIET_WALK;
 	for (;;) {
 		/* re-arm what was signalled and collect the channel at every
 		 * call, not only before sleeping: a program that polls with
