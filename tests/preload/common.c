@@ -276,12 +276,33 @@ void wait_ev(int fd, short events)
 
 /* until ioctl(FIONREAD) on fd reports at least n bytes (silently): the
  * peer's bytes have arrived */
+int readable_bytes(int fd)
+{
+	int v = -1;
+	ioctl(fd, FIONREAD, &v);
+	return v;
+}
+
+volatile sig_atomic_t sigpipes;
+
+static void on_sigpipe(int sig)
+{
+	(void)sig;
+	sigpipes++;
+}
+
+void count_sigpipes(void)
+{
+	struct sigaction sa = { .sa_handler = on_sigpipe };
+	sigaction(SIGPIPE, &sa, NULL);
+}
+
 void wait_inq(int fd, int n)
 {
 	long t0 = t_now_ms();
 	for (;;) {
-		int v = -1;
-		if (ioctl(fd, FIONREAD, &v) == 0 && v >= n)
+		int v = readable_bytes(fd);
+		if (v >= n)
 			return;
 		if (t_now_ms() - t0 > T_GUARD_MS)
 			fatal("wait_inq: %d bytes readable, not %d, after %d ms", v, n, T_GUARD_MS);

@@ -112,6 +112,10 @@ void await_peer_exec(void);
 void wait_ev(int fd, short events);
 /* until ioctl(FIONREAD) on fd reports at least n bytes (silently) */
 void wait_inq(int fd, int n);
+int readable_bytes(int fd);             /* FIONREAD: bytes to read, -1 if it fails */
+/* SIGPIPEs caught since count_sigpipes() (a handler, not the default death) */
+extern volatile sig_atomic_t sigpipes;
+void count_sigpipes(void);
 
 /* ---- sequencing between the two processes (the sync pipes) --------------- */
 

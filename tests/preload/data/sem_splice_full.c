@@ -23,20 +23,6 @@
 #define SEED 9
 #define FSIZE (8u << 20)
 
-static int inq(int fd)
-{
-	int v = -1;
-	ioctl(fd, FIONREAD, &v);
-	return v;
-}
-
-static volatile sig_atomic_t sigpipes;
-static void on_sigpipe(int sig)
-{
-	(void)sig;
-	sigpipes++;
-}
-
 static void server(int lfd)
 {
 	set_rcvbuf(lfd, BUFSZ);
@@ -84,7 +70,7 @@ static void fill(int fd)
 static void load(int p0, int p1, size_t n)
 {
 	static char buf[65536];
-	pattern(buf, n, sent + (uint64_t)inq(p0), SEED);
+	pattern(buf, n, sent + (uint64_t)readable_bytes(p0), SEED);
 	if (write(p1, buf, n) != (ssize_t)n)
 		fatal("pipe write");
 }
@@ -94,7 +80,7 @@ static void load(int p0, int p1, size_t n)
 static void empty(int p0)
 {
 	static char buf[65536];
-	ssize_t n = inq(p0);
+	ssize_t n = readable_bytes(p0);
 	if (n > 0 && read(p0, buf, (size_t)n) != n)
 		fatal("pipe read");
 }
@@ -124,7 +110,7 @@ static void attempts(const char *how, int fd, int p0, int p1, int f, bool exact)
 		else
 			say("%s: EAGAIN or moved some: %s", sp[i].what,
 			    yesno(n > 0 || (n < 0 && errno == EAGAIN)));
-		say("pipe lost nothing: %s", yesno(inq(p0) == 1000 - (n > 0 ? n : 0)));
+		say("pipe lost nothing: %s", yesno(readable_bytes(p0) == 1000 - (n > 0 ? n : 0)));
 		sent += n > 0 ? (uint64_t)n : 0;
 	}
 	for (int pos = 0; pos < 2; pos++) {
@@ -149,8 +135,7 @@ static void attempts(const char *how, int fd, int p0, int p1, int f, bool exact)
 
 static void client(void)
 {
-	struct sigaction sa = { .sa_handler = on_sigpipe };
-	sigaction(SIGPIPE, &sa, NULL);
+	count_sigpipes();
 	int fd = sndbuf_socket(BUFSZ);
 	await_peer();                           /* the listener's SO_RCVBUF is set */
 	connect_hs(fd);
@@ -178,7 +163,7 @@ static void client(void)
 	load(p[0], p[1], 1000);
 	wait_ev(fd, POLLOUT);
 	res("-- drained; splice 1000", splice(p[0], NULL, fd, NULL, 1000, 0));
-	say("pipe holds %d", inq(p[0]));
+	say("pipe holds %d", readable_bytes(p[0]));
 	sent += 1000;
 
 	/* room for part of 64 KiB: the server reads 20000 */
@@ -192,18 +177,18 @@ static void client(void)
 	ssize_t n = splice(p[0], NULL, fd, NULL, 65536, 0);
 	say("-- room for part; splice 64 KiB: EAGAIN or moved some: %s",
 	    yesno(n > 0 || (n < 0 && errno == EAGAIN)));
-	say("pipe lost nothing: %s", yesno(inq(p[0]) == 65536 - (n > 0 ? n : 0)));
+	say("pipe lost nothing: %s", yesno(readable_bytes(p[0]) == 65536 - (n > 0 ? n : 0)));
 	sent += n > 0 ? (uint64_t)n : 0;
 	/* the server reads everything: the rest goes */
 	srv = sent;
 	tell_u64(srv);
 	await_peer();
-	while (inq(p[0]) > 0) {
+	while (readable_bytes(p[0]) > 0) {
 		wait_ev(fd, POLLOUT);
-		int before = inq(p[0]);
+		int before = readable_bytes(p[0]);
 		n = splice(p[0], NULL, fd, NULL, 65536, 0);
-		if (n <= 0 || inq(p[0]) != before - n)
-			fatal("splice of the rest: %zd (pipe %d -> %d)", n, before, inq(p[0]));
+		if (n <= 0 || readable_bytes(p[0]) != before - n)
+			fatal("splice of the rest: %zd (pipe %d -> %d)", n, before, readable_bytes(p[0]));
 		sent += (uint64_t)n;
 	}
 	say("the rest moved");
@@ -217,13 +202,13 @@ static void client(void)
 	fcntl(fd, F_SETFL, fl);
 	load(p[0], p[1], 1000);
 	res("-- peer closed; splice 1000", splice(p[0], NULL, fd, NULL, 1000, 0));
-	say("pipe holds %d", inq(p[0]));
+	say("pipe holds %d", readable_bytes(p[0]));
 	wait_ev(fd, POLLERR);                   /* the peer's RST */
 	load(p[0], p[1], 1000);
 	res("splice 1000", splice(p[0], NULL, fd, NULL, 1000, 0));
-	say("pipe holds %d, SIGPIPE count %d", inq(p[0]), (int)sigpipes);
+	say("pipe holds %d, SIGPIPE count %d", readable_bytes(p[0]), (int)sigpipes);
 	res("splice 1000", splice(p[0], NULL, fd, NULL, 1000, 0));
-	say("pipe holds %d, SIGPIPE count %d", inq(p[0]), (int)sigpipes);
+	say("pipe holds %d, SIGPIPE count %d", readable_bytes(p[0]), (int)sigpipes);
 	off_t off = 0;
 	res("sendfile 1000 at an offset", sendfile(fd, f, &off, 1000));
 	say("offset moved by %lld, SIGPIPE count %d", (long long)off, (int)sigpipes);

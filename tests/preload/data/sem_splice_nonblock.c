@@ -13,20 +13,6 @@
 #define SEED 7
 #define FIRST 3000
 
-static volatile sig_atomic_t sigpipes;
-static void on_sigpipe(int sig)
-{
-	(void)sig;
-	sigpipes++;
-}
-
-static int inq(int fd)
-{
-	int v = -1;
-	ioctl(fd, FIONREAD, &v);
-	return v;
-}
-
 static void server(int lfd)
 {
 	int fd = server_conn(lfd);
@@ -83,8 +69,7 @@ static void drain(int r)
 
 static void client(void)
 {
-	struct sigaction sa = { .sa_handler = on_sigpipe };
-	sigaction(SIGPIPE, &sa, NULL);
+	count_sigpipes();
 	int fd = client_conn();
 	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 	int p[2];
@@ -105,13 +90,13 @@ static void client(void)
 	for (int i = 0; i < 3; i++) {
 		ssize_t n = splice(fd, NULL, p[1], NULL, 500, SPLICE_F_NONBLOCK);
 		say("splice 500 moved 1..500: %s; the socket holds the rest: %s",
-		    yesno(n > 0 && n <= 500), yesno(inq(fd) == FIRST - (int)got - n));
+		    yesno(n > 0 && n <= 500), yesno(readable_bytes(fd) == FIRST - (int)got - n));
 		take(p[0], (size_t)(n > 0 ? n : 1));
 	}
 	fill(p[1]);
-	int left = inq(fd);
+	int left = readable_bytes(fd);
 	res("splice into the full pipe", splice(fd, NULL, p[1], NULL, 500, SPLICE_F_NONBLOCK));
-	say("the socket holds as much: %s", yesno(inq(fd) == left));
+	say("the socket holds as much: %s", yesno(readable_bytes(fd) == left));
 	drain(p[0]);
 
 	/* a pipe nobody reads, in the fd numbers of the first */
@@ -124,7 +109,7 @@ static void client(void)
 	res("close the reader", close(q[0]));
 	res("splice into a pipe without readers, data in the socket",
 	    splice(fd, NULL, q[1], NULL, 500, SPLICE_F_NONBLOCK));
-	say("SIGPIPE count %d, the socket holds as much: %s", (int)sigpipes, yesno(inq(fd) == left));
+	say("SIGPIPE count %d, the socket holds as much: %s", (int)sigpipes, yesno(readable_bytes(fd) == left));
 	res("close", close(q[1]));
 
 	/* the rest through a third pipe */

@@ -11,13 +11,6 @@
 #define SEED 3
 #define TOTAL 65536
 
-static int inq(int fd)
-{
-	int v = -1;
-	ioctl(fd, FIONREAD, &v);
-	return v;
-}
-
 static void server(int lfd)
 {
 	await_peer();                           /* the client's first splices */
@@ -45,19 +38,19 @@ static void client(void)
 	int fl = fcntl(fd, F_GETFL);
 	fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 	for (int i = 0; i < 2; i++) {
-		int before = inq(p[0]);
+		int before = readable_bytes(p[0]);
 		ssize_t n = splice(p[0], NULL, fd, NULL, TOTAL, SPLICE_F_NONBLOCK);
 		say("nonblocking splice of 64 KiB: EAGAIN or moved some: %s",
 		    yesno(n > 0 || (n < 0 && errno == EAGAIN)));
-		say("pipe lost nothing: %s", yesno(inq(p[0]) == before - (n > 0 ? n : 0)));
+		say("pipe lost nothing: %s", yesno(readable_bytes(p[0]) == before - (n > 0 ? n : 0)));
 	}
 	tell();
 	fcntl(fd, F_SETFL, fl);
-	while (inq(p[0]) > 0) {
-		int before = inq(p[0]);
+	while (readable_bytes(p[0]) > 0) {
+		int before = readable_bytes(p[0]);
 		ssize_t n = splice(p[0], NULL, fd, NULL, TOTAL, 0);
-		if (n <= 0 || inq(p[0]) != before - n)
-			fatal("splice: %zd (pipe %d -> %d)", n, before, inq(p[0]));
+		if (n <= 0 || readable_bytes(p[0]) != before - n)
+			fatal("splice: %zd (pipe %d -> %d)", n, before, readable_bytes(p[0]));
 	}
 	say("the rest moved");
 	await_peer();

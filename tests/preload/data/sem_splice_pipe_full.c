@@ -18,20 +18,6 @@
 #define FIRST 50000
 #define SECOND 3000
 
-static volatile sig_atomic_t sigpipes;
-static void on_sigpipe(int sig)
-{
-	(void)sig;
-	sigpipes++;
-}
-
-static int inq(int fd)
-{
-	int v = -1;
-	ioctl(fd, FIONREAD, &v);
-	return v;
-}
-
 static void server(int lfd)
 {
 	int fd = server_conn(lfd);
@@ -73,8 +59,7 @@ static void take(int p0)
 
 static void client(void)
 {
-	struct sigaction sa = { .sa_handler = on_sigpipe };
-	sigaction(SIGPIPE, &sa, NULL);
+	count_sigpipes();
 	int fd = client_conn();
 	int p[2];
 	if (pipe(p) < 0)
@@ -85,20 +70,20 @@ static void client(void)
 
 	ssize_t n = splice(fd, NULL, p[1], NULL, 65536, SPLICE_F_NONBLOCK);
 	say("splice 64 KiB into the 4 KiB pipe moved some: %s", yesno(n > 0 && n <= 4096));
-	say("the socket holds the rest: %s", yesno(inq(fd) == FIRST - n));
-	int left = inq(fd);
+	say("the socket holds the rest: %s", yesno(readable_bytes(fd) == FIRST - n));
+	int left = readable_bytes(fd);
 	res("splice into the full pipe, SPLICE_F_NONBLOCK",
 	    splice(fd, NULL, p[1], NULL, 65536, SPLICE_F_NONBLOCK));
-	say("the socket holds as much: %s", yesno(inq(fd) == left));
+	say("the socket holds as much: %s", yesno(readable_bytes(fd) == left));
 	int fl = fcntl(p[1], F_GETFL);
 	fcntl(p[1], F_SETFL, fl | O_NONBLOCK);
 	res("splice into the full pipe, O_NONBLOCK pipe", splice(fd, NULL, p[1], NULL, 65536, 0));
-	say("the socket holds as much: %s", yesno(inq(fd) == left));
+	say("the socket holds as much: %s", yesno(readable_bytes(fd) == left));
 	fcntl(p[1], F_SETFL, fl);
 	take(p[0]);
 	while (got < FIRST) {
 		n = splice(fd, NULL, p[1], NULL, 65536, 0);
-		if (n <= 0 || inq(fd) != FIRST - (int)got - n)
+		if (n <= 0 || readable_bytes(fd) != FIRST - (int)got - n)
 			fatal("splice: %zd", n);
 		take(p[0]);
 	}
@@ -113,7 +98,7 @@ static void client(void)
 	}));
 	while (got < FIRST + SECOND) {
 		n = sendfile(p[1], fd, NULL, 65536);
-		if (n <= 0 || inq(fd) != FIRST + SECOND - (int)got - n)
+		if (n <= 0 || readable_bytes(fd) != FIRST + SECOND - (int)got - n)
 			fatal("sendfile: %zd", n);
 		take(p[0]);
 	}
@@ -142,7 +127,7 @@ static void client(void)
 		fatal("pipe");
 	close(q[0]);
 	res("splice into a pipe without readers", splice(fd, NULL, q[1], NULL, 100, 0));
-	say("SIGPIPE count %d, the socket holds %d", (int)sigpipes, inq(fd));
+	say("SIGPIPE count %d, the socket holds %d", (int)sigpipes, readable_bytes(fd));
 	close(q[1]);
 	res("splice 100", splice(fd, NULL, p[1], NULL, 100, 0));
 	n = read(p[0], buf, sizeof(buf));

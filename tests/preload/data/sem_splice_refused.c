@@ -22,13 +22,6 @@ static void server(int lfd)
 	res("close", close(fd));
 }
 
-static int inq(int fd)
-{
-	int v = -1;
-	ioctl(fd, FIONREAD, &v);
-	return v;
-}
-
 static void client(void)
 {
 	int fd = client_conn();
@@ -67,7 +60,7 @@ static void client(void)
 	res("copy_file_range pipe -> socket", copy_file_range(p[0], NULL, fd, NULL, 10, 0));
 	res("vmsplice into the socket", vmsplice(fd, &v, 1, 0));
 	say("file position %lld, pipe holds %d, socket holds %d", (long long)lseek(f, 0, SEEK_CUR),
-	    inq(p[0]), inq(fd));
+	    readable_bytes(p[0]), readable_bytes(fd));
 	res("send 3", send(fd, "end", 3, 0));
 	res("shutdown(SHUT_WR)", shutdown(fd, SHUT_WR));
 	char buf[16];

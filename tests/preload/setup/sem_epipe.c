@@ -5,13 +5,6 @@
  * arrived (poll reports POLLERR/POLLHUP), not for a fixed time. */
 #include "common.h"
 
-static volatile sig_atomic_t sigpipes;
-static void on_sigpipe(int sig)
-{
-	(void)sig;
-	sigpipes++;
-}
-
 static void server(int lfd)
 {
 	int fd = server_conn(lfd);
@@ -28,8 +21,7 @@ static void server(int lfd)
 static void client(void)
 {
 	char buf[64] = "0123456789";
-	struct sigaction sa = { .sa_handler = on_sigpipe };
-	sigaction(SIGPIPE, &sa, NULL);
+	count_sigpipes();
 
 	int fd = client_conn();
 	await_peer();                           /* server closed */
