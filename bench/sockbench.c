@@ -3,8 +3,13 @@
  * sockbench: a plain-socket benchmark (libc only, no shortcut API), run
  * once on kernel TCP and once under `shortcut run` by bench/interposed.py.
  *
- *   sockbench conn   [--clients C]  connect/send/recv/close loop; C > 1: C client
- *                                   threads against a one-thread epoll server
+ *   sockbench conn   [--clients C] [--server K]
+ *                                   connect/send/recv/close loop; C client threads
+ *                                   against a server of kind K: blocking (one
+ *                                   connection at a time; the default for C = 1),
+ *                                   epoll (one thread; the default for C > 1),
+ *                                   threads (a thread per connection) or fork (a
+ *                                   process per connection)
  *   sockbench rr     [--pairs P]    request/response on one connection; P > 1: P
  *                                   client processes, each with its server process
  *   sockbench stream                one-way stream
@@ -15,7 +20,12 @@
  *                                   server, a 1-byte round trip on each, keeping
  *                                   them open; then the server times K calls of
  *                                   epoll_wait(timeout 0) with nothing ready
- *   common: [--seconds S] [--size N] [--unix] [--addr A]
+ *   common: [--seconds S] [--size N] [--unix] [--addr A] [--plain-server]
+ *
+ * --plain-server (conn, rr): the server runs without the library: its
+ * process execs sockbench again with LD_PRELOAD removed and makes the
+ * listener there (a client under `shortcut run` then meets a port no
+ * accelerated listener serves: what its connections cost that stay on TCP).
  *
  * Forks the server(s) on A (default 127.0.0.1) or, with --unix, on a
  * Unix-domain stream socket at a fresh path in $TMPDIR or /tmp, and prints
@@ -139,6 +149,65 @@ static void server(int lfd, const char *mode, size_t size)
 			}
 		}
 		close(c);
+	}
+}
+
+/* conn --server threads: a thread per accepted connection. */
+struct one_conn {
+	int fd;
+	size_t size;
+};
+
+static void *answer_one(void *arg)
+{
+	struct one_conn *o = arg;
+	char *buf = malloc(o->size);
+	if (!buf || full(recv, o->fd, buf, o->size) == 0)
+		if (buf)
+			full(send_, o->fd, buf, o->size);
+	close(o->fd);
+	free(buf);
+	free(o);
+	return NULL;
+}
+
+/* conn --server threads|fork: accept, then a detached thread or a child
+ * process answers the connection (its request, the answer, close). */
+static void server_spawning(int lfd, size_t size, int forks)
+{
+	pthread_attr_t at;
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	if (forks)
+		signal(SIGCHLD, SIG_IGN);       /* children reaped by the kernel */
+	for (;;) {
+		int c = accept(lfd, NULL, NULL);
+		if (c < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			die("accept");
+		}
+		nodelay(c);
+		if (forks) {
+			pid_t p = fork();
+			if (p < 0)
+				die("fork");
+			if (p == 0) {
+				char *buf = malloc(size);
+				if (buf && full(recv, c, buf, size) == 0)
+					full(send_, c, buf, size);
+				_exit(0);
+			}
+			close(c);
+			continue;
+		}
+		struct one_conn *o = malloc(sizeof(*o));
+		pthread_t tid;
+		if (!o)
+			die("malloc");
+		*o = (struct one_conn){.fd = c, .size = size};
+		if (pthread_create(&tid, &at, answer_one, o))
+			die("pthread_create");
 	}
 }
 
@@ -400,6 +469,94 @@ static void raise_nofile(rlim_t want)
 	}
 }
 
+/* ss and sl: addr, port 0.  -1: addr is no IPv4 address. */
+static int set_addr(const char *addr)
+{
+	struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+	memset(&ss, 0, sizeof(ss));
+	in->sin_family = AF_INET;
+	sl = sizeof(*in);
+	if (inet_pton(AF_INET, addr, &in->sin_addr) == 1)
+		return 0;
+	fprintf(stderr, "sockbench: --addr %s: not an IPv4 address\n", addr);
+	return -1;
+}
+
+/* The listener on addr (port 0: the kernel's pick) or, with --unix, on a
+ * fresh path; fills ss and sl with its address.  -1: addr is no IPv4
+ * address. */
+static int make_listener(const char *addr)
+{
+	struct sockaddr *sa = (struct sockaddr *)&ss;
+	int lfd;
+	memset(&ss, 0, sizeof(ss));
+	if (use_unix) {
+		struct sockaddr_un *un = (struct sockaddr_un *)&ss;
+		const char *dir = getenv("TMPDIR");
+		un->sun_family = AF_UNIX;
+		if (!dir || !*dir || strlen(dir) > 60)
+			dir = "/tmp";
+		snprintf(un->sun_path, sizeof(un->sun_path), "%s/sockbench-%d.sock", dir, (int)getpid());
+		unlink(un->sun_path);
+		sl = sizeof(*un);
+		lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+		if (lfd < 0 || bind(lfd, sa, sl) < 0 || listen(lfd, 4096) < 0)
+			die("listen");
+		return lfd;
+	}
+	if (set_addr(addr) < 0)
+		return -1;
+	lfd = socket(AF_INET, SOCK_STREAM, 0);
+	int one = 1;
+	if (lfd >= 0)
+		setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (lfd < 0 || bind(lfd, sa, sl) < 0 || listen(lfd, 4096) < 0 ||
+	    getsockname(lfd, sa, &sl) < 0)
+		die("listen");
+	return lfd;
+}
+
+enum server_kind { SRV_DEFAULT, SRV_BLOCKING, SRV_EPOLL, SRV_THREADS, SRV_FORK };
+
+/* One server process's loop (never returns). */
+static void serve(int lfd, enum server_kind kind, const char *mode, size_t size)
+{
+	if (kind == SRV_EPOLL)
+		server_epoll(lfd, size, 0, 0, -1, -1, 0);
+	else if (kind == SRV_THREADS || kind == SRV_FORK)
+		server_spawning(lfd, size, kind == SRV_FORK);
+	else
+		server(lfd, mode, size);
+	_exit(0);
+}
+
+/* --plain-server: sockbench again, without the library, as the server; it
+ * reports its listener's port through a pipe.  Returns its pid. */
+static pid_t plain_server(char **argv)
+{
+	int p[2];
+	if (pipe(p) < 0)
+		die("pipe");
+	pid_t pid = fork();
+	if (pid < 0)
+		die("fork");
+	if (pid == 0) {
+		char v[16];
+		close(p[0]);
+		snprintf(v, sizeof(v), "%d", p[1]);
+		setenv("SOCKBENCH_SERVE_FD", v, 1);
+		unsetenv("LD_PRELOAD");
+		execv("/proc/self/exe", argv);
+		die("exec");
+	}
+	close(p[1]);
+	struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+	if (read(p[0], &in->sin_port, sizeof(in->sin_port)) != sizeof(in->sin_port))
+		die("the plain server's port");
+	close(p[0]);
+	return pid;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
@@ -407,6 +564,8 @@ int main(int argc, char **argv)
 	double seconds = 1, rate = 0;
 	size_t size = 64;
 	long clients = 1, pairs = 1, conns = 10000, calls = 100000;
+	enum server_kind kind = SRV_DEFAULT;
+	int plain = 0;
 
 	int bad = 0;
 	for (int i = 2; i < argc; i++) {
@@ -429,7 +588,14 @@ int main(int argc, char **argv)
 			calls = atol(argv[++i]);
 		else if (!strcmp(argv[i], "--addr") && v)
 			addr = argv[++i];
-		else
+		else if (!strcmp(argv[i], "--plain-server"))
+			plain = 1;
+		else if (!strcmp(argv[i], "--server") && v) {
+			const char *k = argv[++i];
+			kind = !strcmp(k, "blocking") ? SRV_BLOCKING : !strcmp(k, "epoll") ? SRV_EPOLL :
+			       !strcmp(k, "threads") ? SRV_THREADS : !strcmp(k, "fork") ? SRV_FORK : -1;
+			bad |= (int)kind < 0;
+		} else
 			bad = 1;
 	}
 	int is_rate = !strcmp(mode, "rate"), is_setup = !strcmp(mode, "setup");
@@ -440,52 +606,38 @@ int main(int argc, char **argv)
 	    clients < 1 || clients > MAX_PROCS || (clients > 1 && strcmp(mode, "conn")) ||
 	    pairs < 1 || pairs > MAX_PROCS || (pairs > 1 && strcmp(mode, "rr")) ||
 	    (is_rate && (rate <= 0 || size < sizeof(uint64_t))) || conns < 1 || calls < 1 ||
-	    (clients > 1 && size > 65536)) {
-		fprintf(stderr, "usage: sockbench conn [--clients C] | rr [--pairs P] | stream | rate --rate R |\n"
-				"                 setup [--conns N] [--calls K]\n"
-				"                 [--seconds S] [--size N] [--unix] [--addr A]\n");
+	    (clients > 1 && size > 65536) || (kind != SRV_DEFAULT && strcmp(mode, "conn")) ||
+	    (plain && ((strcmp(mode, "conn") && strcmp(mode, "rr")) || use_unix || pairs > 1))) {
+		fprintf(stderr, "usage: sockbench conn [--clients C] [--server blocking|epoll|threads|fork] |\n"
+				"                 rr [--pairs P] | stream | rate --rate R | setup [--conns N] [--calls K]\n"
+				"                 [--seconds S] [--size N] [--unix] [--addr A] [--plain-server]\n");
 		return 2;
+	}
+	if (kind == SRV_DEFAULT)
+		kind = clients > 1 ? SRV_EPOLL : SRV_BLOCKING;
+	if (getenv("SOCKBENCH_SERVE_FD")) {         /* --plain-server's server */
+		int fd = atoi(getenv("SOCKBENCH_SERVE_FD")), lfd = make_listener(addr);
+		struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (lfd < 0 || write(fd, &in->sin_port, sizeof(in->sin_port)) != sizeof(in->sin_port))
+			die("plain server");
+		close(fd);
+		serve(lfd, kind, mode, size);
 	}
 	signal(SIGPIPE, SIG_IGN);
 	if (is_setup)
 		raise_nofile((rlim_t)(8 * conns + 1000));
-	struct sockaddr *sa = (struct sockaddr *)&ss;
-	int lfd;
-	memset(&ss, 0, sizeof(ss));
-	if (use_unix) {
-		struct sockaddr_un *un = (struct sockaddr_un *)&ss;
-		const char *dir = getenv("TMPDIR");
-		un->sun_family = AF_UNIX;
-		if (!dir || !*dir || strlen(dir) > 60)
-			dir = "/tmp";
-		snprintf(un->sun_path, sizeof(un->sun_path), "%s/sockbench-%d.sock", dir, (int)getpid());
-		unlink(un->sun_path);
-		sl = sizeof(*un);
-		lfd = socket(AF_UNIX, SOCK_STREAM, 0);
-		if (lfd < 0 || bind(lfd, sa, sl) < 0 || listen(lfd, 4096) < 0)
-			die("listen");
-	} else {
-		struct sockaddr_in *in = (struct sockaddr_in *)&ss;
-		in->sin_family = AF_INET;
-		if (inet_pton(AF_INET, addr, &in->sin_addr) != 1) {
-			fprintf(stderr, "sockbench: --addr %s: not an IPv4 address\n", addr);
-			return 2;
-		}
-		sl = sizeof(*in);
-		lfd = socket(AF_INET, SOCK_STREAM, 0);
-		int one = 1;
-		if (lfd >= 0)
-			setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (lfd < 0 || bind(lfd, sa, sl) < 0 || listen(lfd, 4096) < 0 ||
-		    getsockname(lfd, sa, &sl) < 0)
-			die("listen");
-	}
+	int lfd = -1;
+	if ((plain ? set_addr(addr) : (lfd = make_listener(addr))) < 0)
+		return 2;
 	int go[2], res[2];
 	if (pipe(go) < 0 || pipe(res) < 0)
 		die("pipe");
 	/* the servers: one, or one per pair */
 	pid_t srv[MAX_PROCS];
-	for (long i = 0; i < pairs; i++) {
+	if (plain)
+		srv[0] = plain_server(argv);
+	for (long i = 0; i < pairs && !plain; i++) {
 		srv[i] = fork();
 		if (srv[i] < 0)
 			die("fork");
@@ -495,14 +647,13 @@ int main(int argc, char **argv)
 			close(res[0]);
 			if (!is_setup)
 				close(res[1]);
-			if (clients > 1 || is_setup)
-				server_epoll(lfd, size, is_setup, is_setup ? conns : 0, go[0], res[1], calls);
-			else
-				server(lfd, mode, size);
-			_exit(0);
+			if (is_setup)
+				server_epoll(lfd, size, 1, conns, go[0], res[1], calls);
+			serve(lfd, kind, mode, size);
 		}
 	}
-	close(lfd);
+	if (lfd >= 0)
+		close(lfd);
 	if (pairs == 1) {       /* else the client processes need them first */
 		close(go[0]);
 		close(res[1]);
