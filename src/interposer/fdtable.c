@@ -295,7 +295,8 @@ void fd_alias(int oldfd, int newfd)
 
 void fallback_stat(struct sc_sock *s, int fd, enum sc_fallback why)
 {
-	if (fd >= 0)
+	/* (a fork child without a file of its own keeps no record of it) */
+	if (fd >= 0 && (s->rec || !sc__stats_owed()))
 		rec_fill(s, fd, SC_REC_TCP, (int)why, 0);
 	sc__stat_fallback(why);
 	s->counted = true;

@@ -392,7 +392,7 @@ SC_API int connect(int fd, const struct sockaddr *addr, socklen_t alen)
 		struct sc_addr16 pa;
 		uint16_t pp;
 		if (sc__addr16(addr, &pa, &pp) && pp && !sc__addr_is_any(&pa) &&
-		    (s->rec || (s->rec = sc__rec_get()))) {
+		    (s->rec || (!sc__stats_owed() && (s->rec = sc__rec_get())))) {
 			s->rec->paddr = pa;
 			s->rec->pport = pp;
 		}
@@ -570,8 +570,9 @@ static bool syn_classify(int nfd, bool nosyn, struct syn_info *si)
  * NULL with the fallback counted. */
 static struct sc_board *claim_board(int nfd, struct sc_sock *s, const struct syn_info *si)
 {
-	/* the record gets the addresses we have (rec_fill then asks nothing) */
-	if (s->rec || (s->rec = sc__rec_get())) {
+	/* the record gets the addresses we have (rec_fill then asks nothing;
+	 * a fork child without a file makes one only for shared memory) */
+	if (s->rec || (!sc__stats_owed() && (s->rec = sc__rec_get()))) {
 		s->rec->laddr = si->local;
 		s->rec->lport = si->lport;
 		s->rec->paddr = si->remote;
@@ -711,10 +712,13 @@ static void server_claim(int nfd, struct sc_sock *s)
 	struct sc_board *b = claim_board(nfd, s, &si);
 	if (!b)
 		return;
-	bool room = fd_headroom(nfd);
+	/* an unmarked SYN's one look needs no room: asked if it claimed */
+	bool room = !si.marked || fd_headroom(nfd);
 	int idx = offer_await(nfd, s, b, &si, room, &client, &tag);
 	if (idx < 0)
 		return;
+	if (!si.marked)
+		room = fd_headroom(nfd);
 	bool early_ok = sc__early_backed(b, si.cport) == 0;
 	if (!room || !early_ok || off_file() || interp.uring) {
 		/* the client learns it from the board and stays on TCP */

@@ -288,14 +288,18 @@ int sc__offer_claim(struct sc_board *b, uint16_t cport, const struct sc_addr16 *
 {
 	struct sc_offer *o = &b->offers[cport];
 	uint64_t w = atomic_load_explicit(&o->word, memory_order_acquire);
-	uint64_t me = sc__self();
 
 	/* (acquire: the fields written before the word went OFFERED; the tag
 	 * compared where both have one: a client that could not tag its SYN,
 	 * Multipath TCP's, offers none, and its addresses must do, as an
 	 * unmarked SYN's) */
-	if ((w & 0xff) != SC_OFFER_OFFERED || !me || !offer_matches(o, cport, local, remote) ||
+	if ((w & 0xff) != SC_OFFER_OFFERED || !offer_matches(o, cport, local, remote) ||
 	    (syn_ttl && o->syn_ttl && o->syn_ttl != syn_ttl))
+		return -1;
+	/* our identity only now: a plain client's connection (most of a
+	 * forking server's children's) needs none */
+	uint64_t me = sc__self();
+	if (!me)
 		return -1;
 	uint64_t p = atomic_load_explicit(&o->writer, memory_order_relaxed);
 	/* one process accepts a connection: no other claimer races us */

@@ -71,6 +71,14 @@ void sc__stats_file_child(void)
 	pthread_mutex_init(&retired_lock, NULL);
 }
 
+bool sc__stats_owed(void)
+{
+	/* (relaxed: child_owes is the child's own, set before it runs code
+	 * of the program's) */
+	return atomic_load_explicit(&child_owes, memory_order_relaxed) &&
+	       !atomic_load_explicit(&stats_file, memory_order_acquire);
+}
+
 static struct sc_stats_file *child_file(void)
 {
 	pthread_mutex_lock(&child_lock);

@@ -2,6 +2,7 @@
 """`shortcut stat`: the live connections of running processes, with their
 mode, addresses, peer process or fallback reason, and bytes."""
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -267,6 +268,44 @@ def test_fork_child_file_made_at_its_first_connection(rundir):
         p.stdin.write("\n")
         p.stdin.flush()
         assert p.wait(timeout=30) == 0
+    finally:
+        p.kill()
+        p.wait()
+
+
+FORKING_SERVER = r"""
+import os, signal, socket, sys
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)     # children reaped by the kernel
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
+print(s.getsockname()[1], flush=True)
+while True:
+    c = s.accept()[0]
+    if os.fork() == 0:                  # the child answers the connection
+        c.sendall(c.recv(100))
+        os._exit(0)
+    c.close()
+"""
+
+
+def test_forking_server_child_on_tcp_makes_no_file(rundir):
+    """A child of a server forking per connection that serves a connection
+    staying on TCP (a plain client) makes no stats file and no identity of
+    its own: its fallback is counted in its parent's file, and the bytes
+    arrive (making both cost such a server ~100 us per connection)."""
+    env = clean_env(rundir)
+    p = subprocess.Popen([SHORTCUT, "run", sys.executable, "-c", FORKING_SERVER],
+                         stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        port = int(p.stdout.readline())
+        for i in range(6):              # plain clients: no library here
+            with socket.create_connection(("127.0.0.1", port)) as c:
+                c.sendall(b"ping %d" % i)
+                assert c.recv(100) == b"ping %d" % i
+        files = _stats_files(rundir)
+        assert [pid for pid, _ in files.values()] == [p.pid], files
+        st = stats(env)
+        assert st["fallback"]["peer_not_accelerated"] == 6, st
+        assert st["conns_accelerated"] == 0, st
     finally:
         p.kill()
         p.wait()
