@@ -32,6 +32,7 @@
 #include "txrx.h"
 #include "stats.h"
 #include "sys.h"
+#include "forkreset.h"
 
 #include "ctl.h"
 
@@ -535,9 +536,9 @@ static void ctl_switch_requests(void)
 
 void sc__link_atfork_child(void)
 {
-	pthread_mutex_init(&ctl.lock, NULL);
+	sc__mutex_reset(&ctl.lock);
 	/* (a fork child: one thread, nobody to pair with) */
-	atomic_store_explicit(&cork_tick, false, memory_order_relaxed);
+	SC_RESET_ATOMIC(cork_tick, false);
 	/* the parent's control thread can still be asked to switch the
 	 * connections we inherit (its eventfd stays open here) */
 	if (ctl.wakefd >= 0 && ctl.nkick < 8) {
@@ -565,19 +566,22 @@ void sc__link_atfork_child(void)
 		close(ctl.reserve_fd);
 	/* the parent's structures stay allocated: its connections, copied
 	 * into the child, still point at them (and are never used here) */
-	ctl.groups = ctl.zombies = NULL;
-	ctl.listeners = NULL;
-	atomic_store_explicit(&ctl.ngroups, 0, memory_order_relaxed);
-	atomic_store_explicit(&ctl.nlisteners, 0, memory_order_relaxed);
-	ctl.running = false;
-	ctl.epfd = ctl.wakefd = ctl.reserve_fd = -1;
+	SC_RESET(ctl.groups, NULL);
+	SC_RESET(ctl.zombies, NULL);
+	SC_RESET(ctl.listeners, NULL);
+	SC_RESET_ATOMIC(ctl.ngroups, 0);
+	SC_RESET_ATOMIC(ctl.nlisteners, 0);
+	SC_RESET(ctl.running, false);
+	SC_RESET(ctl.epfd, -1);
+	SC_RESET(ctl.wakefd, -1);
+	SC_RESET(ctl.reserve_fd, -1);
 	/* the watched fd is the parent's (an inotify instance is shared
 	 * across fork: both would read its events); the layer that set it
 	 * sets its own */
-	ctl.watch_fd = -1;
-	ctl.watch_fn = NULL;
-	atomic_store_explicit(&ctl.watching, false, memory_order_relaxed);
-	atomic_store_explicit(&ctl.watch_new, false, memory_order_relaxed);
+	SC_RESET(ctl.watch_fd, -1);
+	SC_RESET(ctl.watch_fn, NULL);
+	SC_RESET_ATOMIC(ctl.watching, false);
+	SC_RESET_ATOMIC(ctl.watch_new, false);
 }
 
 /* every field of struct sc_stats is a public entry of counters.def */

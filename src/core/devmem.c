@@ -20,6 +20,7 @@
 #include "rawsys.h"
 #include "stats.h"
 #include "sys.h"
+#include "forkreset.h"
 
 /* ---- the host-memory provider -------------------------------------------- */
 
@@ -209,8 +210,8 @@ void sc__dm_atfork_child(void)
 {
 	/* the parent's: their fds are ours too (closed with the process);
 	 * nothing of them may be freed here while the parent uses them */
-	pthread_mutex_init(&dm_lock, NULL);
-	bindings = NULL;
+	sc__mutex_reset(&dm_lock);
+	SC_RESET(bindings, NULL);
 }
 
 /* ---- receiving: tokens ------------------------------------------------------ */

@@ -44,6 +44,7 @@
 #include "stats.h"
 #include "txrx.h"
 #include "epoll.h"
+#include "forkreset.h"
 
 struct ep_inh *_Atomic ep_inh;
 /* guards ep_inh; order: docs/interposer.md §6b */
@@ -441,17 +442,18 @@ void ep_atfork_child(void)
 {
 	/* our cookies are not our parent's, in the sets we share with it */
 	/* (relaxed: the fork child's only thread, as the rest of this function) */
-	uint32_t key = key_new(atomic_load_explicit(&ep_key, memory_order_relaxed));
-	atomic_store_explicit(&ep_key, key, memory_order_relaxed);
-	pthread_mutex_init(&eps_lock, NULL);
-	pthread_mutex_init(&kreg_lock, NULL);
-	pthread_mutex_init(&ep_inh_lock, NULL);
-	pthread_rwlock_init(&ep_life, NULL);
+	uint32_t old = atomic_load_explicit(&ep_key, memory_order_relaxed);
+	if (old)        /* (none yet: ep_key_get makes ours when we need one) */
+		atomic_store_explicit(&ep_key, key_new(old), memory_order_relaxed);
+	sc__mutex_reset(&eps_lock);
+	sc__mutex_reset(&kreg_lock);
+	sc__mutex_reset(&ep_inh_lock);
+	sc__rwlock_reset(&ep_life);
 	struct sc_ep *e = eps;
-	eps = NULL;
-	atomic_store_explicit(&neps, 0, memory_order_relaxed);
-	atomic_store_explicit(&nexp_sig, 0, memory_order_relaxed);
-	atomic_store_explicit(&nforeign, 0, memory_order_relaxed);
+	SC_RESET(eps, NULL);
+	SC_RESET_ATOMIC(neps, 0);
+	SC_RESET_ATOMIC(nexp_sig, 0);
+	SC_RESET_ATOMIC(nforeign, 0);
 	/* the sets are the same objects here (our fds name them), shared */
 	for (unsigned p = 0; p < NPAGES; p++) {
 		/* acquire: pairs with the release in ep_tab_set */

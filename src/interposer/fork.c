@@ -45,6 +45,7 @@
 #include "txrx.h"
 #include "interposer.h"
 #include "devmem.h"
+#include "forkreset.h"
 
 _Atomic uint32_t nforks;
 /* ---- fork: sharing a connection with a child -----------------------------
@@ -279,12 +280,12 @@ static void sock_inherit(struct sc_sock *s, pid_t parent, pid_t child)
 	s->parent = parent;
 	/* a thread of the parent's (its switch thread) may have held them
 	 * at the fork: here nobody does */
-	pthread_mutex_init(&s->lock, NULL);
-	pthread_mutex_init(&s->wlock, NULL);
+	sc__mutex_reset(&s->lock);
+	sc__mutex_reset(&s->wlock);
 	pthread_cond_init(&s->wcond, NULL);
 	/* a re-send under way is the parent's: tcp_gate waits for the
 	 * owner's ONTCP instead */
-	s->rec = NULL;          /* records stay the parent's */
+	SC_RESET(s->rec, NULL);         /* records stay the parent's */
 }
 
 /* A connection of ours on shared memory is the child's too now: if we die
@@ -391,21 +392,20 @@ void atfork_child(void)
 	 * rendezvous and link groups when it needs them.  Connections the
 	 * parent accelerated stay the parent's (s->owner); the child's
 	 * close() of them only drops its fd. */
-	pthread_mutex_init(&interp.rdv_lock, NULL);
-	pthread_mutex_init(&interp.create_lock, NULL);
-	pthread_mutex_init(&table_lock, NULL);
-	interp.rdv = NULL;
-	interp.pending = NULL;
-	/* (relaxed: the fork child's only thread) */
-	atomic_store_explicit(&interp.npending, 0, memory_order_relaxed);
+	sc__mutex_reset(&interp.rdv_lock);
+	sc__mutex_reset(&interp.create_lock);
+	sc__mutex_reset(&table_lock);
+	SC_RESET(interp.rdv, NULL);
+	SC_RESET(interp.pending, NULL);
+	SC_RESET_ATOMIC(interp.npending, 0);
 	pending_atfork_child();
 	sc__link_atfork_child();
 	ep_atfork_child();
 	sw_atfork_child();      /* the switch thread did not come along */
 	nl_atfork_child();      /* devmem bindings are the parent's */
 	sc__dm_atfork_child();
-	forked.n = 0;         /* those were our siblings */
-	pthread_mutex_init(&forked.lock, NULL);
+	SC_RESET(forked.n, 0);          /* those were our siblings */
+	sc__mutex_reset(&forked.lock);
 	/* the child counts in a file of its own, made at its first
 	 * connection (making it at every fork cost a forking server ~250 us
 	 * per connection on ext4: more than the kernel's whole set-up) */

@@ -26,6 +26,7 @@
 #include "devmem.h"
 #include "devmem_uapi.h"
 #include "interposer.h"
+#include "forkreset.h"
 
 #define DECOY_PID 0x5c0de5c0u
 #define NL_BUF 65536
@@ -103,9 +104,9 @@ void nl_close(int fd)
 void nl_atfork_child(void)
 {
 	/* the bindings are the parent's (sc__dm_atfork_child) */
-	pthread_mutex_init(&nl_lock, NULL);
-	nls = NULL;
-	atomic_store_explicit(&nl_count, 0, memory_order_relaxed);
+	sc__mutex_reset(&nl_lock);
+	SC_RESET(nls, NULL);
+	SC_RESET_ATOMIC(nl_count, 0);
 }
 
 bool nl_tracked(int fd)

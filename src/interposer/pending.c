@@ -45,6 +45,7 @@
 #include "stats.h"
 #include "txrx.h"
 #include "interposer.h"
+#include "forkreset.h"
 
 /* ---- a pending client's eventfd -----------------------------------------
  *
@@ -98,9 +99,11 @@ void pending_atfork_child(void)
 {
 	for (int i = 0; i < SPARE_EFDS; i++) {
 		/* (relaxed: the fork child's only thread) */
-		int e = atomic_exchange_explicit(&spare_efd[i], -1, memory_order_relaxed);
-		if (e >= 0)
+		int e = atomic_load_explicit(&spare_efd[i], memory_order_relaxed);
+		if (e >= 0) {
+			atomic_store_explicit(&spare_efd[i], -1, memory_order_relaxed);
 			R(close)(e);
+		}
 	}
 }
 

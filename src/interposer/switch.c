@@ -46,6 +46,7 @@
 #include "txrx.h"
 #include "interposer.h"
 #include "dmint.h"
+#include "forkreset.h"
 static struct {
 	pthread_mutex_t lock;   /* efd, running, sw_orphans; order: docs/interposer.md §6b */
 	int efd;                /* kicks the switch thread */
@@ -149,10 +150,10 @@ static void hidden_del(int fd)
 /* In a fork child: close the parent's hidden fds. */
 static void hidden_atfork_child(void)
 {
-	pthread_mutex_init(&hidden_lock, NULL);
+	sc__mutex_reset(&hidden_lock);
 	for (int i = 0; i < nhidden; i++)
 		R(close)(hidden[i]);
-	nhidden = 0;
+	SC_RESET(nhidden, 0);
 }
 
 /* The fds of ours among [first, last] (close_range leaves them out). */
@@ -903,13 +904,13 @@ void sw_rights(const struct msghdr *m)
  * the parent, and so did our dups of kernel sockets. */
 void sw_atfork_child(void)
 {
-	pthread_mutex_init(&start_lock, NULL);      /* (a parent's thread may have held it) */
+	sc__mutex_reset(&start_lock);       /* (a parent's thread may have held it) */
 	hidden_atfork_child();
 	for (struct sw_orphan *o = sw_orphans, *next; o; o = next) {
 		next = o->next;         /* (their fds were hidden ones) */
 		free(o);
 	}
-	sw_orphans = NULL;
+	SC_RESET(sw_orphans, NULL);
 	for (struct sw_death *d = sw_deaths, *next; d; d = next) {
 		next = d->next;         /* (their fds were hidden ones) */
 		if (d->s->refs > 1)
@@ -917,18 +918,17 @@ void sw_atfork_child(void)
 		d->s->death_watched = false;
 		free(d);
 	}
-	sw_deaths = NULL;
-	sw_ndeaths = 0;
-	/* (relaxed: the fork child's only thread) */
-	atomic_store_explicit(&sw_inflight, 0, memory_order_relaxed);
-	pthread_mutex_init(&sw_thread.lock, NULL);
+	SC_RESET(sw_deaths, NULL);
+	SC_RESET(sw_ndeaths, 0);
+	SC_RESET_ATOMIC(sw_inflight, 0);
+	sc__mutex_reset(&sw_thread.lock);
 	if (sw_thread.efd >= 0)
 		R(close)(sw_thread.efd);
-	sw_thread.efd = -1;
-	sw_thread.running = false;
+	SC_RESET(sw_thread.efd, -1);
+	SC_RESET(sw_thread.running, false);
 	/* the parent's kill-switch watch is the parent's (sc__ctl_watch has
-	 * forgotten it); we watch anew at our first connection */
-	int ino = atomic_exchange_explicit(&off_ino, -1, memory_order_relaxed);
-	if (ino >= 0)
-		R(close)(ino);
+	 * forgotten it); we watch anew at our first connection.  (relaxed:
+	 * the fork child's only thread) */
+	if (atomic_load_explicit(&off_ino, memory_order_relaxed) >= 0)
+		R(close)(atomic_exchange_explicit(&off_ino, -1, memory_order_relaxed));
 }

@@ -27,6 +27,7 @@
 #include "rundir.h"
 #include "stats.h"
 #include "sys.h"
+#include "forkreset.h"
 
 /* ---- boards ------------------------------------------------------------- */
 
@@ -504,11 +505,13 @@ void sc__board_atfork_child(void)
 	/* a thread of the parent's may have been unmapping a board: still
 	 * named, it is still mapped (the pointer goes first); gone, it is
 	 * the parent's unmapping (or left to us, mapped but unnamed) */
-	pthread_mutex_init(&board_lock, NULL);
-	pthread_mutex_init(&lk_lock, NULL);
+	sc__mutex_reset(&board_lock);
+	sc__mutex_reset(&lk_lock);
 	/* (relaxed: the fork child's only thread; what the parent's thread
 	 * stored before the fork is in the copy) */
-	int p = atomic_exchange_explicit(&unmapping, -1, memory_order_relaxed);
+	int p = atomic_load_explicit(&unmapping, memory_order_relaxed);
+	if (p >= 0)
+		atomic_store_explicit(&unmapping, -1, memory_order_relaxed);
 	if (p >= 0 && atomic_load_explicit(&slots[p].refs, memory_order_relaxed) == SLOT_DEAD)
 		atomic_store_explicit(&slots[p].refs, 0, memory_order_relaxed);
 	for (int k = 0; k < n_lk_ports; k++) {
@@ -517,7 +520,7 @@ void sc__board_atfork_child(void)
 			close(board_lkfd[port] - 1);
 		board_lkfd[port] = 0;
 	}
-	n_lk_ports = 0;
+	SC_RESET(n_lk_ports, 0);
 }
 
 /* Write listener entry t for the process of identity owner (board flock

@@ -45,6 +45,7 @@
 
 #include "rundir.h"
 #include "sys.h"
+#include "forkreset.h"
 
 #define PROCS_SIZE ((size_t)SC_PROCS * sizeof(struct sc_proc))
 
@@ -318,8 +319,8 @@ void sc__proc_atfork_child(void)
 	/* our parent's lock is not ours (record locks are not inherited);
 	 * its description is, and serves us as well (closing it would drop
 	 * nothing of the parent's, but nothing needs closing) */
-	pthread_mutex_init(&self_lock, NULL);
-	atomic_store_explicit(&self, 0, memory_order_relaxed);
+	sc__mutex_reset(&self_lock);
+	SC_RESET_ATOMIC(self, 0);
 }
 
 int sc__procs_live(struct sc_proc *out, int max)

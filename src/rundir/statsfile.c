@@ -25,6 +25,7 @@
 #include "rundir.h"
 #include "stats.h"
 #include "sys.h"
+#include "forkreset.h"
 
 static struct sc_stats_file *_Atomic stats_file;
 /* records below this index are taken (a hint: lowered by each put) */
@@ -66,9 +67,9 @@ void sc__stats_file_child(void)
 	/* (relaxed: the fork child's only thread) */
 	if (atomic_exchange_explicit(&stats_file, NULL, memory_order_relaxed))
 		atomic_store_explicit(&child_owes, true, memory_order_relaxed);
-	pthread_mutex_init(&child_lock, NULL);
+	sc__mutex_reset(&child_lock);
 	/* (a thread of the parent's may have held it) */
-	pthread_mutex_init(&retired_lock, NULL);
+	sc__mutex_reset(&retired_lock);
 }
 
 bool sc__stats_owed(void)
