@@ -59,11 +59,11 @@
  * path: the calling thread is about to replace the image). */
 void fds_each(void (*fn)(int fd, struct sc_sock *s, bool vforked), bool vforked)
 {
-	for (int p = 0; p < NPAGES; p++) {
+	for (int p = 0, end = tab_end_get(); p < NPAGES && (p << PAGE_BITS) < end; p++) {
 		/* acquire: pairs with the release in sock_set (fdtable.c) */
 		struct sc_sock *_Atomic *pg = atomic_load_explicit(&pages[p],
 				memory_order_acquire);
-		for (int i = 0; pg && i < (1 << PAGE_BITS); i++) {
+		for (int i = 0; pg && i < tab_in_page(end, p); i++) {
 			struct sc_sock *s = atomic_load_explicit(&pg[i], memory_order_acquire);
 			if (s)
 				fn((p << PAGE_BITS) | i, s, vforked);

@@ -67,6 +67,7 @@ void rec_fill(struct sc_sock *s, int fd, uint32_t mode, int reason, int32_t peer
 pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 SC_LOCK_RANK(table_lock, LO_TABLE)
 struct sc_sock *_Atomic *_Atomic pages[NPAGES];
+_Atomic int tab_end;
 
 /* table_lock held */
 static bool sock_set(int fd, struct sc_sock *s)
@@ -85,6 +86,10 @@ static bool sock_set(int fd, struct sc_sock *s)
 		atomic_store_explicit(&pages[fd >> PAGE_BITS], p, memory_order_release);
 	}
 	atomic_store_explicit(&p[fd & ((1 << PAGE_BITS) - 1)], s, memory_order_release);
+	/* (relaxed load: written under table_lock, which we hold; release:
+	 * the entry before the end that shows it) */
+	if (s && fd >= atomic_load_explicit(&tab_end, memory_order_relaxed))
+		atomic_store_explicit(&tab_end, fd + 1, memory_order_release);
 	return true;
 }
 

@@ -258,13 +258,13 @@ void settle_now(int fd, struct sc_sock *s)
 /* Every socket of the table (fork paths: no other thread runs). */
 static void socks_each(void (*fn)(struct sc_sock *s, pid_t a, pid_t b), pid_t a, pid_t b)
 {
-	for (int p = 0; p < NPAGES; p++) {
+	for (int p = 0, end = tab_end_get(); p < NPAGES && (p << PAGE_BITS) < end; p++) {
 		/* acquire: pairs with the release in sock_set (fdtable.c) */
 		struct sc_sock *_Atomic *pg = atomic_load_explicit(&pages[p],
 				memory_order_acquire);
 		if (!pg)
 			continue;
-		for (int i = 0; i < (1 << PAGE_BITS); i++) {
+		for (int i = 0; i < tab_in_page(end, p); i++) {
 			struct sc_sock *s = atomic_load_explicit(&pg[i], memory_order_acquire);
 			if (s)
 				fn(s, a, b);
@@ -336,11 +336,11 @@ static void listener_inherit(struct sc_sock *s, pid_t parent, pid_t child)
 static bool owns_shm(void)
 {
 	pid_t me = sc__pid();
-	for (int p = 0; p < NPAGES; p++) {
+	for (int p = 0, end = tab_end_get(); p < NPAGES && (p << PAGE_BITS) < end; p++) {
 		/* acquire: pairs with the release in sock_set (fdtable.c) */
 		struct sc_sock *_Atomic *pg = atomic_load_explicit(&pages[p],
 				memory_order_acquire);
-		for (int i = 0; pg && i < (1 << PAGE_BITS); i++) {
+		for (int i = 0; pg && i < tab_in_page(end, p); i++) {
 			struct sc_sock *s = atomic_load_explicit(&pg[i], memory_order_acquire);
 			if (s && sock_mode(s) == M_SHM && s->owner == me)
 				return true;

@@ -330,6 +330,24 @@ static inline bool sock_fresh(struct sc_sock *s)
 #define NPAGES 256
 extern pthread_mutex_t table_lock;
 extern struct sc_sock *_Atomic *_Atomic pages[NPAGES];
+/* 1 + the highest fd the table ever named a socket for: a walk of the
+ * table stops there (a forking server, whose fds are a few, walked 4,096
+ * entries three times per fork, and its child twice) */
+extern _Atomic int tab_end;
+
+/* Where a walk of the table ends (tab_end_get, once per walk), and how
+ * many entries of page p it visits: fd (p << PAGE_BITS) | i below end. */
+static inline int tab_end_get(void)
+{
+	/* acquire: pairs with the release in sock_set */
+	return atomic_load_explicit(&tab_end, memory_order_acquire);
+}
+
+static inline int tab_in_page(int end, int p)
+{
+	int e = end - (p << PAGE_BITS);
+	return e > (1 << PAGE_BITS) ? (1 << PAGE_BITS) : e < 0 ? 0 : e;
+}
 
 static inline struct sc_sock *sock_get(int fd)
 {

@@ -516,11 +516,11 @@ static void deaths_scan(void)
 {
 	sw_deaths_more = false;
 	pthread_mutex_lock(&table_lock);
-	for (int p = 0; p < NPAGES; p++) {
+	for (int p = 0, end = tab_end_get(); p < NPAGES && (p << PAGE_BITS) < end; p++) {
 		/* acquire: pairs with the release in sock_set (fdtable.c) */
 		struct sc_sock *_Atomic *pg = atomic_load_explicit(&pages[p],
 				memory_order_acquire);
-		for (int i = 0; pg && i < (1 << PAGE_BITS); i++) {
+		for (int i = 0; pg && i < tab_in_page(end, p); i++) {
 			struct sc_sock *s = atomic_load_explicit(&pg[i], memory_order_acquire);
 			if (sw_ndeaths == SW_DEATHS_MAX) {
 				sw_deaths_more = true;
@@ -599,13 +599,13 @@ void sw_scan(bool all, bool cloexec_too, bool block)
 	size_t n = 0, cap = 0;
 	struct sw_item { struct sc_sock *s; int fd; } *batch = NULL;
 	pthread_mutex_lock(&table_lock);
-	for (int p = 0; p < NPAGES; p++) {
+	for (int p = 0, end = tab_end_get(); p < NPAGES && (p << PAGE_BITS) < end; p++) {
 		/* acquire: pairs with the release in sock_set (fdtable.c) */
 		struct sc_sock *_Atomic *pg = atomic_load_explicit(&pages[p],
 				memory_order_acquire);
 		if (!pg)
 			continue;
-		for (int i = 0; i < (1 << PAGE_BITS); i++) {
+		for (int i = 0; i < tab_in_page(end, p); i++) {
 			struct sc_sock *s = atomic_load_explicit(&pg[i], memory_order_acquire);
 			int fd = (p << PAGE_BITS) | i;
 			if (!s || sock_where(s) != RT_SHM || !s->c)
