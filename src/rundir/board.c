@@ -472,10 +472,21 @@ static int entry_lock(struct sc_board *b, int i, short type)
  * our lock's, where our own locks would not show).  ours: b is our slot's
  * mapping, which must be of the file the port's board is now (one removed
  * by a collection serves nobody: the locks looked at are the new file's) */
+static bool entry_live_how(struct sc_board *b, int i, bool ours, bool *by_lock);
+
 static bool entry_live(struct sc_board *b, int i, bool ours)
+{
+	bool by_lock;
+	return entry_live_how(b, i, ours, &by_lock);
+}
+
+/* entry_live; *by_lock: the verdict is the lock's (not a stale mapping's,
+ * a parent's for its child, or a guess without a description) */
+static bool entry_live_how(struct sc_board *b, int i, bool ours, bool *by_lock)
 {
 	struct sc_board_listener *l = &b->listeners[i];
 	uint64_t owner = entry_owner(l);
+	*by_lock = false;
 	if (!owner)
 		return false;
 	int fd = board_open((uint16_t)b->port, 0);
@@ -497,6 +508,7 @@ static bool entry_live(struct sc_board *b, int i, bool ours)
 		close(fd);
 	if (rc < 0)
 		return sc__proc_alive(owner);        /* no description: the process must do */
+	*by_lock = true;
 	return fl.l_type != F_UNLCK;
 }
 
@@ -700,16 +712,51 @@ void sc__board_unlisten(struct sc_board *b, uint64_t sock_ino)
  * word holds port, entry and the time it was seen live. */
 #define LIVE_MS 10u
 static _Atomic uint64_t live_seen[64];
+/* An entry its lock showed dead is believed dead for DEAD_MS while it
+ * names the same owner and socket: the owner's lock goes with its process
+ * or its listening socket, and an entry written anew names another owner
+ * or socket (one way back for the same pair, the socket passed back to
+ * its owner and accepted on, is seen within DEAD_MS).  A server that
+ * forks per connection leaves such entries (its first children's, a
+ * parent's that closed its copy), and every connect looked at them again:
+ * an open, an fstat and a lock test each.  A word per port and entry:
+ * 40 bits of a hash of owner, socket and place (a collision can only put
+ * a connection on TCP), 24 of the time it was seen, in ms. */
+#define DEAD_MS 1000u
+#define DEAD_TIME ((1ull << 24) - 1)
+static _Atomic uint64_t dead_seen[64];
+
+static uint64_t dead_key(struct sc_board *b, int i)
+{
+	struct sc_board_listener *l = &b->listeners[i];
+	uint64_t z = entry_owner(l) ^ l->sock_ino * 0x9e3779b97f4a7c15ull ^
+		     ((uint64_t)b->port << 8 | (uint64_t)i) << 40;
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return (z ^ (z >> 31)) & ~DEAD_TIME;
+}
 
 static bool entry_live_cached(struct sc_board *b, int i)
 {
 	uint64_t key = (uint64_t)b->port << 8 | (uint64_t)i;
-	_Atomic uint64_t *w = &live_seen[(b->port * 31u + (unsigned)i) & 63];
+	unsigned slot = (b->port * 31u + (unsigned)i) & 63;
+	_Atomic uint64_t *w = &live_seen[slot];
 	uint64_t now = sc__board_ms(), v = atomic_load_explicit(w, memory_order_relaxed);
 	if (v >> 40 == key && now - (v & ((1ull << 40) - 1)) < LIVE_MS)
 		return true;
-	if (!entry_live(b, i, true))
+	uint64_t dk = dead_key(b, i);
+	uint64_t d = atomic_load_explicit(&dead_seen[slot], memory_order_relaxed);
+	if ((d & ~DEAD_TIME) == dk && ((now - d) & DEAD_TIME) < DEAD_MS)
 		return false;
+	bool by_lock;
+	if (!entry_live_how(b, i, true, &by_lock)) {
+		/* (relaxed: a hint of this process's own; the key is
+		 * recomputed, so an entry rewritten meanwhile is not) */
+		if (by_lock && dead_key(b, i) == dk)
+			atomic_store_explicit(&dead_seen[slot], dk | (now & DEAD_TIME),
+					      memory_order_relaxed);
+		return false;
+	}
 	atomic_store_explicit(w, key << 40 | (now & ((1ull << 40) - 1)), memory_order_relaxed);
 	return true;
 }

@@ -2,10 +2,13 @@
 """`shortcut stat`: the live connections of running processes, with their
 mode, addresses, peer process or fallback reason, and bytes."""
 import os
+import shutil
 import socket
 import subprocess
 import sys
 import time
+
+import pytest
 
 from helpers import SHORTCUT, clean_env, free_port, stat, stats
 
@@ -431,3 +434,54 @@ def test_board_collected_then_same_process_listens_again(rundir):
     finally:
         srv.kill()
         srv.wait()
+
+
+DEAD_ENTRY = r"""
+import os, signal, socket, sys
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
+port = s.getsockname()[1]
+pid = os.fork()
+if pid == 0:                        # the server forks a child per connection
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    while True:
+        c = s.accept()[0]
+        if os.fork() == 0:
+            c.sendall(c.recv(100)); os._exit(0)
+        c.close()
+s.close()                           # our entry on the board: dead from now on
+for i in range(int(sys.argv[1])):
+    with socket.create_connection(("127.0.0.1", port)) as c:
+        c.sendall(b"x%d" % i)
+        assert c.recv(100) == b"x%d" % i
+os.kill(pid, 9); os.waitpid(pid, 0)
+print("ok", flush=True)
+"""
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace (Debian package strace) missing")
+def test_dead_listener_entry_not_tested_at_every_connect(rundir, tmp_path):
+    """A listener entry whose lock is not held (here the parent's, which
+    closed its copy of the socket its forking server child listens on)
+    is believed dead for a second: a client's connects do not each open
+    the board and test its lock again (they did: 4 system calls and a
+    walk of the file's locks per connect). Every connection still goes
+    on shared memory, through the live entry."""
+    env = clean_env(rundir)
+    env["SHORTCUT_SHORT_TCP"] = "0"
+    n = 60
+    out = tmp_path / "strace.txt"
+    t0 = time.monotonic()
+    r = subprocess.run(["strace", "-f", "-e", "trace=fcntl", "-o", str(out), SHORTCUT, "run",
+                        sys.executable, "-c", DEAD_ENTRY, str(n)],
+                       capture_output=True, text=True, env=env, timeout=120)
+    elapsed = time.monotonic() - t0
+    assert r.returncode == 0 and r.stdout == "ok\n", r
+    lines = out.read_text().splitlines()
+    client = lines[0].split()[0]        # (shortcut run execs the program)
+    dead = [ln for ln in lines if ln.split()[0] == client and "F_OFD_GETLK" in ln and
+            "l_type=F_UNLCK" in ln]
+    # the entries churn while the first children take theirs over (a
+    # few looks), then one look a second
+    assert len(dead) <= 8 + int(elapsed) + 1 < n // 2, (len(dead), elapsed)
+    st = stats(env)
+    assert st["conns_accelerated"] == 2 * n and not st["conns_fallback"], st
