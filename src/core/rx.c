@@ -128,6 +128,19 @@ static int rx_prewait(struct sc_conn *c, size_t total, int flags, bool nb, bool 
 	return 0;
 }
 
+/* How much of n bytes to copy before the ring's room is released: a
+ * quarter of the ring at most.  A copy of a message as large as the ring
+ * released it all at its end, so a sender waiting for room (asleep, at
+ * SHORTCUT_SPIN_US=0) wrote nothing meanwhile: a stream of 1 MiB messages
+ * with 1 MiB rings ran at 0.83x kernel TCP, 2.9x with 4 MiB rings.
+ * Released in parts, the sender fills what the reader has emptied while
+ * it copies the rest. */
+static size_t rx_part(const struct sc_conn *c, size_t n)
+{
+	size_t q = c->rx.size / 4;
+	return n > q && q ? q : n;
+}
+
 /* n of the ring's bytes into iov, after the done bytes a previous round
  * put there: how many. */
 static size_t rx_copy(struct sc_conn *c, const struct iovec *iov, int iovcnt, size_t done,
@@ -219,10 +232,13 @@ static ssize_t recv_iov_(struct sc_conn *c, const struct iovec *iov, int iovcnt,
 			break;
 		}
 		if (av > 0) {
-			done += rx_copy(c, iov, iovcnt, done, n, peek);
+			size_t part = peek ? n : rx_part(c, n);
+			done += rx_copy(c, iov, iovcnt, done, part, peek);
 			if (dm)
 				dm->linear = done;
 			rx_taken(c, !peek);
+			if (part < n)
+				continue;       /* the rest of what was there */
 			if (done == total || !waitall)
 				break;
 			continue;
