@@ -125,19 +125,27 @@ static void nodelay(int fd)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+/* The next connection of a blocking listener, TCP_NODELAY set. */
+static int accept_next(int lfd)
+{
+	for (;;) {
+		int c = accept(lfd, NULL, NULL);
+		if (c >= 0) {
+			nodelay(c);
+			return c;
+		}
+		if (errno != EINTR && errno != ECONNABORTED)
+			die("accept");
+	}
+}
+
 /* conn (one client), rr, stream, rate: a blocking accept loop, one
  * connection at a time. */
 static void server(int lfd, const char *mode, size_t size)
 {
 	char *buf = malloc(size);
 	for (;;) {
-		int c = accept(lfd, NULL, NULL);
-		if (c < 0) {
-			if (errno == EINTR || errno == ECONNABORTED)
-				continue;
-			die("accept");
-		}
-		nodelay(c);
+		int c = accept_next(lfd);
 		if (!strcmp(mode, "stream")) {
 			while (recv(c, buf, size, 0) > 0) {
 			}
@@ -158,15 +166,20 @@ struct one_conn {
 	size_t size;
 };
 
+/* One connection's request of size bytes, answered. */
+static void answer(int fd, size_t size)
+{
+	char *buf = malloc(size);
+	if (buf && full(recv, fd, buf, size) == 0)
+		full(send_, fd, buf, size);
+	free(buf);
+}
+
 static void *answer_one(void *arg)
 {
 	struct one_conn *o = arg;
-	char *buf = malloc(o->size);
-	if (!buf || full(recv, o->fd, buf, o->size) == 0)
-		if (buf)
-			full(send_, o->fd, buf, o->size);
+	answer(o->fd, o->size);
 	close(o->fd);
-	free(buf);
 	free(o);
 	return NULL;
 }
@@ -181,21 +194,13 @@ static void server_spawning(int lfd, size_t size, int forks)
 	if (forks)
 		signal(SIGCHLD, SIG_IGN);       /* children reaped by the kernel */
 	for (;;) {
-		int c = accept(lfd, NULL, NULL);
-		if (c < 0) {
-			if (errno == EINTR || errno == ECONNABORTED)
-				continue;
-			die("accept");
-		}
-		nodelay(c);
+		int c = accept_next(lfd);
 		if (forks) {
 			pid_t p = fork();
 			if (p < 0)
 				die("fork");
 			if (p == 0) {
-				char *buf = malloc(size);
-				if (buf && full(recv, c, buf, size) == 0)
-					full(send_, c, buf, size);
+				answer(c, size);
 				_exit(0);
 			}
 			close(c);
