@@ -535,7 +535,7 @@ struct syn_info {
 
 /* Classify an accepted connection by its SYN (TCP_SAVE_SYN): accelerated
  * or not, and both ends' addresses.  False if they cannot be had. */
-static bool syn_classify(int nfd, bool nosyn, struct syn_info *si)
+static bool syn_read(int nfd, bool nosyn, struct syn_info *si)
 {
 	uint8_t syn[128];
 	socklen_t sl = sizeof(syn);
@@ -564,6 +564,28 @@ static bool syn_classify(int nfd, bool nosyn, struct syn_info *si)
 	       getpeername(nfd, (struct sockaddr *)&peer, &pl) == 0 &&
 	       sc__addr16((struct sockaddr *)&me, &si->local, &si->lport) &&
 	       sc__addr16((struct sockaddr *)&peer, &si->remote, &si->cport);
+}
+
+/* s's classification: read once (the kernel hands its saved SYN out once),
+ * kept in s for a later look (s->lock held). */
+static bool syn_classify(int nfd, struct sc_sock *s, struct syn_info *si)
+{
+	if (s->syn.known) {
+		*si = (struct syn_info){ .local = s->local, .remote = s->remote,
+					 .lport = s->syn.lport, .cport = s->syn.cport,
+					 .marked = s->syn.marked, .ttl = s->syn.ttl };
+		return true;
+	}
+	if (!syn_read(nfd, s->nosyn, si))
+		return false;
+	s->local = si->local;
+	s->remote = si->remote;
+	s->syn.lport = si->lport;
+	s->syn.cport = si->cport;
+	s->syn.marked = si->marked;
+	s->syn.ttl = si->ttl;
+	s->syn.known = true;
+	return true;
 }
 
 /* The board of the accepted connection's port, its entry's page backed;
@@ -705,7 +727,7 @@ static void server_claim(int nfd, struct sc_sock *s)
 	struct syn_info si;
 	uint64_t client, tag;
 	s->owner = sc__pid();
-	if (!syn_classify(nfd, s->nosyn, &si)) {
+	if (!syn_classify(nfd, s, &si)) {
 		fallback_stat(s, nfd, SC_FB_PEER_PLAIN);
 		return;
 	}
@@ -744,6 +766,34 @@ static void server_claim(int nfd, struct sc_sock *s)
 	s->fork_gen = atomic_load_explicit(&nforks, memory_order_seq_cst);
 	sw_start();
 	LOG(1, "connection on shared memory (server, peer pid %d)", (int)c->g->peer_pid);
+}
+
+/* At accept(), in the accepting process: a connection whose SYN is not
+ * marked and that no offer names is a plain client's (or a short
+ * connection's, sent without a mark) and stays on TCP, decided here.  Left
+ * to its first use, a server forking per connection decided it in each
+ * child, whose every look (the board's entry, the stats file, the pages
+ * the library writes) is a page fault there.  A marked SYN (or an unmarked
+ * one an offer names: sent again after its client posted) is claimed at
+ * first use, by the process that uses it, as before. */
+static void server_accepted(int nfd, struct sc_sock *s)
+{
+	struct syn_info si;
+	if (s->nosyn)
+		return;
+	pthread_mutex_lock(&s->lock);
+	if (sock_mode(s) == M_SPENDING && syn_classify(nfd, s, &si) && !si.marked) {
+		struct sc_board *b = claim_board(nfd, s, &si);
+		/* (an unmarked SYN's offer is on the board by now, or never
+		 * will be: its client posts before it unmarks) */
+		if (!b) {
+			sock_set_mode(s, M_TCP);        /* (counted) */
+		} else if (!sc__offer_named(b, si.cport, &si.local, &si.remote)) {
+			fallback_stat(s, nfd, SC_FB_PEER_PLAIN);
+			sock_set_mode(s, M_TCP);
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
 }
 
 void server_settle(int fd, struct sc_sock *s)
@@ -823,6 +873,8 @@ SC_API int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
 			 * the client waits for our answer */
 			if (s && interp.uring)
 				server_settle(nfd, s);
+			else if (s && ls->board)
+				server_accepted(nfd, s);
 		} else {
 			/* (a listener withdrawn, or never on the board, when
 			 * io_uring was set up: the connection stays on TCP

@@ -191,7 +191,15 @@ struct sc_sock {
 	uint32_t inherits;      /* listening: forks whose child got a board entry at once */
 	pid_t parent;           /* in a fork child: the parent (owner_gone) */
 	struct sc_addr16 local; /* its local address (as the entry names it) */
-	struct sc_addr16 remote;        /* ... and its peer's (a declined connection) */
+	struct sc_addr16 remote;        /* ... and its peer's (a declined connection,
+					 * or an accepted one classified) */
+	/* accepted: its SYN as classified at accept() (the kernel hands a
+	 * saved SYN out once), addresses in local and remote */
+	struct {
+		bool known, marked;
+		uint8_t ttl;
+		uint16_t lport, cport;
+	} syn;
 	pid_t owner;            /* the process whose shared-memory state it is */
 	uint64_t owner_id;      /* ... its identity (a child asks it to switch
 				 * through its rendezvous socket), once on

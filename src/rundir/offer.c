@@ -282,6 +282,15 @@ bool sc__offer_withdrawn(struct sc_board *b, uint16_t cport, const struct sc_add
 	       sc__board_ms() - o->time_ms < 1000;
 }
 
+bool sc__offer_named(struct sc_board *b, uint16_t cport, const struct sc_addr16 *local,
+		     const struct sc_addr16 *remote)
+{
+	struct sc_offer *o = &b->offers[cport];
+	/* acquire: the fields written before the word went OFFERED */
+	uint64_t w = atomic_load_explicit(&o->word, memory_order_acquire);
+	return (w & 0xff) == SC_OFFER_OFFERED && offer_matches(o, cport, local, remote);
+}
+
 int sc__offer_claim(struct sc_board *b, uint16_t cport, const struct sc_addr16 *local,
 		    const struct sc_addr16 *remote, uint8_t syn_ttl, uint64_t *client,
 		    uint64_t *tag)

@@ -380,6 +380,10 @@ int sc__early_backed(struct sc_board *b, uint16_t cport);
  * client's as we see it) close before its offer was claimed? */
 bool sc__offer_withdrawn(struct sc_board *b, uint16_t cport, const struct sc_addr16 *local,
 			 const struct sc_addr16 *remote);
+/* ... is an offer for it on the board (as sc__offer_claim would find it,
+ * an unmarked SYN's: no tag compared)?  A look, nothing written. */
+bool sc__offer_named(struct sc_board *b, uint16_t cport, const struct sc_addr16 *local,
+		     const struct sc_addr16 *remote);
 /* ... claim the offer for it, if one names it: the client's addresses as
  * we see them, its network namespace if loopback, and syn_ttl, its SYN's
  * tag (0: an unmarked SYN, sent again after the client posted: not

@@ -314,6 +314,40 @@ def test_forking_server_child_on_tcp_makes_no_file(rundir):
         p.wait()
 
 
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace (Debian package strace) missing")
+def test_forking_server_decides_tcp_at_accept(rundir, tmp_path):
+    """A connection that stays on TCP (a plain client's: unmarked SYN, no
+    offer) is decided in the process that accepted it, not in the child
+    a forking server hands it to: the saved SYN is read once, in the
+    parent, and no child reads it (each child's look at the board and the
+    stats pages was a page fault there). The bytes arrive and every
+    fallback is counted."""
+    env = clean_env(rundir)
+    out = tmp_path / "strace.txt"
+    p = subprocess.Popen(["strace", "-f", "-e", "trace=getsockopt,accept4,accept", "-o", str(out),
+                          SHORTCUT, "run", sys.executable, "-c", FORKING_SERVER],
+                         stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        port = int(p.stdout.readline())
+        n = 6
+        for i in range(n):              # plain clients: no library here
+            with socket.create_connection(("127.0.0.1", port)) as c:
+                c.sendall(b"ping %d" % i)
+                assert c.recv(100) == b"ping %d" % i
+        st = stats(env)
+        assert st["fallback"]["peer_not_accelerated"] == n, st
+        assert st["conns_accelerated"] == 0, st
+    finally:
+        p.kill()
+        p.wait()
+    lines = out.read_text().splitlines()
+    acceptors = {ln.split()[0] for ln in lines if " accept" in ln and "<unfinished" not in ln}
+    reads = [ln.split()[0] for ln in lines if "TCP_SAVED_SYN" in ln]
+    assert len(acceptors) == 1, acceptors
+    assert len(reads) == n and set(reads) == acceptors, (reads, acceptors)
+
+
 LISTENER = r"""
 import socket, sys
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
