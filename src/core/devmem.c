@@ -432,13 +432,15 @@ void sc__dm_peers_free(struct sc_dm_peer *list)
 	}
 }
 
-/* A free chunk for key, or -EAGAIN. */
+/* A free chunk for key, or -EAGAIN: the lowest free one.  A receiver that
+ * returns its fragments promptly gets the same few chunks written again
+ * while they are still in the cache; taken round the region in turn (as
+ * before 0.4.3, from the header's hint), every write went to memory the
+ * cache had long dropped, and the one copy of devmem ran slower than the
+ * copy path's two (6.4 against 7.5 GB/s, 1 MiB messages; 12.4 now). */
 int sc__dm_take_chunk(struct sc_dm_peer *p, uint64_t key)
 {
-	uint32_t n = p->nchunks;
-	uint32_t start = atomic_load_explicit(&p->hdr->hint, memory_order_relaxed) % n;
-	for (uint32_t k = 0; k < n; k++) {
-		uint32_t i = (start + k) % n;
+	for (uint32_t i = 0; i < p->nchunks; i++) {
 		uint64_t z = 0;
 		if (atomic_load_explicit(&p->owner[i], memory_order_relaxed) == 0 &&
 		    /* acquire: pairs with the release of chunk_free (the
@@ -446,10 +448,8 @@ int sc__dm_take_chunk(struct sc_dm_peer *p, uint64_t key)
 		     * sc__dm_untake_chunk */
 		    atomic_compare_exchange_strong_explicit(&p->owner[i], &z, key,
 							    memory_order_acquire,
-							    memory_order_relaxed)) {
-			atomic_store_explicit(&p->hdr->hint, i + 1, memory_order_relaxed);
+							    memory_order_relaxed))
 			return (int)i;
-		}
 	}
 	return -EAGAIN;
 }
@@ -465,10 +465,8 @@ void sc__dm_untake_chunk(struct sc_dm_peer *p, int chunk)
 
 bool sc__dm_any_free(struct sc_dm_peer *p)
 {
-	uint32_t n = p->nchunks;
-	uint32_t start = atomic_load_explicit(&p->hdr->hint, memory_order_relaxed) % n;
-	for (uint32_t k = 0; k < n; k++)
-		if (atomic_load_explicit(&p->owner[(start + k) % n], memory_order_relaxed) == 0)
+	for (uint32_t i = 0; i < p->nchunks; i++)
+		if (atomic_load_explicit(&p->owner[i], memory_order_relaxed) == 0)
 			return true;
 	return false;
 }

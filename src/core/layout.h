@@ -278,7 +278,8 @@ struct sc_dm_hdr {
 	 * one sleep on it (futex) while waiters is non-zero */
 	_Atomic uint32_t free_seq;
 	_Atomic uint32_t waiters;
-	_Atomic uint32_t hint;          /* where senders look for a free chunk */
+	_Atomic uint32_t hint;          /* unused since 0.4.3 (senders take the lowest
+					 * free chunk); written by earlier senders */
 	uint32_t chunk;                 /* chunk size: a power of two, MIN..MAX */
 	uint32_t _pad[6];
 } SC_ALIGNED;
