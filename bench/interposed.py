@@ -580,7 +580,9 @@ def redis(c):
 
 def iperf3(c):
     port = free_port()
-    c.server(["iperf3", "-s", "-1", "-p", str(port)])
+    # bound to 127.0.0.1: by default iperf3 listens on a dual-stack IPv6
+    # socket, whose accepted ends (v4-mapped) sockmap's IPv4 map never holds
+    c.server(["iperf3", "-s", "-1", "-B", "127.0.0.1", "-p", str(port)])
     c.wait_tcp(port)
     rc, out, err = c.run(["iperf3", "-c", "127.0.0.1", "-p", str(port), "-t", str(DUR), "-J"],
                          timeout=60)
