@@ -88,9 +88,17 @@ struct io_uring_params;
 SC_CALLS(SC_REAL_DECL, SC_REAL_DECLT)
 
 extern pthread_once_t real_once;
+extern _Atomic bool real_ready;
 void real_init(void);
-/* The libc function f itself (loaded on first use). */
-#define R(f) (pthread_once(&real_once, real_init), real_##f)
+/* The libc function f itself (loaded on first use).  Once loaded, one
+ * load of real_ready: not a call into libc's pthread_once on every call
+ * the program makes. */
+static inline void real_ensure(void)
+{
+	if (__builtin_expect(!atomic_load_explicit(&real_ready, memory_order_acquire), 0))
+		pthread_once(&real_once, real_init);
+}
+#define R(f) (real_ensure(), real_##f)
 
 /* ---- errors: -errno inside, errno once at the shim's exit ----------------
  *

@@ -22,6 +22,7 @@
 SC_CALLS(SC_REAL_DEF, SC_REAL_DEFT)
 
 pthread_once_t real_once = PTHREAD_ONCE_INIT;
+_Atomic bool real_ready;
 
 void real_init(void)
 {
@@ -30,4 +31,6 @@ void real_init(void)
 	SC_CALLS(SC_REAL_LOAD, SC_REAL_LOADT)
 	if (!real_fcntl64)      /* an older libc: fcntl is the 64-bit one */
 		real_fcntl64 = real_fcntl;
+	/* release: the pointers above before R's acquire sees it */
+	atomic_store_explicit(&real_ready, true, memory_order_release);
 }
