@@ -322,17 +322,22 @@ bool switching(struct sc_conn *c)
 	       (sc__conn_lflags(c) & SC_LF_DEATH_SWITCH);
 }
 
-/* Bytes a connection of ours moved over TCP. */
+/* Bytes a connection of ours moved over TCP.  One on TCP since its
+ * set-up counts them in its record only (sc__rec_tcp_only: no locked add
+ * per call); a switched one, or one without a record, in the process's
+ * counters too. */
 void tcp_count(struct sc_sock *s, bool tx, ssize_t n)
 {
 	if (n <= 0 || !s->counted)
+		return;
+	if (s->rec)
+		rec_add(tx ? &s->rec->bytes_sent : &s->rec->bytes_received, n);
+	if (s->rec && sc__rec_tcp_only(s->rec))
 		return;
 	if (tx)
 		SC_STAT_ADD(bytes_tcp_sent, (uint64_t)n);
 	else
 		SC_STAT_ADD(bytes_tcp_received, (uint64_t)n);
-	if (s->rec)
-		rec_add(tx ? &s->rec->bytes_sent : &s->rec->bytes_received, n);
 }
 
 /* x over TCP: tcp for the program's buffers, the kernel's splice for a

@@ -54,7 +54,7 @@ void rec_fill(struct sc_sock *s, int fd, uint32_t mode, int reason, int32_t peer
 	socklen_t al = sizeof(a);
 	r->fd = fd;
 	r->peer_pid = peer_pid;
-	r->reason = reason >= 0 ? (uint32_t)reason + 1 : 0;
+	__atomic_store_n(&r->reason, reason >= 0 ? (uint32_t)reason + 1 : 0, __ATOMIC_RELAXED);
 	if (!r->lport && getsockname(fd, (struct sockaddr *)&a, &al) == 0)
 		sc__addr16((struct sockaddr *)&a, &r->laddr, &r->lport);
 	al = sizeof(a);

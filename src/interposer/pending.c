@@ -237,8 +237,10 @@ int rdv_ensure(void)
 }
 
 
-/* Write all of buf to the kernel socket, waiting for room if needed. */
-static int tcp_write_all(int fd, const char *buf, size_t len)
+/* Write all of buf to the kernel socket, waiting for room if needed;
+ * counted in the process's bytes_tcp_sent unless in_rec (the record has
+ * them, and goes to TCP with them: sc__rec_tcp_only). */
+static int tcp_write_all(int fd, const char *buf, size_t len, bool in_rec)
 {
 	while (len) {
 		ssize_t n = R(send)(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -249,7 +251,8 @@ static int tcp_write_all(int fd, const char *buf, size_t len)
 		}
 		if (n < 0)
 			return -errno;
-		SC_STAT_ADD(bytes_tcp_sent, (uint64_t)n);
+		if (!in_rec)
+			SC_STAT_ADD(bytes_tcp_sent, (uint64_t)n);
 		buf += n;
 		len -= (size_t)n;
 	}
@@ -263,10 +266,13 @@ static int pending_to_tcp(int fd, struct sc_sock *s, enum sc_fallback why)
 	int rc = 0;
 	size_t from = s->lead_tcp ? 1 : 0;
 	pending_unlink(s);
-	if (from)
+	/* with a record, pending_take counted these bytes there, and
+	 * fallback_stat below makes it a TCP one (as it does with an fd) */
+	bool in_rec = s->rec && fd >= 0;
+	if (from && !in_rec)
 		SC_STAT_ADD(bytes_tcp_sent, 1);
 	if (s->plen > from)
-		rc = tcp_write_all(fd, s->pbuf + from, s->plen - from);
+		rc = tcp_write_all(fd, s->pbuf + from, s->plen - from, in_rec);
 	free(s->pbuf);
 	s->pbuf = NULL;
 	s->plen = 0;

@@ -385,7 +385,7 @@ int sock_switch_bounded(int fd, struct sc_sock *s, uint64_t wait_ns, int resend_
 	sock_set_mode(s, M_TCP);
 	SC_STAT_ADD(fallback[SC_FB_SWITCHED], 1);
 	if (s->rec) {
-		s->rec->reason = SC_FB_SWITCHED + 1;
+		__atomic_store_n(&s->rec->reason, SC_FB_SWITCHED + 1, __ATOMIC_RELAXED);
 		atomic_store_explicit(&s->rec->mode, SC_REC_TCP, memory_order_release);
 	}
 	pthread_mutex_unlock(&s->lock);

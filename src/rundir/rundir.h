@@ -433,6 +433,18 @@ struct sc_conn_rec {
 };
 #define SC_STAT_RECS 4096
 
+/* A connection that went to TCP as it was set up (a fallback reason, not
+ * a switch from shared memory): every byte in its record went by TCP.
+ * Those bytes are counted in the record alone, by its one writer (no
+ * locked add on the process's counters per call), and moved to
+ * bytes_tcp_* when the record is freed; a reader adds a live one's. */
+static inline bool sc__rec_tcp_only(const struct sc_conn_rec *r)
+{
+	uint32_t why = __atomic_load_n(&r->reason, __ATOMIC_RELAXED);
+	return atomic_load_explicit(&r->mode, memory_order_acquire) == SC_REC_TCP &&
+	       why && why != SC_FB_SWITCHED + 1;
+}
+
 struct sc_stats_file {
 	/* magic: stored last with __atomic_store_n (release), read with
 	 * __atomic_load_n (acquire): plain, not _Atomic, because the
@@ -461,8 +473,10 @@ static inline uint32_t sc__stats_nrecs(const struct sc_stats_file *f)
  * directory of 5's then kept a stats-retired of the old size, so nothing
  * was ever collected again), the retired file named by the version;
  * 7: the process's identity instead of its start time, the peer's in each
- * record, files named stats-IDENT */
-#define SC_STATS_VERSION_N 7
+ * record, files named stats-IDENT; 8: the bytes of a connection that
+ * went to TCP as it was set up are in its record until it is freed
+ * (sc__rec_tcp_only), not in bytes_tcp_* */
+#define SC_STATS_VERSION_N 8
 #define SC_STATS_VERSION ((uint32_t)SC_STATS_VERSION_N)
 /* a change of either size is a new format: bump the version with it */
 _Static_assert(sizeof(struct sc_counters) == 272, "struct sc_counters changed: bump SC_STATS_VERSION");

@@ -131,7 +131,7 @@ struct sc_conn_rec *sc__rec_get(void)
 								memory_order_relaxed);
 			atomic_store_explicit(&r->bytes_sent, 0, memory_order_relaxed);
 			atomic_store_explicit(&r->bytes_received, 0, memory_order_relaxed);
-			r->reason = 0;
+			__atomic_store_n(&r->reason, 0, __ATOMIC_RELAXED);
 			r->peer_pid = 0;
 			r->peer_ident = 0;
 			r->fd = -1;
@@ -149,7 +149,14 @@ void sc__rec_put(struct sc_conn_rec *r)
 	struct sc_stats_file *f = atomic_load_explicit(&stats_file, memory_order_acquire);
 	if (!r)
 		return;
+	bool tcp = sc__rec_tcp_only(r);
+	uint64_t tx = atomic_load_explicit(&r->bytes_sent, memory_order_relaxed);
+	uint64_t rx = atomic_load_explicit(&r->bytes_received, memory_order_relaxed);
 	atomic_store_explicit(&r->mode, SC_REC_FREE, memory_order_release);
+	if (tcp) {      /* (after: a reader counts them once at most) */
+		SC_STAT_ADD(bytes_tcp_sent, tx);
+		SC_STAT_ADD(bytes_tcp_received, rx);
+	}
 	if (f && r >= f->recs && r < f->recs + SC_STAT_RECS) {
 		/* (relaxed: a hint, as in sc__rec_get) */
 		uint32_t i = (uint32_t)(r - f->recs);
@@ -307,11 +314,19 @@ void sc__stats_fold(struct sc_stats_retired *r, const struct sc_stats_file *f)
 					  memory_order_relaxed);
 	for (uint32_t i = 0, n = sc__stats_nrecs(f); i < n; i++) {
 		const struct sc_conn_rec *rec = &f->recs[i];
-		if (atomic_load_explicit(&rec->mode, memory_order_acquire) != SC_REC_SHM)
+		_Atomic uint64_t *tx, *rx;
+		if (atomic_load_explicit(&rec->mode, memory_order_acquire) == SC_REC_SHM) {
+			tx = &r->c.bytes_sent;
+			rx = &r->c.bytes_received;
+		} else if (sc__rec_tcp_only(rec)) {
+			tx = &r->c.bytes_tcp_sent;
+			rx = &r->c.bytes_tcp_received;
+		} else {
 			continue;
-		atomic_fetch_add_explicit(&r->c.bytes_sent, atomic_load_explicit(&rec->bytes_sent, memory_order_relaxed),
+		}
+		atomic_fetch_add_explicit(tx, atomic_load_explicit(&rec->bytes_sent, memory_order_relaxed),
 					  memory_order_relaxed);
-		atomic_fetch_add_explicit(&r->c.bytes_received, atomic_load_explicit(&rec->bytes_received, memory_order_relaxed),
+		atomic_fetch_add_explicit(rx, atomic_load_explicit(&rec->bytes_received, memory_order_relaxed),
 					  memory_order_relaxed);
 	}
 	/* levels, not counts: a dead process binds nothing, holds nothing */

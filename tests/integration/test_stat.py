@@ -60,10 +60,17 @@ def test_stat_lists_live_connections(rundir):
         assert cli[0]["bytes_received"] == 1000
         table = subprocess.run([SHORTCUT, "stat"], capture_output=True, text=True, env=env).stdout
         assert "PEER PID / REASON" in table and "peer_not_accelerated" in table
+        # the totals count the open connections' bytes, the one on TCP
+        # since its set-up too (its record holds them until it is freed)
+        st = stats(env)
+        assert st["bytes_shm_sent"] == 1000 and st["bytes_tcp_sent"] == 1000, st
     finally:
         for p in (srv, accel, plain):
             p.kill()
             p.wait()
+    # killed, closed nothing: still counted (from the records of the dead)
+    st = stats(env)
+    assert st["bytes_shm_sent"] == 1000 and st["bytes_tcp_sent"] == 1000, st
 
 
 def _stats_files(rundir):
