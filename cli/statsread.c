@@ -43,7 +43,9 @@ static const char *addr_str(const struct sc_addr16 *a, uint16_t port, char *buf,
 {
 	char ip[INET6_ADDRSTRLEN];
 	static const uint8_t pre[12] = { [10] = 0xff, [11] = 0xff };
-	if (!memcmp(a->b, pre, 12)) {
+	if (!port) {            /* not known (a client's own, on TCP) */
+		snprintf(buf, len, "-");
+	} else if (!memcmp(a->b, pre, 12)) {
 		inet_ntop(AF_INET, &a->b[12], ip, sizeof(ip));
 		snprintf(buf, len, "%s:%u", ip, port);
 	} else {

@@ -55,7 +55,12 @@ void rec_fill(struct sc_sock *s, int fd, uint32_t mode, int reason, int32_t peer
 	r->fd = fd;
 	r->peer_pid = peer_pid;
 	__atomic_store_n(&r->reason, reason >= 0 ? (uint32_t)reason + 1 : 0, __ATOMIC_RELAXED);
-	if (!r->lport && getsockname(fd, (struct sockaddr *)&a, &al) == 0)
+	/* a client that went to TCP as it connected: its own address is
+	 * the kernel's pick, not asked for (a system call the program does
+	 * not make, on every connection to a server without the library);
+	 * `shortcut stat` shows "-" */
+	bool ask = s->passive || mode != SC_REC_TCP;
+	if (!r->lport && ask && getsockname(fd, (struct sockaddr *)&a, &al) == 0)
 		sc__addr16((struct sockaddr *)&a, &r->laddr, &r->lport);
 	al = sizeof(a);
 	if (!r->pport && getpeername(fd, (struct sockaddr *)&a, &al) == 0)

@@ -355,6 +355,67 @@ def test_forking_server_decides_tcp_at_accept(rundir, tmp_path):
     assert len(reads) == n and set(reads) == acceptors, (reads, acceptors)
 
 
+PLAIN_CLIENT = r"""
+import socket, sys
+c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+c.sendall(b"x" * 300)
+print("sent", flush=True)
+sys.stdin.readline()            # hold the connection until told
+"""
+
+
+def _plain_client(env, tmp_path, accel, check):
+    """PLAIN_CLIENT against a server without the library, under strace
+    (and `shortcut run` if accel); check(port) while it holds its
+    connection.  The getsockname calls its process made."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen()
+    port = srv.getsockname()[1]
+    out = tmp_path / ("strace-%s.txt" % accel)
+    cli = subprocess.Popen(["strace", "-f", "-e", "trace=connect,getsockname", "-o", str(out)] +
+                           ([SHORTCUT, "run"] if accel else []) +
+                           [sys.executable, "-c", PLAIN_CLIENT, str(port)],
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        c, _ = srv.accept()
+        assert cli.stdout.readline() == "sent\n"
+        got = b""
+        while len(got) < 300:
+            got += c.recv(4096)
+        check(port)
+        cli.stdin.write("\n")
+        cli.stdin.flush()
+        assert cli.wait(timeout=30) == 0
+    finally:
+        cli.kill()
+        cli.wait()
+        srv.close()
+    lines = out.read_text().splitlines()
+    assert any("connect(" in ln and f"htons({port})" in ln for ln in lines), lines
+    return len([ln for ln in lines if "getsockname(" in ln])
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace (Debian package strace) missing")
+def test_client_of_plain_server_asks_nothing(rundir, tmp_path):
+    """A client's connection to a server without the library goes to TCP
+    at connect (no_listener) and is listed with its peer, its reason and
+    its bytes, but its own address is not asked of the kernel: a
+    getsockname per connection is a system call the program does not
+    make (issue 24's first row); `shortcut stat` shows it as "-"."""
+    env = clean_env(rundir)
+
+    def listed(port):
+        rows = [r for r in stat(env) if r["peer"] == f"127.0.0.1:{port}"]
+        assert len(rows) == 1, rows
+        assert rows[0]["mode"] == "tcp" and rows[0]["fallback"] == "no_listener", rows
+        assert rows[0]["local"] == "-" and rows[0]["bytes_sent"] == 300, rows
+        st = stats(env)
+        assert st["fallback"]["no_listener"] == 1 and st["bytes_tcp_sent"] == 300, st
+    plain = _plain_client(env, tmp_path, False, lambda port: None)
+    assert _plain_client(env, tmp_path, True, listed) == plain    # (Python's own, if any)
+
+
 LISTENER = r"""
 import socket, sys
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
