@@ -698,12 +698,19 @@ def plain_peer(c):
     connection of a shortcut run must have stayed on TCP as no_listener,
     none on shared memory."""
     res = {}
-    for mode, extra in (("conn", ["--size", "64", "--addr", next_addr()]), ("rr", ["--size", "100"])):
-        rc, out, err = c.run([SOCKBENCH, mode, "--plain-server"] + SB + extra, timeout=120)
+    # "1": both processes on one CPU (taskset), where the figure is the
+    # CPU a connection or a message costs; on two, the scheduler's
+    # placement of the two moves it by +-10% from run to run
+    one = ["taskset", "-c", str(os.cpu_count() - 1)]
+    for mode, pin, extra in (("conn", [], ["--size", "64", "--addr", next_addr()]),
+                             ("rr", [], ["--size", "100"]),
+                             ("conn", one, ["--size", "64", "--addr", next_addr()]),
+                             ("rr", one, ["--size", "100"])):
+        rc, out, err = c.run(pin + [SOCKBENCH, mode, "--plain-server"] + SB + extra, timeout=120)
         if rc:
             raise Failed(f"sockbench {mode} --plain-server exited {rc}: {tail(err, 300)}")
         v = json.loads(out)
-        res[f"plain_{mode}"] = v["ops_per_s"]
+        res[f"plain_{mode}{'1' if pin else ''}"] = v["ops_per_s"]
         if c.accel:
             st = c.stats()
             fb = {k: n for k, n in st["fallback"].items() if n}
@@ -951,6 +958,11 @@ FLOOR_ROWS = [
      "server without the library (`no_listener`), connect + 64 B request/response + close, "
      "`conn --plain-server` (conn/s)", "conn/s", False, None, "shortcut", (">=", 0.98), None),
     ("plain_rr", "plain", "the same, request/response 100 B on one connection, "
+     "`rr --plain-server` (msg/s)", "msg/s", False, None, "shortcut", (">=", 0.98), None),
+    ("plain_conn1", "plain", "the same connect + 64 B request/response + close, both processes on one "
+     "CPU (`taskset`: what a connection costs in CPU, without the scheduler's placement of two), "
+     "`conn --plain-server` (conn/s)", "conn/s", False, None, "shortcut", (">=", 0.98), None),
+    ("plain_rr1", "plain", "the same request/response 100 B, both processes on one CPU, "
      "`rr --plain-server` (msg/s)", "msg/s", False, None, "shortcut", (">=", 0.98), None),
 ] + [
     (f"{g}{sfx}", g, f"connect + 64 B request/response + close, {who}{what}, `conn{args}` (conn/s)",
