@@ -229,7 +229,7 @@ static int offer_prepare(int fd, struct sc_sock *s, const struct sockaddr *addr,
 		return -1;
 	}
 	sock_board(s, b, dport);
-	if (short_skip(dport)) {
+	if (short_skip(dport, dst)) {
 		*why = SC_FB_SHORT;
 		return -1;
 	}

@@ -27,12 +27,23 @@
  * holds at its connect().  SHORTCUT_SHORT_TCP=2: always, once learnt;
  * 0: never (every connection accelerated).
  *
+ * And where the kernel may not reuse a port in TIME_WAIT for a new
+ * connection to the destination (net.ipv4.tcp_tw_reuse: 2, the default,
+ * allows it for loopback only; 0 nowhere): on shared memory the client
+ * reads the answer without the kernel and often closes first, so the
+ * connection's TIME_WAIT is its own (over kernel TCP, usually the
+ * server's), and a client of short connections to a veth's or a bridge's
+ * address ran out of ephemeral ports (connect: EADDRNOTAVAIL) where
+ * kernel TCP went on (docs/limits.md).
+ *
  * Per process and lock-free (a fork child inherits what its parent learnt):
  * a small table of ports, each entry two atomic words.
  */
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "spin.h"
@@ -109,17 +120,45 @@ static _Atomic uint64_t *entry(uint16_t port, bool make)
 	return e;
 }
 
-/* Shared memory loses for short connections to this entry's port now? */
-static bool short_loses(_Atomic uint64_t *e)
+/* net.ipv4.tcp_tw_reuse of our network namespace, read once: 0, 1 or 2
+ * (its default, and what an unreadable one is taken for). */
+static int tw_reuse(void)
 {
-	if (sc__cfg.short_tcp == 2 || !sc__cfg.spin_ns)
+	static _Atomic int v = -1;      /* (relaxed: any reader's value is the same) */
+	int r = atomic_load_explicit(&v, memory_order_relaxed);
+	if (r >= 0)
+		return r;
+	r = 2;
+	int fd = open("/proc/sys/net/ipv4/tcp_tw_reuse", O_RDONLY | O_CLOEXEC);
+	char c = 0;
+	if (fd >= 0) {
+		if (R(read)(fd, &c, 1) == 1 && c >= '0' && c <= '2')
+			r = c - '0';
+		R(close)(fd);
+	}
+	atomic_store_explicit(&v, r, memory_order_relaxed);
+	return r;
+}
+
+/* May the kernel give a new connection to dst a port in TIME_WAIT? */
+static bool tw_reusable(const struct sc_addr16 *dst)
+{
+	int r = tw_reuse();
+	return r == 1 || (r == 2 && sc__addr_is_loopback(dst));
+}
+
+/* Shared memory loses (or costs ports) for short connections to this
+ * entry's port and dst now? */
+static bool short_loses(_Atomic uint64_t *e, const struct sc_addr16 *dst)
+{
+	if (sc__cfg.short_tcp == 2 || !sc__cfg.spin_ns || !tw_reusable(dst))
 		return true;
 	if (atomic_load_explicit(&fresh[e - tab], memory_order_relaxed) >= 2)
 		return true;
 	return sc__spin_crowded();
 }
 
-bool short_skip(uint16_t port)
+bool short_skip(uint16_t port, const struct sc_addr16 *dst)
 {
 	if (!sc__cfg.short_tcp)
 		return false;
@@ -127,7 +166,7 @@ bool short_skip(uint16_t port)
 	if (!e)
 		return false;
 	uint64_t v = atomic_load_explicit(e, memory_order_relaxed);
-	if (!(v & E_USED) || E_PORT(v) != port || !E_SKIP(v) || !short_loses(e))
+	if (!(v & E_USED) || E_PORT(v) != port || !E_SKIP(v) || !short_loses(e, dst))
 		return false;
 	do {
 		if (!(v & E_USED) || E_PORT(v) != port || !E_SKIP(v))
