@@ -233,6 +233,10 @@ static int offer_prepare(int fd, struct sc_sock *s, const struct sockaddr *addr,
 		*why = SC_FB_SHORT;
 		return -1;
 	}
+	if (!tw_room(dst)) {    /* ports in TIME_WAIT that would run out */
+		*why = SC_FB_LIMITS;
+		return -1;
+	}
 	/* data in the SYN, or a repaired socket (a DSCP of the program's own
 	 * is put back once the SYN is out: only the SYN carries our mark, and
 	 * it never leaves the host) */

@@ -389,6 +389,7 @@ void fallback_stat(struct sc_sock *s, int fd, enum sc_fallback why);
 /* shortconn.c: true when this connection to port stays on TCP (short
  * connections learnt there); what a client's connection carried, at its close */
 bool short_skip(uint16_t port, const struct sc_addr16 *dst);
+bool tw_room(const struct sc_addr16 *dst);
 void short_learn(uint16_t port, uint64_t calls, uint64_t bytes, uint64_t peer);
 struct sc_sock *sock_new(int fd, int mode, bool nonblock);
 void sock_release(struct sc_sock *s, int fd_of_release);

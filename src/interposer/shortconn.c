@@ -43,6 +43,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -145,6 +146,61 @@ static bool tw_reusable(const struct sc_addr16 *dst)
 {
 	int r = tw_reuse();
 	return r == 1 || (r == 2 && sc__addr_is_loopback(dst));
+}
+
+/* The ephemeral ports of our network namespace (ip_local_port_range),
+ * read once; Linux's default range where it cannot be read. */
+static uint32_t ephemeral_ports(void)
+{
+	static _Atomic uint32_t v;      /* (relaxed: any reader's value is the same) */
+	uint32_t r = atomic_load_explicit(&v, memory_order_relaxed);
+	if (r)
+		return r;
+	r = 60999 - 32768 + 1;
+	int fd = open("/proc/sys/net/ipv4/ip_local_port_range", O_RDONLY | O_CLOEXEC);
+	char buf[64];
+	if (fd >= 0) {
+		ssize_t n = R(read)(fd, buf, sizeof(buf) - 1);
+		unsigned lo, hi;
+		if (n > 0) {
+			buf[n] = 0;
+			if (sscanf(buf, "%u %u", &lo, &hi) == 2 && hi >= lo && hi < 65536)
+				r = hi - lo + 1;
+		}
+		R(close)(fd);
+	}
+	atomic_store_explicit(&v, r, memory_order_relaxed);
+	return r;
+}
+
+/* Room for one more connection on shared memory to dst?  Its client may
+ * keep its TIME_WAIT (it often closes first), and where the kernel does
+ * not reuse such ports a client opening connections there faster than
+ * the ports last runs out of them (EADDRNOTAVAIL: docs/limits.md), which
+ * short ones no longer do (short_loses) but long ones still could.  So
+ * they go onto shared memory at most a quarter of the ports at once and
+ * a quarter a minute after that, the rest on TCP (`limits`): a generic
+ * cell rate, one atomic word (the time the next may go, in us). */
+bool tw_room(const struct sc_addr16 *dst)
+{
+	static _Atomic uint64_t tat;
+	if (tw_reusable(dst))
+		return true;
+	uint64_t ports = ephemeral_ports();
+	uint64_t iv = 240000000ull / ports;             /* us between two */
+	uint64_t tol = iv * (ports / 4);
+	uint64_t now = sc__now_ns() / 1000;
+	/* (relaxed: a rate, not an order; the compare-exchange decides) */
+	uint64_t t = atomic_load_explicit(&tat, memory_order_relaxed);
+	for (;;) {
+		uint64_t base = t > now ? t : now;
+		if (base - now > tol)
+			return false;
+		if (atomic_compare_exchange_weak_explicit(&tat, &t, base + iv,
+							  memory_order_relaxed,
+							  memory_order_relaxed))
+			return true;
+	}
 }
 
 /* Shared memory loses (or costs ports) for short connections to this
