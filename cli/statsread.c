@@ -130,15 +130,8 @@ void sc__stats_add_file(struct sc_stats_sum *s, const struct sc_stats_file *f, b
 	for (uint32_t i = 0, n = sc__stats_nrecs(f); i < n && f->version == SC_STATS_VERSION; i++) {
 		const struct sc_conn_rec *r = &f->recs[i];
 		size_t tx, rx;
-		if (atomic_load_explicit(&r->mode, memory_order_acquire) == SC_REC_SHM) {
-			tx = offsetof(struct sc_counters, bytes_sent) / 8;
-			rx = offsetof(struct sc_counters, bytes_received) / 8;
-		} else if (sc__rec_tcp_only(r)) {
-			tx = offsetof(struct sc_counters, bytes_tcp_sent) / 8;
-			rx = offsetof(struct sc_counters, bytes_tcp_received) / 8;
-		} else {
+		if (!sc__rec_counters(r, &tx, &rx))
 			continue;
-		}
 		s->c[tx] += atomic_load_explicit(&r->bytes_sent, memory_order_relaxed);
 		s->c[rx] += atomic_load_explicit(&r->bytes_received, memory_order_relaxed);
 	}

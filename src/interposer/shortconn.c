@@ -121,6 +121,24 @@ static _Atomic uint64_t *entry(uint16_t port, bool make)
 	return e;
 }
 
+/* A setting of our network namespace's, /proc/sys/net/ipv4/name: its
+ * two numbers (the second 0 if it has one), false if unreadable. */
+static bool net_sysctl(const char *name, unsigned *a, unsigned *b)
+{
+	char path[96], buf[64];
+	snprintf(path, sizeof(path), "/proc/sys/net/ipv4/%s", name);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = R(read)(fd, buf, sizeof(buf) - 1);
+	R(close)(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	*b = 0;
+	return sscanf(buf, "%u %u", a, b) >= 1;
+}
+
 /* net.ipv4.tcp_tw_reuse of our network namespace, read once: 0, 1 or 2
  * (its default, and what an unreadable one is taken for). */
 static int tw_reuse(void)
@@ -129,14 +147,8 @@ static int tw_reuse(void)
 	int r = atomic_load_explicit(&v, memory_order_relaxed);
 	if (r >= 0)
 		return r;
-	r = 2;
-	int fd = open("/proc/sys/net/ipv4/tcp_tw_reuse", O_RDONLY | O_CLOEXEC);
-	char c = 0;
-	if (fd >= 0) {
-		if (R(read)(fd, &c, 1) == 1 && c >= '0' && c <= '2')
-			r = c - '0';
-		R(close)(fd);
-	}
+	unsigned x, unused;
+	r = net_sysctl("tcp_tw_reuse", &x, &unused) && x <= 2 ? (int)x : 2;
 	atomic_store_explicit(&v, r, memory_order_relaxed);
 	return r;
 }
@@ -156,19 +168,9 @@ static uint32_t ephemeral_ports(void)
 	uint32_t r = atomic_load_explicit(&v, memory_order_relaxed);
 	if (r)
 		return r;
-	r = 60999 - 32768 + 1;
-	int fd = open("/proc/sys/net/ipv4/ip_local_port_range", O_RDONLY | O_CLOEXEC);
-	char buf[64];
-	if (fd >= 0) {
-		ssize_t n = R(read)(fd, buf, sizeof(buf) - 1);
-		unsigned lo, hi;
-		if (n > 0) {
-			buf[n] = 0;
-			if (sscanf(buf, "%u %u", &lo, &hi) == 2 && hi >= lo && hi < 65536)
-				r = hi - lo + 1;
-		}
-		R(close)(fd);
-	}
+	unsigned lo, hi;
+	r = net_sysctl("ip_local_port_range", &lo, &hi) && hi >= lo && hi < 65536 ?
+	    hi - lo + 1 : 60999 - 32768 + 1;
 	atomic_store_explicit(&v, r, memory_order_relaxed);
 	return r;
 }

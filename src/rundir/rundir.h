@@ -23,6 +23,7 @@
 
 #include <netinet/in.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -443,6 +444,23 @@ static inline bool sc__rec_tcp_only(const struct sc_conn_rec *r)
 	uint32_t why = __atomic_load_n(&r->reason, __ATOMIC_RELAXED);
 	return atomic_load_explicit(&r->mode, memory_order_acquire) == SC_REC_TCP &&
 	       why && why != SC_FB_SWITCHED + 1;
+}
+
+/* Which of struct sc_counters a live record's bytes count in (their
+ * index, in 64-bit words): shared memory's, or TCP's for a connection on
+ * TCP since its set-up; false for one counted there already. */
+static inline bool sc__rec_counters(const struct sc_conn_rec *r, size_t *tx, size_t *rx)
+{
+	if (atomic_load_explicit(&r->mode, memory_order_acquire) == SC_REC_SHM) {
+		*tx = offsetof(struct sc_counters, bytes_sent) / 8;
+		*rx = offsetof(struct sc_counters, bytes_received) / 8;
+	} else if (sc__rec_tcp_only(r)) {
+		*tx = offsetof(struct sc_counters, bytes_tcp_sent) / 8;
+		*rx = offsetof(struct sc_counters, bytes_tcp_received) / 8;
+	} else {
+		return false;
+	}
+	return true;
 }
 
 struct sc_stats_file {

@@ -314,19 +314,12 @@ void sc__stats_fold(struct sc_stats_retired *r, const struct sc_stats_file *f)
 					  memory_order_relaxed);
 	for (uint32_t i = 0, n = sc__stats_nrecs(f); i < n; i++) {
 		const struct sc_conn_rec *rec = &f->recs[i];
-		_Atomic uint64_t *tx, *rx;
-		if (atomic_load_explicit(&rec->mode, memory_order_acquire) == SC_REC_SHM) {
-			tx = &r->c.bytes_sent;
-			rx = &r->c.bytes_received;
-		} else if (sc__rec_tcp_only(rec)) {
-			tx = &r->c.bytes_tcp_sent;
-			rx = &r->c.bytes_tcp_received;
-		} else {
+		size_t tx, rx;
+		if (!sc__rec_counters(rec, &tx, &rx))
 			continue;
-		}
-		atomic_fetch_add_explicit(tx, atomic_load_explicit(&rec->bytes_sent, memory_order_relaxed),
+		atomic_fetch_add_explicit(&dst[tx], atomic_load_explicit(&rec->bytes_sent, memory_order_relaxed),
 					  memory_order_relaxed);
-		atomic_fetch_add_explicit(rx, atomic_load_explicit(&rec->bytes_received, memory_order_relaxed),
+		atomic_fetch_add_explicit(&dst[rx], atomic_load_explicit(&rec->bytes_received, memory_order_relaxed),
 					  memory_order_relaxed);
 	}
 	/* levels, not counts: a dead process binds nothing, holds nothing */
