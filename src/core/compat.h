@@ -54,10 +54,12 @@ void sc__pid_reset(void);
  * free number to the lowest free one from the base, the original closed;
  * fd itself if it is there already or no fd is free there (errno kept).
  * sc__fd_dup: a close-on-exec copy of fd, high if it can be, else low; the
- * copy or -errno.  Every fd the library keeps goes through one of them as
- * soon as it is made. */
+ * copy or -errno; sc__fd_dup_high: only high (one we may do without).
+ * Every fd the library keeps goes through one of them as soon as it is
+ * made. */
 int sc__fd_park(int fd);
 int sc__fd_dup(int fd);
+int sc__fd_dup_high(int fd);
 /* RLIMIT_NOFILE as the caller just read it: the base follows it. */
 void sc__fd_limit(long limit);
 /* About how many fds the process has open, fd being the one it was just

@@ -131,6 +131,17 @@ uint32_t sc__peer_flags(struct sc_conn *c)
 }
 
 /* Free the local half; the caller holds no lock. */
+/* Its counters into the process totals (each once: the closing thread
+ * folds them before the slot is let go, which may be much later). */
+static void conn_fold(struct sc_conn *c)
+{
+	/* (relaxed: counts; the exchange takes each once) */
+	SC_STAT_ADD(bytes_sent, atomic_exchange_explicit(&c->bytes_sent, 0, memory_order_relaxed));
+	SC_STAT_ADD(bytes_received, atomic_exchange_explicit(&c->bytes_received, 0,
+							      memory_order_relaxed));
+	SC_STAT_ADD(spin_hits, atomic_exchange_explicit(&c->spin_hits, 0, memory_order_relaxed));
+}
+
 static void conn_free(struct sc_conn *c, uint32_t last_flags)
 {
 	struct sc_group *g = c->g;
@@ -149,10 +160,7 @@ static void conn_free(struct sc_conn *c, uint32_t last_flags)
 	if (c->own)
 		sc__chan_free(c->own);
 	pthread_mutex_lock(&g->lock);
-	/* its counters into the process totals */
-	SC_STAT_ADD(bytes_sent, atomic_load_explicit(&c->bytes_sent, memory_order_relaxed));
-	SC_STAT_ADD(bytes_received, atomic_load_explicit(&c->bytes_received, memory_order_relaxed));
-	SC_STAT_ADD(spin_hits, atomic_load_explicit(&c->spin_hits, memory_order_relaxed));
+	conn_fold(c);
 	/* our cell may go to another channel: the peer must not wake it for
 	 * this slot any more */
 	atomic_store_explicit(&c->me->cell, SC_CELL_NONE, memory_order_relaxed);
@@ -597,13 +605,11 @@ SC_API int sc_shutdown(struct sc_conn *c, int how)
 	return 0;
 }
 
-SC_API int sc_close(struct sc_conn *c)
+void sc__close_begin(struct sc_conn *c)
 {
 	int saved = errno;
 	uint32_t f;
 
-	if (!c)
-		return -EINVAL;
 	sc__lock(&c->txlock);
 	sc__tx_flush_locked(c);         /* held bytes go before the end */
 	sc__unlock(&c->txlock);
@@ -626,8 +632,23 @@ SC_API int sc_close(struct sc_conn *c)
 	sc__conn_set_flags(c, f);
 	sc__notify_peer(c);
 	SC_STAT_ADD(conns_closed, 1);
+	conn_fold(c);
+	errno = saved;
+}
+
+void sc__conn_release(struct sc_conn *c)
+{
+	int saved = errno;
 	conn_free(c, 0);
 	errno = saved;
+}
+
+SC_API int sc_close(struct sc_conn *c)
+{
+	if (!c)
+		return -EINVAL;
+	sc__close_begin(c);
+	sc__conn_release(c);
 	return 0;
 }
 

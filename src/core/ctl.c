@@ -48,17 +48,44 @@ _Atomic bool sc__ctl_kicked;         /* a KICK came on the rendezvous */
 #define CORK_TICK_MS 50
 static _Atomic bool cork_tick;
 
-void sc__cork_note(void)
+/* Something for the thread to look at every CORK_TICK_MS came (flag: the
+ * kind's): set it, and wake the thread if it was not set. */
+static void ctl_tick_note(_Atomic bool *flag)
 {
-	/* our hold's store before this load; the thread's clearing of the
-	 * flag before its look at the holds: one of us sees the other */
+	/* the caller's store (a hold, a waiting close) before this load; the
+	 * thread's clearing of the flag before its look at those: one of us
+	 * sees the other */
 	atomic_thread_fence(memory_order_seq_cst);
-	/* seq_cst: the fence above's other side (ctl_cork_scan) */
-	if (atomic_load_explicit(&cork_tick, memory_order_seq_cst) ||
-	    atomic_exchange_explicit(&cork_tick, true, memory_order_seq_cst))
+	/* seq_cst: the fence above's other side (ctl_cork_scan, ctl_hook_tick) */
+	if (atomic_load_explicit(flag, memory_order_seq_cst) ||
+	    atomic_exchange_explicit(flag, true, memory_order_seq_cst))
 		return;
 	if (ctl.wakefd >= 0)
 		sc__efd_wake(ctl.wakefd);
+}
+
+void sc__cork_note(void)
+{
+	ctl_tick_note(&cork_tick);
+}
+
+/* The interposer's periodic look (a client's closes waiting for their
+ * FIN: linger.c): while hook_tick is set the control thread calls
+ * sc__tick_hook every CORK_TICK_MS, and goes on while it returns true. */
+bool (*sc__tick_hook)(void);
+static _Atomic bool hook_tick;
+
+void sc__tick_note(void)
+{
+	ctl_tick_note(&hook_tick);
+}
+
+static void ctl_hook_tick(void)
+{
+	/* seq_cst: our clearing before the hook's look (sc__tick_note) */
+	atomic_store_explicit(&hook_tick, false, memory_order_seq_cst);
+	if (sc__tick_hook && sc__tick_hook())   /* (our own thread reads it next) */
+		atomic_store_explicit(&hook_tick, true, memory_order_relaxed);
 }
 
 __thread struct sc_group *sc__ctl_pump_held;
@@ -400,7 +427,7 @@ static bool ctl_reap(void)
 static void *ctl_main(void *arg)
 {
 	struct epoll_event ev[32];
-	uint64_t next_cork = 0;
+	uint64_t next_cork = 0, next_hook = 0;
 
 	for (;;) {
 		/* seq_cst: pairs with the store in watch_add */
@@ -411,9 +438,11 @@ static void *ctl_main(void *arg)
 			 * acquire: what fn saw comes first; kept as it was) */
 			atomic_store_explicit(&ctl.watching, true, memory_order_seq_cst);
 		}
-		/* (relaxed: a hold noted since is its sender's eventfd wake-up) */
+		/* (relaxed: a hold or a tick noted since is its sender's
+		 * eventfd wake-up) */
 		int n = epoll_wait(ctl.epfd, ev, 32,
-				   atomic_load_explicit(&cork_tick, memory_order_relaxed) ?
+				   atomic_load_explicit(&cork_tick, memory_order_relaxed) ||
+				   atomic_load_explicit(&hook_tick, memory_order_relaxed) ?
 				   CORK_TICK_MS : -1);
 		for (int i = 0; i < n; i++) {
 			uint64_t tag = ev[i].data.u64;
@@ -438,6 +467,11 @@ static void *ctl_main(void *arg)
 		    sc__now_ns() >= next_cork) {
 			ctl_cork_scan();
 			next_cork = sc__now_ns() + CORK_TICK_MS * 1000000ull;
+		}
+		if (atomic_load_explicit(&hook_tick, memory_order_relaxed) &&
+		    sc__now_ns() >= next_hook) {
+			ctl_hook_tick();
+			next_hook = sc__now_ns() + CORK_TICK_MS * 1000000ull;
 		}
 		/* only when a group died, or nothing may be left to watch: each
 		 * reap takes ctl.lock and every group's lock, and a waiting
@@ -539,6 +573,7 @@ void sc__link_atfork_child(void)
 	sc__mutex_reset(&ctl.lock);
 	/* (a fork child: one thread, nobody to pair with) */
 	SC_RESET_ATOMIC(cork_tick, false);
+	SC_RESET_ATOMIC(hook_tick, false);
 	/* the parent's control thread can still be asked to switch the
 	 * connections we inherit (its eventfd stays open here) */
 	if (ctl.wakefd >= 0 && ctl.nkick < 8) {

@@ -103,6 +103,15 @@ int sc__fd_dup(int fd)
 	return rc;
 }
 
+int sc__fd_dup_high(int fd)
+{
+	int saved = errno;
+	int n = dup_high(fd);
+	int rc = n < 0 ? -errno : n;
+	errno = saved;
+	return rc;
+}
+
 long sc__fd_in_use(int fd)
 {
 	int b = base(), top = atomic_load_explicit(&fd_top, memory_order_relaxed);

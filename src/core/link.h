@@ -177,6 +177,12 @@ extern uint64_t (*sc__ident_hook)(void);
  * its own to do the switch, or to watch the kernel socket). */
 extern void (*sc__switch_hook)(struct sc_conn *c);
 
+/* The interposer's periodic look: once sc__tick_note is called, the
+ * control thread calls sc__tick_hook every 50 ms, with no lock held, as
+ * long as it returns true (it must not block). */
+extern bool (*sc__tick_hook)(void);
+void sc__tick_note(void);
+
 /* Drain, from the calling thread, the sockets of every group whose OPENs
  * go to l: a caller waiting for one need not wait for the control thread. */
 void sc__listener_pump(struct sc_listener *l);
