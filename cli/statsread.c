@@ -208,6 +208,9 @@ int sc__stats_print(const char *dir, const struct sc_stats_sum *sum, bool json, 
 	       V(bytes_sent), V(bytes_received));
 	printf("bytes, TCP            sent %llu, received %llu\n",
 	       V(bytes_tcp_sent), V(bytes_tcp_received));
+	if (V(closes_passive) || V(closes_active))
+		printf("client closes       %llu passive (the server's FIN first: TIME_WAIT the "
+		       "server's), %llu first\n", V(closes_passive), V(closes_active));
 	if (V(dm_bindings) || V(dm_frags) || V(dm_bytes_in))
 		printf("device memory       %llu bindings, %llu bytes into regions, %llu fragments "
 		       "(%llu outstanding), %llu waits for a free chunk\n", V(dm_bindings),

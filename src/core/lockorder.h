@@ -38,6 +38,7 @@ enum sc_lock_rank {
 	LO_LK,          /* lk_lock */
 	LO_SELF,        /* self_lock */
 	LO_NL,          /* nl_lock */
+	LO_LINGER,      /* lg_lock (taken under a group's lock: linger_switched) */
 	LO_ALONE = 100, /* a socket's wlock, ep_inh_lock */
 };
 

@@ -176,15 +176,16 @@ static void forget_range(unsigned first, unsigned last)
 
 static int close_range_holes(unsigned first, unsigned last, int flags)
 {
-	int hs[64];
+	int hs[64 + 66];
 	int n = hidden_in(first, last, hs, 64);
+	n += linger_in(first, last, hs + n, 65);       /* (its set too) */
 	/* our description of the run directory's processes: closing it
 	 * would drop our identity's lock (others would take us for dead),
 	 * and in a child that goes on without it, every look at another
 	 * process (a fork child's close_range: sem_fork_close_range took its
 	 * live owner for dead) */
 	int pf = sc__procs_fd();
-	if (pf >= 0 && (unsigned)pf >= first && (unsigned)pf <= last && n < 64)
+	if (pf >= 0 && (unsigned)pf >= first && (unsigned)pf <= last)
 		hs[n++] = pf;
 	for (int i = 1; i < n; i++)             /* a few: insertion sort */
 		for (int j = i; j > 0 && hs[j - 1] > hs[j]; j--) {

@@ -219,7 +219,17 @@ void sock_release(struct sc_sock *s, int fd_of_release)
 					    s->c->g ? s->c->g->peer_ident : 0);
 			if (s->linger0)
 				sc_set_linger0(s->c, 1);
-			sc_close(s->c);
+			/* a client's plain ending: its kernel socket waits
+			 * for the server's FIN, its slot with it (linger.c);
+			 * a reset (unread bytes) sends ours at once */
+			bool client = s->tag && fd_of_release >= 0 && !s->linger0;
+			bool plain = client && !sc__ring_avail(&s->c->rx);
+			sc__close_begin(s->c);
+			if (!plain || !linger_take(fd_of_release, s->c, s->tw_free)) {
+				sc__conn_release(s->c);
+				if (client)
+					lg_gave_up(s->tw_free);
+			}
 		}
 		s->c = NULL;
 	} else if (mode == M_PENDING) {

@@ -402,6 +402,7 @@ void atfork_child(void)
 	sc__link_atfork_child();
 	ep_atfork_child();
 	sw_atfork_child();      /* the switch thread did not come along */
+	linger_atfork_child();  /* the parent's closes wait for their FIN */
 	nl_atfork_child();      /* devmem bindings are the parent's */
 	sc__dm_atfork_child();
 	SC_RESET(forked.n, 0);          /* those were our siblings */

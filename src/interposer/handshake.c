@@ -229,7 +229,8 @@ static int offer_prepare(int fd, struct sc_sock *s, const struct sockaddr *addr,
 		return -1;
 	}
 	sock_board(s, b, dport);
-	if (short_skip(dport, dst)) {
+	linger_reap();          /* ports our closes held until their FIN */
+	if (short_skip(dport)) {
 		*why = SC_FB_SHORT;
 		return -1;
 	}
@@ -237,6 +238,7 @@ static int offer_prepare(int fd, struct sc_sock *s, const struct sockaddr *addr,
 		*why = SC_FB_LIMITS;
 		return -1;
 	}
+	s->tw_free = tw_reusable(dst);
 	/* data in the SYN, or a repaired socket (a DSCP of the program's own
 	 * is put back once the SYN is out: only the SYN carries our mark, and
 	 * it never leaves the host) */

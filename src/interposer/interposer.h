@@ -25,6 +25,7 @@
  *   epoll_ctl.c   registrations, channels, epoll_ctl
  *   epoll_wait.c  the waits, nested and exposed sets
  *   shortconn.c   short connections: which ports' connections stay on TCP
+ *   linger.c      a client's close: its kernel socket waits for the server's FIN
  *   devmem.c      the devmem socket API (MSG_SOCK_DEVMEM, its cmsgs, zerocopy)
  *   netlink.c     generic netlink: netdev bind-rx / bind-tx of loopback
  *   go.c          Go programs: their system-call funnel patched to come here
@@ -39,7 +40,7 @@
  *   ep_life (read) > eps_lock > a set's lock > a socket's lock >
  *   interp.create_lock > sw_start's lock > [the core's] > interp.rdv_lock > sw_thread.lock >
  *   table_lock > hidden_lock > kreg_lock > forked.lock > [run directory:
- *   child_lock > retired_lock > board_lock > lk_lock > self_lock] > nl_lock;
+ *   child_lock > retired_lock > board_lock > lk_lock > self_lock] > nl_lock > lg_lock;
  *   a socket's wlock and ep_inh_lock alone.
  */
 #ifndef SC_INTERPOSER_H
@@ -179,6 +180,8 @@ struct sc_sock {
 	bool err_reported;      /* a reset was reported once (as sk_err) */
 	bool sent_to_closed;    /* one send went to a closed peer (TCP: then RST) */
 	bool fastopen;          /* TCP_FASTOPEN_CONNECT / TCP_REPAIR set: stays TCP */
+	bool tw_free;           /* connecting: the kernel reuses ports in TIME_WAIT
+				 * to its destination (tw_reusable) */
 	bool death_watched;     /* its kernel socket watched by the switch thread
 				 * (SC_LF_DEATH_SWITCH: sw_deaths), under table_lock */
 	uint64_t rcvtimeo_ns, sndtimeo_ns;      /* SO_RCVTIMEO / SO_SNDTIMEO, 0: none */
@@ -388,8 +391,10 @@ void rec_fill(struct sc_sock *s, int fd, uint32_t mode, int reason, int32_t peer
 void fallback_stat(struct sc_sock *s, int fd, enum sc_fallback why);
 /* shortconn.c: true when this connection to port stays on TCP (short
  * connections learnt there); what a client's connection carried, at its close */
-bool short_skip(uint16_t port, const struct sc_addr16 *dst);
+bool short_skip(uint16_t port);
 bool tw_room(const struct sc_addr16 *dst);
+bool tw_reusable(const struct sc_addr16 *dst);
+void tw_spent(void);
 void short_learn(uint16_t port, uint64_t calls, uint64_t bytes, uint64_t peer);
 struct sc_sock *sock_new(int fd, int mode, bool nonblock);
 void sock_release(struct sc_sock *s, int fd_of_release);
@@ -545,6 +550,16 @@ void sw_rights(const struct msghdr *m);
 void listener_withdraw(struct sc_sock *s);
 int hidden_in(unsigned first, unsigned last, int *out, int max);
 void sw_atfork_child(void);
+
+/* ---- a client's passive close (linger.c) ------------------------------------ */
+
+bool linger_take(int fd, struct sc_conn *c, bool reusable);
+void lg_gave_up(bool reusable);
+void linger_reap(void);
+bool linger_tick(void);
+void linger_exit(void);
+int linger_in(unsigned first, unsigned last, int *out, int max);
+void linger_atfork_child(void);
 
 /* ---- processes (fork.c, exec.c) ---------------------------------------------- */
 

@@ -88,6 +88,7 @@ __attribute__((constructor)) static void sc_preload_init(void)
 	if (!interp.disabled)
 		go_start();     /* before any Go code runs */
 	sc__switch_hook = sw_hook;
+	sc__tick_hook = linger_tick;    /* a client's closes waiting for their FIN */
 	sc__ident_hook = sc__self;     /* our HELLOs name us */
 	LOG(2, "libshortcut %s loaded (%s)", SC_VERSION, interp.disabled ? "disabled" : "enabled");
 }

@@ -27,14 +27,9 @@
  * holds at its connect().  SHORTCUT_SHORT_TCP=2: always, once learnt;
  * 0: never (every connection accelerated).
  *
- * And where the kernel may not reuse a port in TIME_WAIT for a new
- * connection to the destination (net.ipv4.tcp_tw_reuse: 2, the default,
- * allows it for loopback only; 0 nowhere): on shared memory the client
- * reads the answer without the kernel and often closes first, so the
- * connection's TIME_WAIT is its own (over kernel TCP, usually the
- * server's), and a client of short connections to a veth's or a bridge's
- * address ran out of ephemeral ports (connect: EADDRNOTAVAIL) where
- * kernel TCP went on (docs/limits.md).
+ * Ports in TIME_WAIT: a client's close on shared memory is the passive
+ * one (linger.c), as over kernel TCP, so short connections need no rule
+ * of their own; those that still close first are counted (tw_room).
  *
  * Per process and lock-free (a fork child inherits what its parent learnt):
  * a small table of ports, each entry two atomic words.
@@ -154,7 +149,7 @@ static int tw_reuse(void)
 }
 
 /* May the kernel give a new connection to dst a port in TIME_WAIT? */
-static bool tw_reusable(const struct sc_addr16 *dst)
+bool tw_reusable(const struct sc_addr16 *dst)
 {
 	int r = tw_reuse();
 	return r == 1 || (r == 2 && sc__addr_is_loopback(dst));
@@ -175,48 +170,54 @@ static uint32_t ephemeral_ports(void)
 	return r;
 }
 
-/* Room for one more connection on shared memory to dst?  Its client may
- * keep its TIME_WAIT (it often closes first), and where the kernel does
- * not reuse such ports a client opening connections there faster than
- * the ports last runs out of them (EADDRNOTAVAIL: docs/limits.md), which
- * short ones no longer do (short_loses) but long ones still could.  So
- * they go onto shared memory at most a quarter of the ports at once and
- * a quarter a minute after that, the rest on TCP (`limits`): a generic
- * cell rate, one atomic word (the time the next may go, in us). */
-bool tw_room(const struct sc_addr16 *dst)
+/* Ports in TIME_WAIT a client keeps, where the kernel does not reuse
+ * them: a client's close on shared memory is the passive one (linger.c),
+ * but one whose server did not close in time, or that could not wait,
+ * closes first and keeps its port for a minute.  A client opening
+ * connections there faster than the ports last would run out of them
+ * (EADDRNOTAVAIL: docs/limits.md).  So those closes are counted against
+ * the ports: a quarter of them at once and a quarter a minute after that;
+ * past that, new connections to such a destination go on TCP (`limits`)
+ * until the rate is back under it.  A generic cell rate, one atomic word:
+ * the time (us) by which what was spent is paid back. */
+static _Atomic uint64_t tw_tat;
+
+static uint64_t tw_interval(void)
 {
-	static _Atomic uint64_t tat;
-	if (tw_reusable(dst))
-		return true;
-	uint64_t ports = ephemeral_ports();
-	uint64_t iv = 240000000ull / ports;             /* us between two */
-	uint64_t tol = iv * (ports / 4);
-	uint64_t now = sc__now_ns() / 1000;
-	/* (relaxed: a rate, not an order; the compare-exchange decides) */
-	uint64_t t = atomic_load_explicit(&tat, memory_order_relaxed);
-	for (;;) {
-		uint64_t base = t > now ? t : now;
-		if (base - now > tol)
-			return false;
-		if (atomic_compare_exchange_weak_explicit(&tat, &t, base + iv,
-							  memory_order_relaxed,
-							  memory_order_relaxed))
-			return true;
-	}
+	return 240000000ull / ephemeral_ports();        /* us a port stays taken, per port */
 }
 
-/* Shared memory loses (or costs ports) for short connections to this
- * entry's port and dst now? */
-static bool short_loses(_Atomic uint64_t *e, const struct sc_addr16 *dst)
+bool tw_room(const struct sc_addr16 *dst)
 {
-	if (sc__cfg.short_tcp == 2 || !sc__cfg.spin_ns || !tw_reusable(dst))
+	if (tw_reusable(dst))
+		return true;
+	uint64_t tol = tw_interval() * (ephemeral_ports() / 4);
+	/* (relaxed: a rate, not an order) */
+	uint64_t t = atomic_load_explicit(&tw_tat, memory_order_relaxed);
+	return t <= sc__now_ns() / 1000 + tol;
+}
+
+void tw_spent(void)
+{
+	uint64_t iv = tw_interval(), now = sc__now_ns() / 1000;
+	/* (relaxed: as above; the compare-exchange adds each once) */
+	uint64_t t = atomic_load_explicit(&tw_tat, memory_order_relaxed);
+	while (!atomic_compare_exchange_weak_explicit(&tw_tat, &t, (t > now ? t : now) + iv,
+						      memory_order_relaxed, memory_order_relaxed))
+		;
+}
+
+/* Shared memory loses for short connections to this entry's port now? */
+static bool short_loses(_Atomic uint64_t *e)
+{
+	if (sc__cfg.short_tcp == 2 || !sc__cfg.spin_ns)
 		return true;
 	if (atomic_load_explicit(&fresh[e - tab], memory_order_relaxed) >= 2)
 		return true;
 	return sc__spin_crowded();
 }
 
-bool short_skip(uint16_t port, const struct sc_addr16 *dst)
+bool short_skip(uint16_t port)
 {
 	if (!sc__cfg.short_tcp)
 		return false;
@@ -224,7 +225,7 @@ bool short_skip(uint16_t port, const struct sc_addr16 *dst)
 	if (!e)
 		return false;
 	uint64_t v = atomic_load_explicit(e, memory_order_relaxed);
-	if (!(v & E_USED) || E_PORT(v) != port || !E_SKIP(v) || !short_loses(e, dst))
+	if (!(v & E_USED) || E_PORT(v) != port || !E_SKIP(v) || !short_loses(e))
 		return false;
 	do {
 		if (!(v & E_USED) || E_PORT(v) != port || !E_SKIP(v))

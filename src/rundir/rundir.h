@@ -493,12 +493,13 @@ static inline uint32_t sc__stats_nrecs(const struct sc_stats_file *f)
  * 7: the process's identity instead of its start time, the peer's in each
  * record, files named stats-IDENT; 8: the bytes of a connection that
  * went to TCP as it was set up are in its record until it is freed
- * (sc__rec_tcp_only), not in bytes_tcp_* */
-#define SC_STATS_VERSION_N 8
+ * (sc__rec_tcp_only), not in bytes_tcp_*; 9: a client's closes, passive
+ * or first (closes_passive, closes_active) */
+#define SC_STATS_VERSION_N 9
 #define SC_STATS_VERSION ((uint32_t)SC_STATS_VERSION_N)
 /* a change of either size is a new format: bump the version with it */
-_Static_assert(sizeof(struct sc_counters) == 272, "struct sc_counters changed: bump SC_STATS_VERSION");
-_Static_assert(sizeof(struct sc_stats_file) == 295224 + 8 * SC_STAT_RECS, "struct sc_stats_file changed: bump SC_STATS_VERSION");
+_Static_assert(sizeof(struct sc_counters) == 288, "struct sc_counters changed: bump SC_STATS_VERSION");
+_Static_assert(sizeof(struct sc_stats_file) == 295240 + 8 * SC_STAT_RECS, "struct sc_stats_file changed: bump SC_STATS_VERSION");
 
 /* A record for a connection of ours (NULL: table full or no stats file). */
 struct sc_conn_rec *sc__rec_get(void);

@@ -2,14 +2,16 @@
 """Two network namespaces of one host joined by a veth pair (containers, as
 SMC-D loopback serves them): both ends under `shortcut run`, sharing the run
 directory, talk through shared memory; the bytes are exact."""
+import json
 import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
-from helpers import SHORTCUT, stats
+from helpers import HANG, SHORTCUT, stats
 
 SERVER = r"""
 import socket, sys
@@ -128,16 +130,20 @@ def test_connections_between_namespaces_keep_ports(netns_pair, env, size):
     """A client opening one connection after another to a server in
     another namespace (over the veth: not loopback, where the kernel may
     not give a new connection a port in TIME_WAIT), the server closing
-    first. Over kernel TCP the TIME_WAIT is the server's; on shared memory
-    the client, reading the server's end without the kernel, often closed
-    first and kept it: with few ephemeral ports (64 here) its connect
-    could fail (EADDRNOTAVAIL; docs/limits.md has sockbench's). Short ones (a 9-byte
-    answer), learnt, go on TCP whatever the machine's load; long ones (70
-    KB) go on shared memory no faster than the ports last (16 at once,
-    then one per 3.75 s here), the rest on TCP as `limits`. Every one
-    succeeds, and the stats say which path each took."""
+    first, every connection on shared memory (SHORTCUT_SHORT_TCP=0). Over
+    kernel TCP the TIME_WAIT is the server's; on shared memory the client,
+    reading the server's end without the kernel, often closed first and
+    kept it: with few ephemeral ports (64 here) its connect failed
+    (EADDRNOTAVAIL; docs/limits.md has sockbench's). Its close is the
+    passive one now: its kernel socket waits for the server's FIN
+    (linger.c), so the ports last. Every connection succeeds, the stats
+    say each went on shared memory, and how the client's closes ended: a
+    close that could not wait for the server within a second keeps its
+    port, and those are counted against the ports (the rest on TCP as
+    `limits`, never EADDRNOTAVAIL)."""
     a, b = netns_pair
     n = 1000 if size == 0 else 800
+    env = dict(env, SHORTCUT_SHORT_TCP="0")
     sh("ip", "netns", "exec", a, "sysctl", "-qw", "net.ipv4.ip_local_port_range=40000 40063")
     srv = subprocess.Popen(["ip", "netns", "exec", b, SHORTCUT, "run", sys.executable, "-c",
                             SHORT_SERVER, str(n), str(size)], stdout=subprocess.PIPE, text=True,
@@ -153,10 +159,82 @@ def test_connections_between_namespaces_keep_ports(netns_pair, env, size):
         srv.kill()
         srv.wait()
     st = stats(env)
-    tcp = st["fallback"]["short_connections" if size == 0 else "limits"]
-    # short: 4 to learn, then a probe after 8, 16, 32, ... on shared
-    # memory; long: the 16 the ports allow at once (and one per 3.75 s);
-    # the rest on TCP (the server's end of each: a client not offering)
-    assert st["conns_accelerated"] // 2 + tcp == n, st
-    assert 2 * 4 <= st["conns_accelerated"] <= 2 * (16 + 16), st
-    assert st["fallback"]["peer_not_accelerated"] == tcp, st
+    shm = st["conns_accelerated"] // 2
+    tcp = st["fallback"]["limits"]
+    assert shm + tcp == n and st["conns_fallback"] == 2 * tcp, json.dumps(st)
+    closes = st["client_closes"]
+    assert closes["passive"] + closes["first"] == shm, st
+    # passive: the path taken (a server a second late at every close
+    # would make them all first, and `limits` the rest)
+    assert closes["passive"] >= 1 and tcp <= n - 16, st
+
+
+FIRST_CLOSE_SERVER = r"""
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 9557)); s.listen(4); print("ready", flush=True)
+c, _ = s.accept()
+assert c.recv(100) == b"hello" and c.recv(100) == b""   # the client's end
+c.close()
+print("closed", flush=True)
+sys.stdin.readline()
+"""
+FIRST_CLOSE_CLIENT = r"""
+import socket, sys
+c = socket.create_connection(("10.77.0.2", 9557))
+c.sendall(b"hello")
+c.close()                               # first, before the server
+print("closed", flush=True)
+sys.stdin.readline()                    # alive (its close is not exit's)
+"""
+
+
+def tcp_states(ns, port):
+    """`ss -tan` in namespace ns: the states of the connections of port
+    (either end; not a listener)."""
+    out = subprocess.run(["ip", "netns", "exec", ns, "ss", "-tanH"], capture_output=True,
+                         text=True, check=True, timeout=30).stdout
+    return [l.split()[0] for l in out.splitlines() if l.split()[0] != "LISTEN" and
+            any(f.endswith(f":{port}") for f in l.split()[3:5])]
+
+
+def test_client_closing_first_leaves_time_wait_to_the_server(netns_pair, env):
+    """A client that closes a connection on shared memory before its
+    server: the TIME_WAIT (the side whose FIN leaves first keeps it, with
+    its port) goes to the server, as it does over kernel TCP in the usual
+    case where the server closes first -- a client on shared memory reads
+    the answer without the kernel and closes first, and kept a port for a
+    minute for each connection, which a busy client to another namespace
+    (no TIME_WAIT reuse there) ran out of. Its kernel socket waits for the
+    server's FIN (linger.c); the client process stays alive, so its own
+    close, not its exit, ends it; the stats count it passive."""
+    a, b = netns_pair
+    pipe = dict(stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    srv = subprocess.Popen(["ip", "netns", "exec", b, SHORTCUT, "run", sys.executable, "-c",
+                            FIRST_CLOSE_SERVER], **pipe)
+    cli = None
+    try:
+        assert srv.stdout.readline().strip() == "ready"
+        cli = subprocess.Popen(["ip", "netns", "exec", a, SHORTCUT, "run", sys.executable,
+                                "-c", FIRST_CLOSE_CLIENT], **pipe)
+        assert cli.stdout.readline().strip() == "closed"
+        assert srv.stdout.readline().strip() == "closed"
+        # the client's kernel socket goes once the server's FIN is there
+        # (the switch thread looks every 100 ms): wait for that
+        deadline = time.monotonic() + HANG
+        while tcp_states(a, 9557) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert tcp_states(a, 9557) == [], "the client's kernel socket stayed"
+        assert tcp_states(b, 9557) == ["TIME-WAIT"]
+        for p in (cli, srv):
+            p.stdin.write("\n")
+            p.stdin.flush()
+            assert p.wait(timeout=HANG) == 0
+    finally:
+        for p in (cli, srv):
+            if p:
+                p.kill()
+                p.wait()
+    st = stats(env)
+    assert st["conns_accelerated"] == 2, st
+    assert st["client_closes"] == {"passive": 1, "first": 0}, st
