@@ -180,7 +180,7 @@ static int lg_collect(bool all, struct lg_entry *out, bool *passive, bool *resen
 		if (!fin && !frozen && !late)
 			continue;       /* its FIN is on its way */
 		passive[k] = fin == 1;
-		resend[k] = frozen;
+		resend[k] = frozen && !all;     /* (at exit: no thread to wait for) */
 		out[k] = lg_take_out(i);
 		if (fin < 0)
 			out[k].fd = -1;
@@ -224,9 +224,9 @@ void linger_exit(void)
 }
 
 /* The control thread's look (sc__tick_hook, set at load), every 50 ms
- * while it says so: while one waits, or one came since its last look (a client whose
- * closes are reaped by its next connect keeps it looking, instead of
- * waking it at every close). */
+ * while it says so: while one waits, or one came since its last look (a
+ * client whose closes are reaped by its next connect keeps it looking,
+ * instead of waking it at every close). */
 bool linger_tick(void)
 {
 	static uint64_t seen;   /* (the control thread's) */
