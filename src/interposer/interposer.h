@@ -560,6 +560,7 @@ bool linger_tick(void);
 void linger_exit(void);
 int linger_in(unsigned first, unsigned last, int *out, int max);
 void linger_atfork_child(void);
+void linger_fork(bool before);
 
 /* ---- processes (fork.c, exec.c) ---------------------------------------------- */
 

@@ -59,8 +59,15 @@
 struct lg_entry {
 	int fd;                 /* our dup of the kernel socket */
 	bool reusable;          /* may the kernel reuse its port in TIME_WAIT? */
+	bool busy;              /* a re-send thread has it (lg_resend) */
 	struct sc_conn *c;      /* closed (sc__close_begin), its slot still ours */
 	uint64_t until;         /* ns: closed regardless after this */
+};
+
+/* An entry closed: what is left to do without the lock. */
+struct lg_done {
+	struct sc_conn *c;
+	bool passive, reusable;
 };
 
 static pthread_mutex_t lg_lock = PTHREAD_MUTEX_INITIALIZER;    /* order: docs/interposer.md §6b */
@@ -78,27 +85,38 @@ void lg_gave_up(bool reusable)
 		tw_spent();
 }
 
-/* lg_lock held: entry i out of the list (the last takes its place). */
-static struct lg_entry lg_take_out(int i)
+/* lg_lock held: close entry i and take it out of the list (the last takes
+ * its place).  Every dup of ours is listed until it is closed, and the
+ * list changes under the lock fork() holds (linger_fork): a fork child
+ * closes exactly the dups it inherited.  Its slot is let go later. */
+static struct lg_done lg_close(int i, bool passive)
 {
-	struct lg_entry e = lg[i];
+	struct lg_done d = { .c = lg[i].c, .passive = passive, .reusable = lg[i].reusable };
+	if (lg[i].fd >= 0)
+		R(close)(lg[i].fd);
 	int n = atomic_load_explicit(&lg_n, memory_order_relaxed) - 1;
 	lg[i] = lg[n];
 	atomic_store_explicit(&lg_n, n, memory_order_relaxed);
-	return e;
+	return d;
 }
 
-/* An entry's end: its kernel socket closed (passive: the peer's FIN had
- * come), its slot let go.  No lock of ours held (the group's is taken). */
-static void lg_end(struct lg_entry *e, bool passive)
+/* No lock of ours held: counted, the slot let go (the group's lock). */
+static void lg_done(const struct lg_done *d)
 {
-	if (e->fd >= 0)
-		R(close)(e->fd);
-	if (passive)
+	if (d->passive)
 		SC_STAT_ADD(closes_passive, 1);
 	else
-		lg_gave_up(e->reusable);
-	sc__conn_release(e->c);
+		lg_gave_up(d->reusable);
+	sc__conn_release(d->c);
+}
+
+/* lg_lock held: entry of fd, or -1. */
+static int lg_find(int fd)
+{
+	for (int i = 0; i < atomic_load_explicit(&lg_n, memory_order_relaxed); i++)
+		if (lg[i].fd == fd)
+			return i;
+	return -1;
 }
 
 /* The peer switched the connection to TCP after our close: what it never
@@ -112,7 +130,13 @@ static void lg_resend_run(struct lg_entry *e)
 		LOG(1, "switch to TCP after our close: bytes the peer had not read are lost");
 	R(shutdown)(e->fd, SHUT_WR);
 	struct pollfd p = { .fd = e->fd, .events = POLLRDHUP };
-	lg_end(e, R(poll)(&p, 1, LG_MS) == 1);
+	bool fin = R(poll)(&p, 1, LG_MS) == 1;
+	pthread_mutex_lock(&lg_lock);
+	int i = lg_find(e->fd);
+	struct lg_done d = i >= 0 ? lg_close(i, fin) : (struct lg_done){ .c = NULL };
+	pthread_mutex_unlock(&lg_lock);
+	if (d.c)
+		lg_done(&d);
 }
 
 static void *lg_resend_main(void *arg)
@@ -158,15 +182,16 @@ static int lg_fin(int fd)
 	return 0;       /* EAGAIN, or bytes (the peer writes on TCP after a switch) */
 }
 
-/* lg_lock held: move to out[] the entries done -- the peer's FIN come
- * (*passive set), the peer switched (*resend set), past their time (or
- * all) -- and return how many.  The peer's side of the slot says when a
- * look at the kernel socket may find its FIN. */
-static int lg_collect(bool all, struct lg_entry *out, bool *passive, bool *resend)
+/* lg_lock held: close the entries done -- the peer's FIN come, past their
+ * time (or all) -- into out[], and hand those the peer switched to
+ * re-send threads (into resend[]: busy from now on); how many of each. */
+static int lg_collect(bool all, struct lg_done *out, struct lg_entry *resend, int *nresend)
 {
 	int k = 0;
 	uint64_t now = all ? UINT64_MAX : sc__now_ns();
 	for (int i = atomic_load_explicit(&lg_n, memory_order_relaxed) - 1; i >= 0; i--) {
+		if (lg[i].busy)
+			continue;
 		struct sc_conn *c = lg[i].c;
 		/* acquire: the peer's cursor before its FROZEN */
 		uint32_t pf = atomic_load_explicit(&c->peer->flags, memory_order_acquire);
@@ -174,17 +199,19 @@ static int lg_collect(bool all, struct lg_entry *out, bool *passive, bool *resen
 		bool ended = (pf & (SC_SF_CLOSED | SC_SF_ABORT | SC_SF_RELEASED)) ||
 			     sc__conn_err(c) || (sc__conn_lflags(c) & SC_LF_PEER_GONE);
 		bool late = lg[i].until <= now;
+		if (frozen && !all) {   /* (at exit: no thread to wait for) */
+			lg[i].busy = true;
+			resend[(*nresend)++] = lg[i];
+			continue;
+		}
 		if (!frozen && !ended && !late)
 			continue;
 		int fin = frozen ? 0 : lg_fin(lg[i].fd);
-		if (!fin && !frozen && !late)
+		if (!fin && !late)
 			continue;       /* its FIN is on its way */
-		passive[k] = fin == 1;
-		resend[k] = frozen && !all;     /* (at exit: no thread to wait for) */
-		out[k] = lg_take_out(i);
 		if (fin < 0)
-			out[k].fd = -1;
-		k++;
+			lg[i].fd = -1;  /* not ours to close */
+		out[k++] = lg_close(i, fin == 1);
 	}
 	return k;
 }
@@ -192,18 +219,17 @@ static int lg_collect(bool all, struct lg_entry *out, bool *passive, bool *resen
 /* Close the entries done (all: every one). */
 static void lg_reap(bool all)
 {
-	struct lg_entry done[LG_MAX];
-	bool passive[LG_MAX], resend[LG_MAX];
+	struct lg_done done[LG_MAX];
+	struct lg_entry resend[LG_MAX];
+	int nresend = 0;
 	KEEP_ERRNO();
 	pthread_mutex_lock(&lg_lock);
-	int k = lg_collect(all, done, passive, resend);
+	int k = lg_collect(all, done, resend, &nresend);
 	pthread_mutex_unlock(&lg_lock);
-	for (int i = 0; i < k; i++) {
-		if (resend[i])
-			lg_resend(done[i]);
-		else
-			lg_end(&done[i], passive[i]);
-	}
+	for (int i = 0; i < k; i++)
+		lg_done(&done[i]);
+	for (int i = 0; i < nresend; i++)
+		lg_resend(resend[i]);
 }
 
 /* Before a connect() to an accelerated listener (the kernel sockets whose
@@ -254,12 +280,11 @@ bool linger_take(int fd, struct sc_conn *c, bool reusable)
 		return false;
 	pthread_once(&once, lg_init);
 	KEEP_ERRNO();
-	int kfd = sc__fd_dup_high(fd);
-	if (kfd < 0)
-		return false;
+	/* (the dup under the lock: listed before any fork can copy it) */
 	pthread_mutex_lock(&lg_lock);
 	int n = atomic_load_explicit(&lg_n, memory_order_relaxed);
-	if (n < LG_MAX) {
+	int kfd = n < LG_MAX ? sc__fd_dup_high(fd) : -1;
+	if (kfd >= 0) {
 		lg[n] = (struct lg_entry){ .fd = kfd, .reusable = reusable, .c = c,
 					   .until = sc__now_ns() + LG_MS * 1000000ull };
 		/* seq_cst: the count before sc__tick_note's look at the
@@ -268,10 +293,8 @@ bool linger_take(int fd, struct sc_conn *c, bool reusable)
 		atomic_fetch_add_explicit(&lg_takes, 1, memory_order_seq_cst);
 	}
 	pthread_mutex_unlock(&lg_lock);
-	if (n >= LG_MAX) {
-		R(close)(kfd);
+	if (kfd < 0)
 		return false;
-	}
 	sc__tick_note();
 	return true;
 }
@@ -288,12 +311,37 @@ int linger_in(unsigned first, unsigned last, int *out, int max)
 	return n;
 }
 
+/* fork() (our wrapper) holds lg_lock across the kernel's fork, so that
+ * the child's list names every dup it inherits (none half closed, none
+ * made and not yet listed); a fork not through it (a raw clone) may
+ * copy one being closed, and hold the parent's FIN until it exits. */
+static bool lg_forking;         /* (under lg_lock) held by our fork() ... */
+static pthread_t lg_forker;     /* ... in this thread */
+
+void linger_fork(bool before)
+{
+	/* (the lock-order checker is not told: the child's atfork handlers
+	 * take other locks while this one is held, and it is taken inside
+	 * none -- held across the kernel's fork only, as glibc's own) */
+	if (before) {
+		(pthread_mutex_lock)(&lg_lock);
+		lg_forker = pthread_self();
+		lg_forking = true;
+	} else {        /* in the parent, and in the child (its only thread) */
+		lg_forking = false;
+		(pthread_mutex_unlock)(&lg_lock);
+	}
+}
+
 /* In a fork child: the parent's kernel sockets are the parent's to close
  * (ours would hold their FIN back), and so are the connections' slots
  * (left alone: the parent lets them go). */
 void linger_atfork_child(void)
 {
-	sc__mutex_reset(&lg_lock);
+	/* our fork() unlocks it in the child too; another fork: whoever
+	 * held it did not come along */
+	if (!lg_forking || !pthread_equal(lg_forker, pthread_self()))
+		sc__mutex_reset(&lg_lock);
 	for (int i = 0; i < atomic_load_explicit(&lg_n, memory_order_relaxed); i++)
 		R(close)(lg[i].fd);
 	SC_RESET_ATOMIC(lg_n, 0);

@@ -220,11 +220,8 @@ def test_client_closing_first_leaves_time_wait_to_the_server(netns_pair, env):
         assert cli.stdout.readline().strip() == "closed"
         assert srv.stdout.readline().strip() == "closed"
         # the client's kernel socket goes once the server's FIN is there
-        # (the switch thread looks every 100 ms): wait for that
-        deadline = time.monotonic() + HANG
-        while tcp_states(a, 9557) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert tcp_states(a, 9557) == [], "the client's kernel socket stayed"
+        # (the control thread looks every 50 ms): wait for that
+        wait_states(a, 9557, [])
         assert tcp_states(b, 9557) == ["TIME-WAIT"]
         for p in (cli, srv):
             p.stdin.write("\n")
@@ -237,4 +234,108 @@ def test_client_closing_first_leaves_time_wait_to_the_server(netns_pair, env):
                 p.wait()
     st = stats(env)
     assert st["conns_accelerated"] == 2, st
+    assert st["client_closes"] == {"passive": 1, "first": 0}, st
+
+
+SLOW_CLOSE_SERVER = r"""
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 9558)); s.listen(4); print("ready", flush=True)
+c, _ = s.accept()
+assert c.recv(100) == b"hello" and c.recv(100) == b""
+sys.stdin.readline()                    # closes only when told
+c.close()
+print("closed", flush=True)
+sys.stdin.readline()
+"""
+FORKING_CLIENT = r"""
+import os, socket, sys
+c = socket.create_connection(("10.77.0.2", 9557))
+c.sendall(b"hello")
+c.close()
+r, w = os.pipe()
+pid = os.fork()                         # a child that holds on: not our socket
+if pid == 0:
+    os.close(w)
+    os.read(r, 1)                       # until the parent goes
+    os._exit(0)
+os.close(r)
+print("closed", flush=True)
+sys.stdin.readline()
+os.close(w)
+os.waitpid(pid, 0)
+"""
+
+
+def wait_states(ns, port, want):
+    """Wait (on the sockets' own states, HANG at most) until port's
+    connections in namespace ns are in the states want (a list)."""
+    deadline = time.monotonic() + HANG
+    while tcp_states(ns, port) != want and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert tcp_states(ns, port) == want
+
+
+def test_client_close_stops_waiting_for_a_late_server(netns_pair, env):
+    """A server that does not close within a second of its client's close:
+    the client's kernel socket stops waiting for its FIN and closes first
+    (FIN-WAIT-2 in the client's namespace until the server closes, then
+    the client's TIME_WAIT, as over kernel TCP when the client closes
+    first); the stats count that close `first`."""
+    a, b = netns_pair
+    pipe = dict(stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    srv = subprocess.Popen(["ip", "netns", "exec", b, SHORTCUT, "run", sys.executable, "-c",
+                            SLOW_CLOSE_SERVER], **pipe)
+    cli = None
+    try:
+        assert srv.stdout.readline().strip() == "ready"
+        cli = subprocess.Popen(["ip", "netns", "exec", a, SHORTCUT, "run", sys.executable,
+                                "-c", FIRST_CLOSE_CLIENT.replace("9557", "9558")], **pipe)
+        assert cli.stdout.readline().strip() == "closed"
+        wait_states(a, 9558, ["FIN-WAIT-2"])        # the wait gave up
+        srv.stdin.write("\n")
+        srv.stdin.flush()
+        assert srv.stdout.readline().strip() == "closed"
+        wait_states(a, 9558, ["TIME-WAIT"])
+        for p in (cli, srv):
+            p.stdin.write("\n")
+            p.stdin.flush()
+            assert p.wait(timeout=HANG) == 0
+    finally:
+        for p in (cli, srv):
+            if p:
+                p.kill()
+                p.wait()
+    st = stats(env)
+    assert st["conns_accelerated"] == 2, st
+    assert st["client_closes"] == {"passive": 0, "first": 1}, st
+
+
+def test_client_close_waits_in_the_parent_only(netns_pair, env):
+    """A client that forks right after its close: the child does not keep
+    the kernel socket its parent's close waits with (the parent's FIN
+    would wait for the child's exit); the close is passive all the same."""
+    a, b = netns_pair
+    pipe = dict(stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    srv = subprocess.Popen(["ip", "netns", "exec", b, SHORTCUT, "run", sys.executable, "-c",
+                            FIRST_CLOSE_SERVER], **pipe)
+    cli = None
+    try:
+        assert srv.stdout.readline().strip() == "ready"
+        cli = subprocess.Popen(["ip", "netns", "exec", a, SHORTCUT, "run", sys.executable,
+                                "-c", FORKING_CLIENT], **pipe)
+        assert cli.stdout.readline().strip() == "closed"
+        assert srv.stdout.readline().strip() == "closed"
+        wait_states(a, 9557, [])                    # the child holds nothing
+        assert tcp_states(b, 9557) == ["TIME-WAIT"]
+        for p in (cli, srv):
+            p.stdin.write("\n")
+            p.stdin.flush()
+            assert p.wait(timeout=HANG) == 0
+    finally:
+        for p in (cli, srv):
+            if p:
+                p.kill()
+                p.wait()
+    st = stats(env)
     assert st["client_closes"] == {"passive": 1, "first": 0}, st
