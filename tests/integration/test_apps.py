@@ -609,9 +609,14 @@ def test_redis_replication(sc):
     st = sc.stats()
     # the replica then tries to reconnect, about once a second, to a port
     # that nobody listens on: those attempts stay on TCP (no_listener) and
-    # are refused; nothing else may have gone on TCP
+    # are refused -- or, the primary's end not quite torn down yet (the
+    # kernel's listener still there: its RDB child, on a busy machine),
+    # one gets connected and sends its handshake's PING (14 bytes) before
+    # the reset (1 in 20 runs under `stress -c 2`, 0.4.4 too); nothing
+    # else may have gone on TCP
     fb = {k: v for k, v in st["fallback"].items() if v}
-    assert set(fb) <= {"no_listener"} and st["bytes_tcp_sent"] == 0, brief(st)
+    assert set(fb) <= {"no_listener"}, brief(st)
+    assert st["bytes_tcp_sent"] <= 14 * fb.get("no_listener", 0), brief(st)
     st["conns_fallback"] -= fb.get("no_listener", 0)
     # the replication link + the clients (pipes, set, infos, digests, get,
     # dbsize). Nothing had switched to TCP before the kill (st0); the
