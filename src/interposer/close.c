@@ -176,9 +176,9 @@ static void forget_range(unsigned first, unsigned last)
 
 static int close_range_holes(unsigned first, unsigned last, int flags)
 {
-	int hs[64 + 66];
+	int hs[64 + 64 + 1];
 	int n = hidden_in(first, last, hs, 64);
-	n += linger_in(first, last, hs + n, 65);       /* (its set too) */
+	n += linger_in(first, last, hs + n, 64);       /* closes waiting (linger.c) */
 	/* our description of the run directory's processes: closing it
 	 * would drop our identity's lock (others would take us for dead),
 	 * and in a child that goes on without it, every look at another

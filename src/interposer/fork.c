@@ -354,9 +354,9 @@ SC_API pid_t fork(void)
 	/* (sc__kick_owner: we are reachable whatever fds the child closes) */
 	if (owns_shm())
 		rdv_ensure();
-	linger_fork(true);      /* the child's list of dups is whole */
+	bool lk = linger_fork_begin();  /* the child's list of dups is whole */
 	pid_t child = R(fork)();
-	linger_fork(false);
+	linger_fork_end(lk);
 	if (child <= 0)
 		return child;
 	KEEP_ERRNO();

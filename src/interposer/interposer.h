@@ -560,7 +560,8 @@ bool linger_tick(void);
 void linger_exit(void);
 int linger_in(unsigned first, unsigned last, int *out, int max);
 void linger_atfork_child(void);
-void linger_fork(bool before);
+bool linger_fork_begin(void);
+void linger_fork_end(bool locked);
 
 /* ---- processes (fork.c, exec.c) ---------------------------------------------- */
 

@@ -313,24 +313,37 @@ int linger_in(unsigned first, unsigned last, int *out, int max)
 
 /* fork() (our wrapper) holds lg_lock across the kernel's fork, so that
  * the child's list names every dup it inherits (none half closed, none
- * made and not yet listed); a fork not through it (a raw clone) may
- * copy one being closed, and hold the parent's FIN until it exits. */
+ * made and not yet listed) -- once the process has made one: a process
+ * that never did (a forking server) writes nothing more per fork (a page
+ * the parent writes after it is a copy-on-write fault), and a first dup
+ * made in another thread during such a fork may be copied unlisted; so
+ * may one being closed during a fork not through our wrapper (a raw
+ * clone).  Such a child holds the server's FIN back until it exits. */
 static bool lg_forking;         /* (under lg_lock) held by our fork() ... */
 static pthread_t lg_forker;     /* ... in this thread */
 
-void linger_fork(bool before)
+bool linger_fork_begin(void)
 {
+	/* seq_cst: as its increment in linger_take (a hint, see above) */
+	if (!atomic_load_explicit(&lg_takes, memory_order_seq_cst))
+		return false;
 	/* (the lock-order checker is not told: the child's atfork handlers
 	 * take other locks while this one is held, and it is taken inside
 	 * none -- held across the kernel's fork only, as glibc's own) */
-	if (before) {
-		(pthread_mutex_lock)(&lg_lock);
-		lg_forker = pthread_self();
-		lg_forking = true;
-	} else {        /* in the parent, and in the child (its only thread) */
-		lg_forking = false;
-		(pthread_mutex_unlock)(&lg_lock);
-	}
+	(pthread_mutex_lock)(&lg_lock);
+	lg_forker = pthread_self();
+	lg_forking = true;
+	return true;
+}
+
+/* After the kernel's fork, in the parent and in the child (its only
+ * thread): what linger_fork_begin took. */
+void linger_fork_end(bool locked)
+{
+	if (!locked)
+		return;
+	lg_forking = false;
+	(pthread_mutex_unlock)(&lg_lock);
 }
 
 /* In a fork child: the parent's kernel sockets are the parent's to close
