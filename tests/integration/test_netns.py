@@ -169,16 +169,19 @@ def test_connections_between_namespaces_keep_ports(netns_pair, env, size):
     assert closes["passive"] >= 1 and tcp <= n - 16, st
 
 
-FIRST_CLOSE_SERVER = r"""
+# a server that reads its client's "hello" and end, then closes (late: only
+# once told, on its stdin), says so, and waits to be told to exit
+CLOSING_SERVER = r"""
 import socket, sys
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("0.0.0.0", 9557)); s.listen(4); print("ready", flush=True)
+s.bind(("0.0.0.0", {port})); s.listen(4); print("ready", flush=True)
 c, _ = s.accept()
 assert c.recv(100) == b"hello" and c.recv(100) == b""   # the client's end
-c.close()
+{late}c.close()
 print("closed", flush=True)
 sys.stdin.readline()
 """
+FIRST_CLOSE_SERVER = CLOSING_SERVER.format(port=9557, late="")
 FIRST_CLOSE_CLIENT = r"""
 import socket, sys
 c = socket.create_connection(("10.77.0.2", 9557))
@@ -198,56 +201,7 @@ def tcp_states(ns, port):
             any(f.endswith(f":{port}") for f in l.split()[3:5])]
 
 
-def test_client_closing_first_leaves_time_wait_to_the_server(netns_pair, env):
-    """A client that closes a connection on shared memory before its
-    server: the TIME_WAIT (the side whose FIN leaves first keeps it, with
-    its port) goes to the server, as it does over kernel TCP in the usual
-    case where the server closes first -- a client on shared memory reads
-    the answer without the kernel and closes first, and kept a port for a
-    minute for each connection, which a busy client to another namespace
-    (no TIME_WAIT reuse there) ran out of. Its kernel socket waits for the
-    server's FIN (linger.c); the client process stays alive, so its own
-    close, not its exit, ends it; the stats count it passive."""
-    a, b = netns_pair
-    pipe = dict(stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
-    srv = subprocess.Popen(["ip", "netns", "exec", b, SHORTCUT, "run", sys.executable, "-c",
-                            FIRST_CLOSE_SERVER], **pipe)
-    cli = None
-    try:
-        assert srv.stdout.readline().strip() == "ready"
-        cli = subprocess.Popen(["ip", "netns", "exec", a, SHORTCUT, "run", sys.executable,
-                                "-c", FIRST_CLOSE_CLIENT], **pipe)
-        assert cli.stdout.readline().strip() == "closed"
-        assert srv.stdout.readline().strip() == "closed"
-        # the client's kernel socket goes once the server's FIN is there
-        # (the control thread looks every 50 ms): wait for that
-        wait_states(a, 9557, [])
-        assert tcp_states(b, 9557) == ["TIME-WAIT"]
-        for p in (cli, srv):
-            p.stdin.write("\n")
-            p.stdin.flush()
-            assert p.wait(timeout=HANG) == 0
-    finally:
-        for p in (cli, srv):
-            if p:
-                p.kill()
-                p.wait()
-    st = stats(env)
-    assert st["conns_accelerated"] == 2, st
-    assert st["client_closes"] == {"passive": 1, "first": 0}, st
-
-
-SLOW_CLOSE_SERVER = r"""
-import socket, sys
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("0.0.0.0", 9558)); s.listen(4); print("ready", flush=True)
-c, _ = s.accept()
-assert c.recv(100) == b"hello" and c.recv(100) == b""
-sys.stdin.readline()                    # closes only when told
-c.close()
-print("closed", flush=True)
-sys.stdin.readline()
-"""
+SLOW_CLOSE_SERVER = CLOSING_SERVER.format(port=9558, late="sys.stdin.readline()\n")
 FORKING_CLIENT = r"""
 import os, socket, sys
 c = socket.create_connection(("10.77.0.2", 9557))
@@ -276,6 +230,80 @@ def wait_states(ns, port, want):
     assert tcp_states(ns, port) == want
 
 
+class Pair:
+    """A server in namespace b, then a client in a, both under `shortcut
+    run`, each reading a line on stdin to go on (go); both killed at the
+    end of the with (a failed test leaves nothing running)."""
+
+    def __init__(self, netns, env, server, client):
+        (self.a, self.b), self.env, self.client_src = netns, env, client
+        self.cli = None
+        self.srv = self._start(self.b, server)
+
+    def _start(self, ns, src):
+        return subprocess.Popen(["ip", "netns", "exec", ns, SHORTCUT, "run", sys.executable,
+                                 "-c", src], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                text=True, env=self.env)
+
+    def start_client(self):
+        self.cli = self._start(self.a, self.client_src)
+
+    @staticmethod
+    def line(p):
+        return p.stdout.readline().strip()
+
+    @staticmethod
+    def go(p):
+        p.stdin.write("\n")
+        p.stdin.flush()
+
+    def end(self):
+        """Both told to go on, and exited 0."""
+        for p in (self.cli, self.srv):
+            self.go(p)
+            assert p.wait(timeout=HANG) == 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for p in (self.cli, self.srv):
+            if p:
+                p.kill()
+                p.wait()
+
+
+@pytest.mark.parametrize("forks", [False, True], ids=["client", "forking_client"])
+def test_client_closing_first_leaves_time_wait_to_the_server(netns_pair, env, forks):
+    """A client that closes a connection on shared memory before its
+    server: the TIME_WAIT (the side whose FIN leaves first keeps it, with
+    its port) goes to the server, as it does over kernel TCP in the usual
+    case where the server closes first -- a client on shared memory reads
+    the answer without the kernel and closes first, and kept a port for a
+    minute for each connection, which a busy client to another namespace
+    (no TIME_WAIT reuse there) ran out of. Its kernel socket waits for the
+    server's FIN (linger.c); the client process stays alive, so its own
+    close, not its exit, ends it; the stats count it passive. A client
+    that forks right after its close: the child does not keep the kernel
+    socket its parent's close waits with (the parent's FIN would wait for
+    the child's exit)."""
+    a, b = netns_pair
+    with Pair(netns_pair, env, FIRST_CLOSE_SERVER,
+              FORKING_CLIENT if forks else FIRST_CLOSE_CLIENT) as t:
+        assert t.line(t.srv) == "ready"
+        t.start_client()
+        assert t.line(t.cli) == "closed"
+        assert t.line(t.srv) == "closed"
+        # the client's kernel socket goes once the server's FIN is there
+        # (the control thread looks every 50 ms): wait for that
+        wait_states(a, 9557, [])
+        assert tcp_states(b, 9557) == ["TIME-WAIT"]
+        t.end()
+    st = stats(env)
+    assert st["conns_accelerated"] == 2, st
+    assert st["client_closes"] == {"passive": 1, "first": 0}, st
+
+
 def test_client_close_stops_waiting_for_a_late_server(netns_pair, env):
     """A server that does not close within a second of its client's close:
     the client's kernel socket stops waiting for its FIN and closes first
@@ -283,59 +311,16 @@ def test_client_close_stops_waiting_for_a_late_server(netns_pair, env):
     the client's TIME_WAIT, as over kernel TCP when the client closes
     first); the stats count that close `first`."""
     a, b = netns_pair
-    pipe = dict(stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
-    srv = subprocess.Popen(["ip", "netns", "exec", b, SHORTCUT, "run", sys.executable, "-c",
-                            SLOW_CLOSE_SERVER], **pipe)
-    cli = None
-    try:
-        assert srv.stdout.readline().strip() == "ready"
-        cli = subprocess.Popen(["ip", "netns", "exec", a, SHORTCUT, "run", sys.executable,
-                                "-c", FIRST_CLOSE_CLIENT.replace("9557", "9558")], **pipe)
-        assert cli.stdout.readline().strip() == "closed"
+    with Pair(netns_pair, env, SLOW_CLOSE_SERVER,
+              FIRST_CLOSE_CLIENT.replace("9557", "9558")) as t:
+        assert t.line(t.srv) == "ready"
+        t.start_client()
+        assert t.line(t.cli) == "closed"
         wait_states(a, 9558, ["FIN-WAIT-2"])        # the wait gave up
-        srv.stdin.write("\n")
-        srv.stdin.flush()
-        assert srv.stdout.readline().strip() == "closed"
+        t.go(t.srv)
+        assert t.line(t.srv) == "closed"
         wait_states(a, 9558, ["TIME-WAIT"])
-        for p in (cli, srv):
-            p.stdin.write("\n")
-            p.stdin.flush()
-            assert p.wait(timeout=HANG) == 0
-    finally:
-        for p in (cli, srv):
-            if p:
-                p.kill()
-                p.wait()
+        t.end()
     st = stats(env)
     assert st["conns_accelerated"] == 2, st
     assert st["client_closes"] == {"passive": 0, "first": 1}, st
-
-
-def test_client_close_waits_in_the_parent_only(netns_pair, env):
-    """A client that forks right after its close: the child does not keep
-    the kernel socket its parent's close waits with (the parent's FIN
-    would wait for the child's exit); the close is passive all the same."""
-    a, b = netns_pair
-    pipe = dict(stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
-    srv = subprocess.Popen(["ip", "netns", "exec", b, SHORTCUT, "run", sys.executable, "-c",
-                            FIRST_CLOSE_SERVER], **pipe)
-    cli = None
-    try:
-        assert srv.stdout.readline().strip() == "ready"
-        cli = subprocess.Popen(["ip", "netns", "exec", a, SHORTCUT, "run", sys.executable,
-                                "-c", FORKING_CLIENT], **pipe)
-        assert cli.stdout.readline().strip() == "closed"
-        assert srv.stdout.readline().strip() == "closed"
-        wait_states(a, 9557, [])                    # the child holds nothing
-        assert tcp_states(b, 9557) == ["TIME-WAIT"]
-        for p in (cli, srv):
-            p.stdin.write("\n")
-            p.stdin.flush()
-            assert p.wait(timeout=HANG) == 0
-    finally:
-        for p in (cli, srv):
-            if p:
-                p.kill()
-                p.wait()
-    st = stats(env)
-    assert st["client_closes"] == {"passive": 1, "first": 0}, st
