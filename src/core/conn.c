@@ -605,7 +605,7 @@ SC_API int sc_shutdown(struct sc_conn *c, int how)
 	return 0;
 }
 
-void sc__close_begin(struct sc_conn *c)
+bool sc__close_begin(struct sc_conn *c)
 {
 	int saved = errno;
 	uint32_t f;
@@ -634,6 +634,7 @@ void sc__close_begin(struct sc_conn *c)
 	SC_STAT_ADD(conns_closed, 1);
 	conn_fold(c);
 	errno = saved;
+	return f == (SC_SF_WR_DONE | SC_SF_CLOSED);
 }
 
 void sc__conn_release(struct sc_conn *c)

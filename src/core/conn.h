@@ -225,10 +225,11 @@ void sc__conn_refuse(struct sc_conn *c);
 void sc__conn_peer_dead(struct sc_conn *c);
 
 /* sc_close in two steps: the ending told to the peer (who reads what we
- * sent, then EOF), then, later, our slot let go.  Between them the
- * connection's send ring stays as it was: a peer that switches to TCP
- * after our close gets what it never read re-sent from it (linger.c). */
-void sc__close_begin(struct sc_conn *c);
+ * sent, then EOF: true; false for a reset, or a connection that had
+ * failed), then, later, our slot let go.  Between them the connection's
+ * send ring stays as it was: a peer that switches to TCP after our close
+ * gets what it never read re-sent from it (linger.c). */
+bool sc__close_begin(struct sc_conn *c);
 void sc__conn_release(struct sc_conn *c);
 /* Publish our side flags (private copy first). */
 void sc__conn_set_flags(struct sc_conn *c, uint32_t f);

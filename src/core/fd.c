@@ -12,6 +12,7 @@
  * the kernel put it: never an operation failed for this.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <sys/resource.h>
@@ -92,24 +93,26 @@ int sc__fd_park(int fd)
 	return n >= 0 ? n : fd;
 }
 
-int sc__fd_dup(int fd)
+/* A copy from the base (high), or, if low, a low one; -errno. */
+static int fd_dup(int fd, bool low)
 {
 	int saved = errno;
 	int n = dup_high(fd);
-	if (n < 0 && errno != EBADF)
+	if (n < 0 && low && errno != EBADF)
 		n = fcntl(fd, F_DUPFD_CLOEXEC, 0);      /* none high: a low one */
 	int rc = n < 0 ? -errno : n;
 	errno = saved;
 	return rc;
 }
 
+int sc__fd_dup(int fd)
+{
+	return fd_dup(fd, true);
+}
+
 int sc__fd_dup_high(int fd)
 {
-	int saved = errno;
-	int n = dup_high(fd);
-	int rc = n < 0 ? -errno : n;
-	errno = saved;
-	return rc;
+	return fd_dup(fd, false);
 }
 
 long sc__fd_in_use(int fd)

@@ -221,10 +221,10 @@ void sock_release(struct sc_sock *s, int fd_of_release)
 				sc_set_linger0(s->c, 1);
 			/* a client's plain ending: its kernel socket waits
 			 * for the server's FIN, its slot with it (linger.c);
-			 * a reset (unread bytes) sends ours at once */
+			 * a reset (unread bytes) sends ours at once (with
+			 * SO_LINGER{1, 0}, the kernel's reset: no TIME_WAIT) */
 			bool client = s->tag && fd_of_release >= 0 && !s->linger0;
-			bool plain = client && !sc__ring_avail(&s->c->rx);
-			sc__close_begin(s->c);
+			bool plain = sc__close_begin(s->c) && client;
 			if (!plain || !linger_take(fd_of_release, s->c, s->tw_free)) {
 				sc__conn_release(s->c);
 				if (client)
