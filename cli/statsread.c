@@ -211,6 +211,9 @@ int sc__stats_print(const char *dir, const struct sc_stats_sum *sum, bool json, 
 	if (V(closes_passive) || V(closes_active))
 		printf("client closes       %llu passive (the server's FIN first: TIME_WAIT the "
 		       "server's), %llu first\n", V(closes_passive), V(closes_active));
+	if (V(opens_quiet))
+		printf("quiet OPENs         %llu (a spinning client's connection named in its "
+		       "offer: no message, no wake-up)\n", V(opens_quiet));
 	if (V(dm_bindings) || V(dm_frags) || V(dm_bytes_in))
 		printf("device memory       %llu bindings, %llu bytes into regions, %llu fragments "
 		       "(%llu outstanding), %llu waits for a free chunk\n", V(dm_bindings),

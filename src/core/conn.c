@@ -504,12 +504,26 @@ SC_API void sc_listener_close(struct sc_listener *l)
 
 SC_API int sc_connect(const char *path, struct sc_conn **out, int flags)
 {
-	return sc__connect_tagged(path, 0, 0, NULL, 0, 0, flags, out);
+	return sc__connect_tagged(path, 0, 0, NULL, 0, 0, flags, NULL, NULL, out);
+}
+
+/* Group locked, slot ready: the OPEN goes to a client spinning for it
+ * (its word said SPIN, with tag), if the peer process has joined. */
+static bool open_quietly(struct sc_group *g, uint32_t slot, uint64_t tag,
+			 _Atomic uint64_t *quiet)
+{
+	const struct sc_seg_hdr *h = (const struct sc_seg_hdr *)g->base;
+	uint64_t spin = sc__quiet_spin(tag);
+	/* acquire: its HELLO done, the group in its list; seq_cst: the slot,
+	 * its tag and early bytes before the word that names them */
+	return quiet && atomic_load_explicit(&h->joined, memory_order_acquire) == 1 &&
+	       atomic_compare_exchange_strong_explicit(quiet, &spin, sc__quiet_word(g->id, slot),
+						       memory_order_seq_cst, memory_order_seq_cst);
 }
 
 int sc__connect_tagged(const char *path, uint64_t tag, uint64_t peer_ident,
 		       const uint8_t *early, uint32_t elen, uint64_t max_seg, int flags,
-		       struct sc_conn **out)
+		       _Atomic uint64_t *quiet, bool *quietly, struct sc_conn **out)
 {
 	int saved = errno, rc;
 	struct sc_group *g;
@@ -543,10 +557,16 @@ int sc__connect_tagged(const char *path, uint64_t tag, uint64_t peer_ident,
 		 * acquire in sc__ring_avail */
 		atomic_store_explicit(&c->s->ring[!c->side].prod, elen, memory_order_release);
 	}
+	/* (the tag before the OPEN: a quiet one's reader checks it) */
+	c->tag = tag;
+	atomic_store_explicit(&c->me->tag, tag, memory_order_relaxed);
 	struct sc_msg m = { .magic = SC_MSG_MAGIC, .type = SC_MSG_OPEN,
 			    .version = SC_LAYOUT_VERSION, .slot = slot, .early = elen,
 			    .tag = tag };
-	rc = sc__group_send(g, &m, -1);
+	bool q = tag && open_quietly(g, slot, tag, quiet);
+	if (quietly)
+		*quietly = q;
+	rc = q ? 0 : sc__group_send(g, &m, -1);
 	pthread_mutex_unlock(&g->lock);
 	if (rc) {
 		conn_free(c, SC_SF_ABORT);
@@ -561,8 +581,6 @@ int sc__connect_tagged(const char *path, uint64_t tag, uint64_t peer_ident,
 	}
 	SC_STAT_ADD(conns_opened, 1);
 	c->nonblock = flags & SC_NONBLOCK;
-	c->tag = tag;
-	atomic_store_explicit(&c->me->tag, tag, memory_order_relaxed);
 	*out = c;
 	errno = saved;
 	return 0;

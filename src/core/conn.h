@@ -202,15 +202,42 @@ int sc__conn_poll_arm(struct sc_conn *c, bool want_out);
  * waiter (an epoll set) is awake.  A wake-up datagram it leaves behind
  * is the channel owner's to drain (the interposer resets it). */
 int sc__conn_poll_arm_(struct sc_conn *c, bool want_out, bool sleeper);
+/* A quiet OPEN (docs/interposer.md §3).  A client waiting for its OPEN
+ * while it spins sets a word of its offer's (in the run directory) from 0
+ * to SPIN with its tag, and back when it stops.  An opener whose group
+ * the client's process has joined swaps exactly that for the slot's name
+ * (OPEN, the slot, the group id's low 54 bits) instead of sending the
+ * OPEN: no message, so no wake-up of the client's control thread, and no
+ * system call on either side.  One compare-and-swap on each side decides
+ * which way the OPEN goes: never both, never none; the tag, that it is
+ * this connection's (an entry the claimer freed may be another
+ * namespace's offer by the time a late client spins). */
+#define SC_QUIET_SPIN   1u      /* kinds: the word's low two bits */
+#define SC_QUIET_OPEN   2u
+#define SC_QUIET_GID    ((1ull << 54) - 1)
+static inline uint64_t sc__quiet_spin(uint64_t tag)
+{
+	return tag << 8 | SC_QUIET_SPIN;        /* (tags: 56 bits) */
+}
+static inline uint64_t sc__quiet_word(uint64_t group_id, uint32_t slot)
+{
+	return (group_id & SC_QUIET_GID) << 10 | (uint64_t)(slot & 0xff) << 2 | SC_QUIET_OPEN;
+}
+static inline bool sc__quiet_open(uint64_t w)
+{
+	return (w & 3) == SC_QUIET_OPEN;
+}
+
 /* sc_connect with a claim tag carried in the OPEN message, and the peer's
  * first bytes (early, elen ≤ SC_EARLY_MAX: from its offer) put in the
  * receiving ring before the OPEN tells it so; a new link group's segment
  * no larger than max_seg (0: any; -ENOMEM if one slot does not fit).
  * peer_ident: the identity of the process listening at path (its group's
- * peer_ident). */
+ * peer_ident).  quiet (NULL: none): the waiting client's word; *quietly
+ * says whether the OPEN went there (the client then frees its offer). */
 int sc__connect_tagged(const char *path, uint64_t tag, uint64_t peer_ident,
 		       const uint8_t *early, uint32_t elen, uint64_t max_seg, int flags,
-		       struct sc_conn **out);
+		       _Atomic uint64_t *quiet, bool *quietly, struct sc_conn **out);
 /* Create the local half of slot s in g (group locked). */
 int sc__conn_new(struct sc_group *g, uint32_t slot, struct sc_conn **out);
 /* Record a peer violation on c: sticky -EPROTO, counted. */

@@ -573,35 +573,101 @@ static int group_hello(struct sc_group *g, const struct sc_msg *m, int fd)
 	g->id = m->group_id;
 	g->peer_ident = m->ident & ((1ull << 56) - 1);
 	g->hello_done = true;
+	/* release: the group is in our list, with its id and peer, before
+	 * the opener sends us a quiet OPEN (conn.c) */
+	atomic_store_explicit(&((struct sc_seg_hdr *)g->base)->joined, 1, memory_order_release);
 	SC_STAT_ADD(groups_joined, 1);
 	return 0;
 }
 
-/* OPEN: the peer started a connection in a slot (group locked). */
-static int group_open(struct sc_group *g, const struct sc_msg *m, struct sc_conn **refused)
+/* The peer started a connection in slot, tagged tag, with early bytes of
+ * ours in our sending ring (group locked): ours now, to the listener. */
+static int group_open_slot(struct sc_group *g, uint32_t slot, uint64_t tag, uint32_t early,
+			   struct sc_conn **refused)
 {
 	struct sc_conn *c;
 	int rc;
 
-	if (m->slot >= g->nslots || g->conns[m->slot] || m->early > SC_EARLY_MAX ||
-	    m->early > g->ring_size[1])
+	if (slot >= g->nslots || g->conns[slot] || early > SC_EARLY_MAX || early > g->ring_size[1])
 		return -EPROTO;
-	rc = sc__conn_new(g, m->slot, &c);
+	rc = sc__conn_new(g, slot, &c);
 	if (rc)
 		return rc;
 	/* our first bytes, in our sending ring already (the opener put them
 	 * there from our offer): ours to go on from */
-	c->tx.prod = c->tx.pub = m->early;
-	c->early = m->early;
+	c->tx.prod = c->tx.pub = early;
+	c->early = early;
 	sc__conn_set_flags(c, SC_SF_OPEN);
-	c->tag = m->tag;
-	atomic_store_explicit(&c->me->tag, m->tag, memory_order_relaxed);
+	c->tag = tag;
+	atomic_store_explicit(&c->me->tag, tag, memory_order_relaxed);
 	SC_STAT_ADD(conns_opened, 1);
 	if (!g->listener || sc__listener_push(g->listener, c)) {
 		c->next = *refused;
 		*refused = c;
 	}
 	return 0;
+}
+
+/* OPEN: the peer started a connection in a slot (group locked). */
+static int group_open(struct sc_group *g, const struct sc_msg *m, struct sc_conn **refused)
+{
+	return group_open_slot(g, m->slot, m->tag, m->early, refused);
+}
+
+/* Slot, free on our side and never used by us since the peer reset it
+ * (our half's flags 0: not a connection of ours that ended, whose late
+ * message this is), opened quietly by the peer for tag: its half says so
+ * (group locked).  Its early bytes, from its producer cursor of our
+ * sending ring, in *early. */
+static bool quiet_opened(struct sc_group *g, uint32_t slot, uint64_t tag, uint32_t *early)
+{
+	if (slot >= g->nslots || g->conns[slot] || !tag)
+		return false;
+	struct sc_slot *s = sc__slot(g, slot);
+	/* acquire: the peer's stores before its word named the slot */
+	uint32_t f = atomic_load_explicit(&s->side[0].flags, memory_order_acquire);
+	*early = (uint32_t)atomic_load_explicit(&s->ring[1].prod, memory_order_acquire);
+	return (f & SC_SF_OPEN) && atomic_load_explicit(&s->side[0].tag, memory_order_relaxed) == tag &&
+	       atomic_load_explicit(&s->side[1].flags, memory_order_relaxed) == 0;
+}
+
+int sc__group_open_quiet(uint64_t peer_ident, uint64_t word, uint64_t tag)
+{
+	uint32_t slot = (uint32_t)(word >> 2 & 0xff), early;
+	uint64_t gid = word >> 10 & SC_QUIET_GID;
+	struct sc_conn *refused = NULL;
+	struct sc_group *g;
+	int rc = -ENOENT;
+
+	if (!sc__quiet_open(word) || !peer_ident)
+		return -EINVAL;
+	pthread_mutex_lock(&ctl.lock);
+	for (g = ctl.groups; g; g = g->next)
+		if (g->side == 1 && g->peer_ident == peer_ident && (g->id & SC_QUIET_GID) == gid)
+			break;
+	if (g)
+		pthread_mutex_lock(&g->lock);
+	pthread_mutex_unlock(&ctl.lock);
+	if (!g)
+		return rc;
+	if (!g->hello_done || sc__group_dead(g)) {
+		rc = -ECONNRESET;
+	} else if (slot < g->nslots && g->conns[slot] && g->conns[slot]->tag == tag) {
+		rc = 0;         /* a message about it came first: opened then */
+	} else if (quiet_opened(g, slot, tag, &early)) {
+		rc = group_open_slot(g, slot, tag, early, &refused);
+		if (rc == 0)
+			SC_STAT_ADD(opens_quiet, 1);
+	} else {
+		rc = -EPROTO;
+	}
+	if (rc == -EPROTO) {
+		SC_STAT_ADD(proto_errors, 1);
+		sc__group_kill(g, -EPROTO);
+	}
+	pthread_mutex_unlock(&g->lock);
+	sc__group_finish_refused(refused);
+	return rc;
 }
 
 /* Is fd a wake socket the peer made for us: a Unix datagram socket whose
@@ -667,10 +733,15 @@ void sc__group_switch_ask(struct sc_conn *c)
 		sc__switch_hook(c);
 }
 
-static void group_switch(struct sc_group *g, const struct sc_msg *m)
+static void group_switch(struct sc_group *g, const struct sc_msg *m, struct sc_conn **refused)
 {
+	uint32_t early;
 	if (m->slot >= g->nslots)
 		return;
+	/* a slot opened quietly, its client not there yet: the message
+	 * must not find it empty (opened here, the client finds it so) */
+	if (g->side == 1 && quiet_opened(g, m->slot, m->tag, &early))
+		group_open_slot(g, m->slot, m->tag, early, refused);
 	struct sc_conn *c = g->conns[m->slot];
 	if (c && c->tag && c->tag == m->tag)
 		sc__group_switch_ask(c);
@@ -704,7 +775,7 @@ void sc__group_pump_locked(struct sc_group *g, struct sc_conn **refused)
 			} else if (m.type == SC_MSG_CLOSE && g->side == 0) {
 				g->no_new = true;
 			} else if (m.type == SC_MSG_SWITCH) {
-				group_switch(g, &m);
+				group_switch(g, &m, refused);
 			} else if (m.type == SC_MSG_DEVMEM && fd >= 0 && fd2 >= 0) {
 				/* the peer wants our payload in its region:
 				 * mapped (a region we cannot map leaves the

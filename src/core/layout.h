@@ -8,6 +8,7 @@
  * Segment (one memfd, sealed against resizing, mapped MAP_SHARED by both):
  *
  *   [0, 4 KiB)              struct sc_seg_hdr        written once by the creator
+ *                                                    (joined: by the other side)
  *   [4 KiB, +32 KiB)        cells[2][256]            completion-channel cells
  *   [slots_off, ...)        struct sc_slot[nslots]   per-connection control
  *   [data_off, seg_size)    rings: slot s owns ring_size[0] + ring_size[1]
@@ -30,7 +31,7 @@
 
 #define SC_CACHELINE        64
 #define SC_SEG_MAGIC        0x314745534354524fULL   /* "ORTCSEG1" */
-#define SC_LAYOUT_VERSION   5   /* 5: HELLO carries the identity */
+#define SC_LAYOUT_VERSION   6   /* 6: the header says the accepting side joined */
 #define SC_MAX_SLOTS        255                     /* SMC's per-link-group cap */
 #define SC_MAX_CELLS        256
 #define SC_CELL_NONE        0xffffffffu
@@ -202,11 +203,17 @@ struct sc_seg_hdr {
 	uint64_t slots_off;
 	uint64_t data_off;
 	int32_t  creator_pid;
-	uint32_t _pad[1007];
+	/* 1 once the accepting side mapped the segment (its HELLO read): it
+	 * can then find a slot opened for one of its clients without an OPEN
+	 * message (a quiet OPEN: SC_QUIET_*, conn.h).  Written by that side
+	 * only (a lie hurts only its own connections) */
+	_Atomic uint32_t joined;
+	uint32_t _pad[1006];
 };
 _Static_assert(sizeof(struct sc_seg_hdr) == 4096, "segment header is one page");
 _Static_assert(offsetof(struct sc_seg_hdr, nslots) == 32, "nslots offset");
 _Static_assert(offsetof(struct sc_seg_hdr, data_off) == 56, "data_off offset");
+_Static_assert(offsetof(struct sc_seg_hdr, joined) == 68, "joined offset");
 
 #define SC_CELLS_OFF 4096u
 #define SC_CELLS_SIZE (2u * SC_MAX_CELLS * sizeof(struct sc_cell))

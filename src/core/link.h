@@ -123,6 +123,13 @@ _Static_assert(offsetof(struct sc_msg, seg_size) == 32, "seg_size offset");
  * or -ENOMEM if even one does not fit. */
 int sc__group_for_connect(const char *path, uint64_t max_seg, uint64_t peer_ident,
 			  struct sc_group **out, uint32_t *slot);
+/* A quiet OPEN (conn.h: SC_QUIET_*) for one of our clients: the slot its
+ * word names, in our group with the process peer_ident, opened for the
+ * connection tagged tag and handed to the group's listener as an OPEN
+ * message's would be.  0: done (or done already, by a message about the
+ * slot that came first); -errno: nothing opened (-EPROTO: the slot does
+ * not hold it, and the group is killed, as for a bad OPEN). */
+int sc__group_open_quiet(uint64_t peer_ident, uint64_t word, uint64_t tag);
 /* Send a message (with an optional fd) on the group socket; caller holds lock. */
 int sc__group_send(struct sc_group *g, const struct sc_msg *m, int fd);
 /* Share binding id with g's peer (once): SC_MSG_DEVMEM. */

@@ -42,6 +42,7 @@
 #include "notify.h"
 #include "ring.h"
 #include "rundir.h"
+#include "spin.h"
 #include "stats.h"
 #include "txrx.h"
 #include "interposer.h"
@@ -676,6 +677,36 @@ static int offer_await(int nfd, struct sc_sock *s, struct sc_board *b, const str
 	}
 }
 
+/* A client of ours, its offer claimed, is about to spin for its OPEN: it
+ * sent its request (or has none) and its first receive has begun.  Wait
+ * for that moment, briefly: the OPEN then goes quietly (no message, no
+ * wake-up of its control thread, conn.h) and the request rides in the
+ * early bytes, in the ring at our first read.  The process learns whether
+ * waiting pays (spin.c: a client that waits in its event loop, or a
+ * crowded machine, never spins); nothing waits on a crowded machine. */
+static struct sc_spin_class spinner_waits = SC_SPIN_CLASS_INIT;
+
+static void spinner_await(struct sc_board *b, int idx, uint64_t tag)
+{
+	_Atomic uint64_t *q = sc__offer_quiet(b, idx);
+	uint64_t want = sc__quiet_spin(tag);
+	if (atomic_load_explicit(q, memory_order_relaxed) == want)
+		return;
+	uint32_t budget = sc__spin_class_budget(&spinner_waits);
+	if (!budget || sc__spin_crowded())
+		return;
+	uint64_t t0 = sc__now_ns();
+	bool hit = false;
+	for (unsigned i = 1; !hit; i++) {
+		/* (relaxed: connect_tagged's exchange decides) */
+		hit = atomic_load_explicit(q, memory_order_relaxed) == want;
+		sc__cpu_relax();
+		if (!(i & 63) && sc__now_ns() - t0 > budget)
+			break;
+	}
+	sc__spin_class_done(&spinner_waits, budget, hit);
+}
+
 /* Offer idx claimed: connect to the client's rendezvous with its early
  * bytes (after a lead byte on TCP, for a listener that defers its
  * accepts).  NULL: declined, the fallback counted; the client learns it
@@ -685,6 +716,7 @@ static struct sc_conn *claim_connect(int nfd, struct sc_sock *s, struct sc_board
 {
 	uint32_t elen;
 	bool lead;
+	spinner_await(b, idx, tag);
 	const uint8_t *early = sc__offer_early_take(b, idx, &elen, &lead);
 	uint8_t first[SC_EARLY_MAX];
 	LOG(3, "offer %d claimed, %u early bytes%s", idx, elen, lead ? " after a lead byte" : "");
@@ -702,10 +734,11 @@ static struct sc_conn *claim_connect(int nfd, struct sc_sock *s, struct sc_board
 	}
 	char path[128];
 	struct sc_conn *c = NULL;
+	bool quietly = false;
 	int rc = sc__rendezvous_path(client, path, sizeof(path));
 	if (!rc)        /* blocking: per call; the client's first bytes go in */
 		rc = sc__connect_tagged(path, tag, client, early, elen, sc__offer_max_seg(b, idx),
-					0, &c);
+					0, sc__offer_quiet(b, idx), &quietly, &c);
 	if (rc) {
 		/* (a lead byte, only peeked, stays the stream's first) */
 		sc__offer_decline(b, idx, tag);
@@ -719,7 +752,8 @@ static struct sc_conn *claim_connect(int nfd, struct sc_sock *s, struct sc_board
 		if (R(recv)(nfd, &b1, 1, MSG_DONTWAIT) != 1)
 			LOG(1, "the lead byte of offer %d left the kernel socket", idx);
 	}
-	sc__offer_done(b, idx);
+	if (!quietly)   /* (a quiet OPEN's client frees it as it takes it up) */
+		sc__offer_done(b, idx);
 	return c;
 }
 

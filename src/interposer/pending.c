@@ -461,33 +461,67 @@ static int pending_claimer_died(int fd, struct sc_sock *s)
 
 /* The wait for an OPEN: the acceptor marks the offer claimed, then sends
  * the OPEN within microseconds.  While both sides run, spinning for it
- * (reading it ourselves once the offer is claimed) saves a sleep and a
- * wake-up on a connection's critical path; the process learns whether it
- * pays (spin.c), and nothing spins on a crowded machine. */
+ * saves a sleep and a wake-up on a connection's critical path; the
+ * process learns whether it pays (spin.c), and nothing spins on a crowded
+ * machine.  While we spin, the acceptor names the slot in our offer's
+ * word instead of sending the OPEN (a quiet OPEN, conn.h): no message, so
+ * no wake-up of our control thread and no system call on either side. */
 static struct sc_spin_class open_waits = SC_SPIN_CLASS_INIT;
+
+/* Our quiet OPEN, named by word: taken up as the OPEN message's reader
+ * would (rdv_deliver attaches it), and our entry freed. */
+static void quiet_take(struct sc_sock *s, uint64_t word)
+{
+	uint64_t who = sc__offer_claimer(s->board, s->offer, s->tag);
+	pumping_for = s;
+	int rc = sc__group_open_quiet(who, word, s->tag);
+	pumping_for = NULL;
+	if (rc)
+		LOG(1, "quiet OPEN of offer %d not taken up: %s", s->offer, strerror(-rc));
+	sc__offer_opened(s->board, s->offer, s->tag);
+}
 
 static bool pending_spin(struct sc_sock *s, uint32_t ns)
 {
-	uint64_t t0 = sc__now_ns(), pumped = 0;
+	uint64_t t0 = sc__now_ns(), pumped = 0, none = 0, spin = sc__quiet_spin(s->tag);
+	_Atomic uint64_t *q = s->offer >= 0 ? sc__offer_quiet(s->board, s->offer) : NULL;
+	/* seq_cst: against the opener's exchange of SPIN for the slot */
+	bool quiet = q && atomic_compare_exchange_strong_explicit(q, &none, spin,
+			memory_order_seq_cst, memory_order_seq_cst);
 	for (unsigned i = 1;; i++) {
 		if (sock_attached(s))
-			return true;
+			break;
+		uint64_t w = quiet ? atomic_load_explicit(q, memory_order_seq_cst) : 0;
+		if (sc__quiet_open(w)) {
+			quiet = false;
+			quiet_take(s, w);
+			continue;
+		}
 		uint32_t st = sc__offer_state(s->board, s->offer, s->tag);
 		if (st == SC_OFFER_DECLINED)
-			return false;
+			break;
 		if (st == SC_OFFER_CLAIMED && interp.rdv) {
+			/* (a system call per look: the OPEN comes as a message
+			 * only if our process has not joined the claimer's
+			 * group yet, or we did not spin when it came) */
 			uint64_t now = sc__now_ns();
-			if (now - pumped > 2000) {      /* (a system call per look) */
+			if (now - pumped > (quiet ? 20000u : 2000u)) {
 				pump_for(s);
 				pumped = now;
 				if (sock_attached(s))
-					return true;
+					break;
 			}
 		}
 		sc__cpu_relax();
 		if (!(i & 63) && sc__now_ns() - t0 > ns)
-			return sock_attached(s);
+			break;
 	}
+	/* back to 0, unless the claimer named the slot meanwhile */
+	if (quiet && !atomic_compare_exchange_strong_explicit(q, &spin, 0, memory_order_seq_cst,
+							      memory_order_seq_cst) &&
+	    sc__quiet_open(spin))
+		quiet_take(s, spin);
+	return sock_attached(s);
 }
 
 /* A pending client's wait (20 ms at most) for: the OPEN delivered

@@ -107,8 +107,10 @@ int sc__offer_post(struct sc_board *b, uint16_t cport, const struct sc_addr16 *s
 		}
 		if (!offer_take(o, &w, me))
 			continue;
-		/* no early bytes yet (published with the word, release) */
+		/* no early bytes yet, no quiet OPEN (published with the
+		 * word, release) */
 		atomic_store_explicit(&b->early[cport].len, 0, memory_order_relaxed);
+		atomic_store_explicit(&o->quiet, 0, memory_order_relaxed);
 		o->max_seg = max_seg;
 		offer_fill(o, cport, src, dst, syn_ttl, me, SC_OFFER_WORD(tag, SC_OFFER_OFFERED));
 		errno = saved;
@@ -385,6 +387,17 @@ void sc__offer_undecline(struct sc_board *b, int idx, const struct sc_addr16 *lo
 void sc__offer_done(struct sc_board *b, int idx)
 {
 	atomic_store_explicit(&b->offers[idx].word, 0, memory_order_release);
+}
+
+_Atomic uint64_t *sc__offer_quiet(struct sc_board *b, int idx)
+{
+	return &b->offers[idx].quiet;
+}
+
+void sc__offer_opened(struct sc_board *b, int idx, uint64_t tag)
+{
+	uint64_t w = SC_OFFER_WORD(tag, SC_OFFER_CLAIMED);
+	word_cas(&b->offers[idx].word, &w, 0);
 }
 
 void sc__offer_decline(struct sc_board *b, int idx, uint64_t tag)

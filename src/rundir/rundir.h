@@ -130,7 +130,11 @@ struct sc_offer {
 	uint64_t time_ms;               /* CLOCK_MONOTONIC when written */
 	uint64_t max_seg;               /* the client's room for a new link
 					 * group's segment, bytes (0: no limit) */
-	uint64_t pad[5];
+	/* the client's word for a quiet OPEN (SC_QUIET_*, core's conn.h):
+	 * 0 at its post, SPIN and its tag while it spins for its OPEN, then
+	 * the slot's name if the claimer put it there */
+	_Atomic uint64_t quiet;
+	uint64_t pad[4];
 };
 
 /* The SYN mark of an accelerated client: DSCP 7 (TOS byte 0x1c), a code
@@ -410,6 +414,10 @@ void sc__offer_undecline(struct sc_board *b, int idx, const struct sc_addr16 *lo
 /* Server, after a claim: the OPEN was sent (entry freed), or it could not
  * be (the client learns it and stays on TCP). */
 void sc__offer_done(struct sc_board *b, int idx);
+/* The word of offer idx for a quiet OPEN (conn.h) */
+_Atomic uint64_t *sc__offer_quiet(struct sc_board *b, int idx);
+/* The client took up its quiet OPEN: its claimed entry (tag) free again. */
+void sc__offer_opened(struct sc_board *b, int idx, uint64_t tag);
 void sc__offer_decline(struct sc_board *b, int idx, uint64_t tag);
 
 /* Path of the rendezvous socket of the process of identity id:
@@ -494,12 +502,13 @@ static inline uint32_t sc__stats_nrecs(const struct sc_stats_file *f)
  * record, files named stats-IDENT; 8: the bytes of a connection that
  * went to TCP as it was set up are in its record until it is freed
  * (sc__rec_tcp_only), not in bytes_tcp_*; 9: a client's closes, passive
- * or first (closes_passive, closes_active) */
-#define SC_STATS_VERSION_N 9
+ * or first (closes_passive, closes_active); 10: OPENs taken from a
+ * client's word (opens_quiet) */
+#define SC_STATS_VERSION_N 10
 #define SC_STATS_VERSION ((uint32_t)SC_STATS_VERSION_N)
 /* a change of either size is a new format: bump the version with it */
-_Static_assert(sizeof(struct sc_counters) == 288, "struct sc_counters changed: bump SC_STATS_VERSION");
-_Static_assert(sizeof(struct sc_stats_file) == 295240 + 8 * SC_STAT_RECS, "struct sc_stats_file changed: bump SC_STATS_VERSION");
+_Static_assert(sizeof(struct sc_counters) == 296, "struct sc_counters changed: bump SC_STATS_VERSION");
+_Static_assert(sizeof(struct sc_stats_file) == 295248 + 8 * SC_STAT_RECS, "struct sc_stats_file changed: bump SC_STATS_VERSION");
 
 /* A record for a connection of ours (NULL: table full or no stats file). */
 struct sc_conn_rec *sc__rec_get(void);

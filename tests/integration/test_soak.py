@@ -399,15 +399,15 @@ def assert_clean(env, victim):
     vp = victim.p.pid
     rd = env["SHORTCUT_RUNDIR"]
     # the victim's files are named by its identity, which its stats file
-    # holds beside its pid (magic, version, pid, nrecs, the 288 bytes of
-    # counters of format 9, comm, identity at 320)
+    # holds beside its pid (magic, version, pid, nrecs, the 296 bytes of
+    # counters of format 10, comm, identity at 328)
     mine = set()
     for f in os.listdir(rd):
         if f.startswith("stats-") and not f.startswith("stats-retired"):
             with open(os.path.join(rd, f), "rb") as fh:
-                h = fh.read(328)
-            if len(h) == 328 and int.from_bytes(h[8:12], sys.byteorder, signed=True) == vp:
-                ident = "%014x" % int.from_bytes(h[320:328], sys.byteorder)
+                h = fh.read(336)
+            if len(h) == 336 and int.from_bytes(h[8:12], sys.byteorder, signed=True) == vp:
+                ident = "%014x" % int.from_bytes(h[328:336], sys.byteorder)
                 mine |= {f, "p-%s.sock" % ident}
     left = [f for f in os.listdir(rd)
             if not (f.startswith("tcp-v") or f.startswith("stats-retired") or

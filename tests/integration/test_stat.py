@@ -82,9 +82,9 @@ def _stats_files(rundir):
         if not f.startswith("stats-") or f.startswith("stats-retired"):
             continue
         with open(os.path.join(rundir, f), "rb") as fh:
-            h = fh.read(16 + 288 + 16 + 8)     # (format 9's counters: 288 bytes)
-        if len(h) == 328:
-            out[f] = (struct.unpack_from("<i", h, 8)[0], struct.unpack_from("<Q", h, 320)[0])
+            h = fh.read(16 + 296 + 16 + 8)     # (format 10's counters: 296 bytes)
+        if len(h) == 336:
+            out[f] = (struct.unpack_from("<i", h, 8)[0], struct.unpack_from("<Q", h, 328)[0])
     return out
 
 
