@@ -373,6 +373,19 @@ int sc__group_register(struct sc_group *g)
 	return 0;
 }
 
+bool sc__group_joined(const char *path)
+{
+	bool joined = false;
+	pthread_mutex_lock(&ctl.lock);
+	for (struct sc_group *g = ctl.groups; g && !joined; g = g->next)
+		/* (relaxed: a hint; the OPEN's own look decides) */
+		joined = g->side == 0 && !strcmp(g->path, path) && !sc__group_dead(g) &&
+			 atomic_load_explicit(&((struct sc_seg_hdr *)g->base)->joined,
+					      memory_order_relaxed) == 1;
+	pthread_mutex_unlock(&ctl.lock);
+	return joined;
+}
+
 int sc__group_for_connect(const char *path, uint64_t max_seg, uint64_t peer_ident,
 			  struct sc_group **out, uint32_t *slot)
 {

@@ -123,6 +123,9 @@ _Static_assert(offsetof(struct sc_msg, seg_size) == 32, "seg_size offset");
  * or -ENOMEM if even one does not fit. */
 int sc__group_for_connect(const char *path, uint64_t max_seg, uint64_t peer_ident,
 			  struct sc_group **out, uint32_t *slot);
+/* Has the process listening at path joined a live group of ours (a quiet
+ * OPEN can go to it)?  A hint. */
+bool sc__group_joined(const char *path);
 /* A quiet OPEN (conn.h: SC_QUIET_*) for one of our clients: the slot its
  * word names, in our group with the process peer_ident, opened for the
  * connection tagged tag and handed to the group's listener as an OPEN

@@ -683,17 +683,19 @@ static int offer_await(int nfd, struct sc_sock *s, struct sc_board *b, const str
  * wake-up of its control thread, conn.h) and the request rides in the
  * early bytes, in the ring at our first read.  The process learns whether
  * waiting pays (spin.c: a client that waits in its event loop, or a
- * crowded machine, never spins); nothing waits on a crowded machine. */
+ * crowded machine, never spins); nothing waits on a crowded machine, nor
+ * where the OPEN cannot go quietly (no group with the client's process
+ * that it joined: a server's child per connection makes a new one). */
 static struct sc_spin_class spinner_waits = SC_SPIN_CLASS_INIT;
 
-static void spinner_await(struct sc_board *b, int idx, uint64_t tag)
+static void spinner_await(struct sc_board *b, int idx, uint64_t tag, const char *path)
 {
 	_Atomic uint64_t *q = sc__offer_quiet(b, idx);
 	uint64_t want = sc__quiet_spin(tag);
 	if (atomic_load_explicit(q, memory_order_relaxed) == want)
 		return;
 	uint32_t budget = sc__spin_class_budget(&spinner_waits);
-	if (!budget || sc__spin_crowded())
+	if (!budget || sc__spin_crowded() || !sc__group_joined(path))
 		return;
 	uint64_t t0 = sc__now_ns();
 	bool hit = false;
@@ -716,7 +718,10 @@ static struct sc_conn *claim_connect(int nfd, struct sc_sock *s, struct sc_board
 {
 	uint32_t elen;
 	bool lead;
-	spinner_await(b, idx, tag);
+	char path[128];
+	int rc = sc__rendezvous_path(client, path, sizeof(path));
+	if (!rc)
+		spinner_await(b, idx, tag, path);
 	const uint8_t *early = sc__offer_early_take(b, idx, &elen, &lead);
 	uint8_t first[SC_EARLY_MAX];
 	LOG(3, "offer %d claimed, %u early bytes%s", idx, elen, lead ? " after a lead byte" : "");
@@ -732,10 +737,8 @@ static struct sc_conn *claim_connect(int nfd, struct sc_sock *s, struct sc_board
 		early = first;
 		elen++;
 	}
-	char path[128];
 	struct sc_conn *c = NULL;
 	bool quietly = false;
-	int rc = sc__rendezvous_path(client, path, sizeof(path));
 	if (!rc)        /* blocking: per call; the client's first bytes go in */
 		rc = sc__connect_tagged(path, tag, client, early, elen, sc__offer_max_seg(b, idx),
 					0, sc__offer_quiet(b, idx), &quietly, &c);
