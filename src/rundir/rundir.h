@@ -36,8 +36,11 @@
 #include "stats.h"
 
 #define SC_BOARD_MAGIC      0x5343424fu
-/* 5: identities, not pids; the client's address and SYN tag; deferral */
-#define SC_BOARD_VERSION    5u
+/* 5: identities, not pids; the client's address and SYN tag; deferral;
+ * 6: the quiet OPEN's word (with link-group layout 6: a process of an
+ * older version does not find our listeners, nor we its, and their
+ * connections stay on TCP, no_listener) */
+#define SC_BOARD_VERSION    6u
 #define SC_BOARD_LISTENERS  32
 #define SC_BOARD_CONNECTING 32
 #define SC_BOARD_ADDRS      8

@@ -443,7 +443,7 @@ def _board_setup(rundir):
     env = clean_env(rundir)
     env["SHORTCUT_SHORT_TCP"] = "0"
     port = free_port()
-    return env, port, os.path.join(rundir, "tcp-v5-%d" % port)
+    return env, port, os.path.join(rundir, "tcp-v6-%d" % port)
 
 
 def test_board_of_dead_listeners_collected(rundir):
