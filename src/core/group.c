@@ -655,15 +655,19 @@ int sc__group_open_quiet(uint64_t peer_ident, uint64_t word, uint64_t tag)
 	if (!sc__quiet_open(word) || !peer_ident)
 		return -EINVAL;
 	pthread_mutex_lock(&ctl.lock);
-	for (g = ctl.groups; g; g = g->next)
-		if (g->side == 1 && g->peer_ident == peer_ident && (g->id & SC_QUIET_GID) == gid)
-			break;
-	if (g)
+	for (g = ctl.groups; g; g = g->next) {
+		if (g->side != 1)
+			continue;
+		/* (its id and peer are the HELLO's, written under its lock) */
 		pthread_mutex_lock(&g->lock);
+		if (g->hello_done && g->peer_ident == peer_ident && (g->id & SC_QUIET_GID) == gid)
+			break;
+		pthread_mutex_unlock(&g->lock);
+	}
 	pthread_mutex_unlock(&ctl.lock);
 	if (!g)
 		return rc;
-	if (!g->hello_done || sc__group_dead(g)) {
+	if (sc__group_dead(g)) {
 		rc = -ECONNRESET;
 	} else if (slot < g->nslots && g->conns[slot] && g->conns[slot]->tag == tag) {
 		rc = 0;         /* a message about it came first: opened then */
