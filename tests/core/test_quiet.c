@@ -90,6 +90,14 @@ static void o_switch(struct sc_conn *c, uint64_t tag)
 	pthread_mutex_unlock(&c->g->lock);
 }
 
+/* L and O on a fresh path, the word 0 */
+static void pair(int (*l)(const char *, void *), int (*o)(const char *, void *))
+{
+	char path[T_PATH_MAX];
+	atomic_store(word, 0);
+	t_run_pair(t_listen_path(path), l, o, NULL);
+}
+
 static void ping_pong(struct sc_conn *c, bool first)
 {
 	char b[5];
@@ -140,9 +148,7 @@ static int quiet_o(const char *path, void *arg)
 
 T_TEST(quiet)
 {
-	char path[T_PATH_MAX];
-	atomic_store(word, 0);
-	t_run_pair(t_listen_path(path), quiet_l, quiet_o, NULL);
+	pair(quiet_l, quiet_o);
 }
 
 /* ---- not_spinning ------------------------------------------------------ */
@@ -180,9 +186,7 @@ static int notspin_o(const char *path, void *arg)
 
 T_TEST(not_spinning)
 {
-	char path[T_PATH_MAX];
-	atomic_store(word, 0);
-	t_run_pair(t_listen_path(path), notspin_l, notspin_o, NULL);
+	pair(notspin_l, notspin_o);
 }
 
 /* ---- message_first ----------------------------------------------------- */
@@ -219,9 +223,7 @@ static int first_o(const char *path, void *arg)
 
 T_TEST(message_first)
 {
-	char path[T_PATH_MAX];
-	atomic_store(word, 0);
-	t_run_pair(t_listen_path(path), first_l, first_o, NULL);
+	pair(first_l, first_o);
 }
 
 /* ---- late_message ------------------------------------------------------ */
@@ -262,9 +264,7 @@ static int late_o(const char *path, void *arg)
 
 T_TEST(late_message)
 {
-	char path[T_PATH_MAX];
-	atomic_store(word, 0);
-	t_run_pair(t_listen_path(path), late_l, late_o, NULL);
+	pair(late_l, late_o);
 }
 
 /* ---- bad_word ----------------------------------------------------------- */
@@ -300,9 +300,7 @@ static int bad_o(const char *path, void *arg)
 
 T_TEST(bad_word)
 {
-	char path[T_PATH_MAX];
-	atomic_store(word, 0);
-	t_run_pair(t_listen_path(path), bad_l, bad_o, NULL);
+	pair(bad_l, bad_o);
 }
 
 T_MAIN(setup, T_ENTRY(quiet), T_ENTRY(not_spinning), T_ENTRY(message_first),
