@@ -170,6 +170,14 @@ def both(run, env):
 
 # ---- 1. many concurrent connections between one process pair ---------------
 
+def closes_counted(env, n):
+    """Wait until `shortcut stats` counts n client closes of connections
+    on shared memory, passive or first."""
+    end = time.monotonic() + WATCHDOG
+    while sum((st := stats(env))["client_closes"].values()) < n and time.monotonic() < end:
+        time.sleep(0.05)
+    assert sum(st["client_closes"].values()) == n, st
+
 MANY = COMMON + r"""
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
@@ -228,6 +236,11 @@ def test_many_connections_one_pair(env):
                     assert on_shm == len(rows) == 2 * min(CONNS, 4096), (on_shm, len(rows))
                 log.append(cli.ask("close"))
                 log.append(srv.ask("zero"))
+                if accel:
+                    # each client close counted once its kernel socket
+                    # is closed: up to 64 wait for the server's FIN, a
+                    # second at most (linger.c), 1 the first client's
+                    closes_counted(env, (rnd + 1) * CONNS + 1)
                 fig["after%d" % rnd] = (cli.counts(), srv.counts())
             if accel:
                 # no record of a closed connection; the second round
