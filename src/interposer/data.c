@@ -340,6 +340,23 @@ void tcp_count(struct sc_sock *s, bool tx, ssize_t n)
 		SC_STAT_ADD(bytes_tcp_received, (uint64_t)n);
 }
 
+/* A call on a socket of ours on TCP (from its set-up on, or switched
+ * back): the program's own call (a send after a switch's re-send,
+ * tcp_gate), its bytes counted -- where the routes below would bring it,
+ * without their steps: every call of a connection that stays on TCP. */
+static inline ssize_t tcp_sent(struct sc_sock *s, ssize_t n)
+{
+	tcp_count(s, true, n);
+	return n;
+}
+
+static inline ssize_t tcp_received(struct sc_sock *s, int flags, ssize_t n)
+{
+	if (!(flags & MSG_PEEK))
+		tcp_count(s, false, n);
+	return n;
+}
+
 /* x over TCP: tcp for the program's buffers, the kernel's splice for a
  * pipe's bytes (tx: the pipe's into fd).  cont: what is left of a call
  * that moved bytes already, which does not wait for the pipe. */
@@ -684,6 +701,10 @@ SC_API ssize_t write(int fd, const void *buf, size_t len)
 	}
 	if (!s)
 		return R(write)(fd, buf, len);
+	if (sock_mode(s) == M_TCP) {
+		tcp_gate(s);
+		return tcp_sent(s, R(write)(fd, buf, len));
+	}
 	struct iovec v = { (void *)buf, len };
 	return do_sendv(fd, s, &v, 1, 0, tcp_writev);
 }
@@ -698,6 +719,10 @@ SC_API ssize_t send(int fd, const void *buf, size_t len, int flags)
 	}
 	if (!s)
 		return R(send)(fd, buf, len, flags);
+	if (sock_mode(s) == M_TCP) {
+		tcp_gate(s);
+		return tcp_sent(s, R(send)(fd, buf, len, flags));
+	}
 	struct iovec v = { (void *)buf, len };
 	if ((flags & MSG_ZEROCOPY) && sock_mode(s) != M_TCP) {
 		struct msghdr m = { .msg_iov = &v, .msg_iovlen = 1 };
@@ -729,8 +754,12 @@ SC_API ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 			fallback_stat(s, fd, SC_FB_UNSUPPORTED);
 		return n;
 	}
-	if (!s || (to && sock_mode(s) == M_TCP))
+	if (!s)
 		return R(sendto)(fd, buf, len, flags, to, tolen);
+	if (sock_mode(s) == M_TCP) {
+		tcp_gate(s);
+		return tcp_sent(s, R(sendto)(fd, buf, len, flags, to, tolen));
+	}
 	/* a connected TCP socket ignores the address (EISCONN only for
 	 * MSG_FASTOPEN-style use, which we decline) */
 	struct iovec v = { (void *)buf, len };
@@ -742,6 +771,10 @@ SC_API ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 	struct sc_sock *s = sock_get(fd);
 	if (!s)
 		return R(writev)(fd, iov, iovcnt);
+	if (sock_mode(s) == M_TCP) {
+		tcp_gate(s);
+		return tcp_sent(s, R(writev)(fd, iov, iovcnt));
+	}
 	if (iovcnt < 0 || iovcnt > IOV_MAX) {
 		errno = EINVAL;
 		return -1;
@@ -767,7 +800,11 @@ SC_API ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 		if (n != NOT_MINE)
 			return sc_ret(n);
 	}
-	if (!s || sock_mode(s) == M_TCP || m->msg_controllen) {
+	if (s && sock_mode(s) == M_TCP) {
+		tcp_gate(s);
+		return tcp_sent(s, R(sendmsg)(fd, m, flags));
+	}
+	if (!s || m->msg_controllen) {
 		tcp_gate(s);
 		return R(sendmsg)(fd, m, flags);
 	}
@@ -807,6 +844,8 @@ SC_API ssize_t read(int fd, void *buf, size_t len)
 	}
 	if (!s)
 		return R(read)(fd, buf, len);
+	if (sock_mode(s) == M_TCP)
+		return tcp_received(s, 0, R(read)(fd, buf, len));
 	struct iovec v = { buf, len };
 	return do_recvv(fd, s, &v, 1, 0, tcp_readv);
 }
@@ -828,6 +867,8 @@ SC_API ssize_t recv(int fd, void *buf, size_t len, int flags)
 	}
 	if (!s)
 		return R(recv)(fd, buf, len, flags);
+	if (sock_mode(s) == M_TCP)
+		return tcp_received(s, flags, R(recv)(fd, buf, len, flags));
 	struct iovec v = { buf, len };
 	return do_recvv(fd, s, &v, 1, flags, tcp_recvv);
 }
@@ -848,8 +889,10 @@ SC_API ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct sockadd
 		if (n != NOT_MINE)
 			return sc_ret(n);
 	}
-	if (!s || sock_mode(s) == M_TCP)
+	if (!s)
 		return R(recvfrom)(fd, buf, len, flags, from, fromlen);
+	if (sock_mode(s) == M_TCP)
+		return tcp_received(s, flags, R(recvfrom)(fd, buf, len, flags, from, fromlen));
 	struct iovec v = { buf, len };
 	ssize_t n = do_recvv(fd, s, &v, 1, flags, tcp_recvv);
 	if (n >= 0 && from && fromlen)
@@ -870,6 +913,8 @@ SC_API ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 	struct sc_sock *s = sock_get(fd);
 	if (!s)
 		return R(readv)(fd, iov, iovcnt);
+	if (sock_mode(s) == M_TCP)
+		return tcp_received(s, 0, R(readv)(fd, iov, iovcnt));
 	if (iovcnt < 0 || iovcnt > IOV_MAX) {
 		errno = EINVAL;
 		return -1;
@@ -898,8 +943,10 @@ SC_API ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 			return sc_ret(n);
 		flags &= ~MSG_SOCK_DEVMEM;      /* plain bytes, as the kernel's loopback */
 	}
-	if (!s || sock_mode(s) == M_TCP)
+	if (!s)
 		return R(recvmsg)(fd, m, flags);
+	if (sock_mode(s) == M_TCP)
+		return tcp_received(s, flags, R(recvmsg)(fd, m, flags));
 	if (m->msg_iovlen > IOV_MAX) {
 		errno = EMSGSIZE;
 		return -1;

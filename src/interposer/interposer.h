@@ -539,7 +539,14 @@ void dm_sock_release(struct sc_sock *s);
 int sock_switch(int fd, struct sc_sock *s);
 int sock_switch_bounded(int fd, struct sc_sock *s, uint64_t wait_ns, int resend_ms);
 uint64_t sw_resend(int fd, struct sc_conn *c, uint64_t from, uint64_t to, int max_ms);
-void tcp_gate(struct sc_sock *s);
+void tcp_gate_wait(struct sc_sock *s);
+/* Before a send on TCP: a switch's re-send first (a connection of ours
+ * switched back to TCP); nothing to wait for on one that never was ours. */
+static inline void tcp_gate(struct sc_sock *s)
+{
+	if (s && s->c && atomic_load_explicit(&s->resending, memory_order_acquire))
+		tcp_gate_wait(s);
+}
 bool sw_orphan(int fd, struct sc_sock *s);
 void sw_scan(bool all, bool cloexec_too, bool block);
 bool off_file(void);

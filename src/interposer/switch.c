@@ -298,11 +298,10 @@ static void sw_job_thread(struct sw_job *j)
 
 /* Before a send (or a FIN, or the fd leaving) on a socket switched back
  * to TCP: the re-send goes first.  In a process that inherited it across
- * fork, the owner's re-send: its ONTCP. */
-void tcp_gate(struct sc_sock *s)
+ * fork, the owner's re-send: its ONTCP.  (tcp_gate: while one is under
+ * way.) */
+void tcp_gate_wait(struct sc_sock *s)
 {
-	if (!s || !s->c || !atomic_load_explicit(&s->resending, memory_order_acquire))
-		return;
 	if (!sock_ours(s)) {
 		uint64_t dl = sc__now_ns() + 30000000000ull;
 		while (!(atomic_load_explicit(&s->c->me->flags, memory_order_acquire) & SC_SF_ONTCP) &&

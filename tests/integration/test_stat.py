@@ -416,6 +416,73 @@ def test_client_of_plain_server_asks_nothing(rundir, tmp_path):
     assert _plain_client(env, tmp_path, True, listed) == plain    # (Python's own, if any)
 
 
+EVERY_CALL = r"""
+import os, socket, sys
+c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+fd = c.fileno()
+def readv(n):
+    a, b = bytearray(1), bytearray(max(n - 1, 1))
+    k = os.readv(fd, [a, b])
+    return bytes(a + b)[:k]
+sends = [c.send, lambda b: c.sendto(b, c.getpeername()), lambda b: c.sendmsg([b[:4], b[4:]]),
+         lambda b: os.write(fd, b), lambda b: os.writev(fd, [b[:3], b[3:]])]
+recvs = [c.recv, lambda n: c.recvfrom(n)[0], lambda n: c.recvmsg(n)[0],
+         lambda n: os.read(fd, n), readv]
+for i, (send, recv) in enumerate(zip(sends, recvs)):
+    m = b"%010d" % i
+    assert send(m) == 10
+    if i == 0:
+        assert c.recv(10, socket.MSG_PEEK)      # a peek: not counted
+    got = b""
+    while len(got) < 10:
+        got += recv(10 - len(got))
+    assert got == m, (i, got)
+print("done", flush=True)
+sys.stdin.readline()
+c.close()
+"""
+
+
+def test_client_of_plain_server_counts_every_call(rundir):
+    """A connection that stays on TCP (a server without the library) goes
+    straight to the kernel at every call, and each call's bytes are
+    counted, in its record while it is open and in the totals after:
+    send, sendto, sendmsg, write, writev; recv, recvfrom, recvmsg, read,
+    readv (a peek is not)."""
+    env = clean_env(rundir)
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen()
+    port = srv.getsockname()[1]
+    cli = subprocess.Popen([SHORTCUT, "run", sys.executable, "-c", EVERY_CALL, str(port)],
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        c, _ = srv.accept()
+        echoed = 0
+        while echoed < 50:
+            b = c.recv(4096)
+            assert b, "the client ended after %d bytes" % echoed
+            c.sendall(b)
+            echoed += len(b)
+        assert cli.stdout.readline() == "done\n"
+        rows = [r for r in stat(env) if r["pid"] == cli.pid]
+        assert len(rows) == 1 and rows[0]["fallback"] == "no_listener", rows
+        assert rows[0]["bytes_sent"] == 50 and rows[0]["bytes_received"] == 50, rows
+        st = stats(env)
+        assert st["bytes_tcp_sent"] == 50 and st["bytes_tcp_received"] == 50, st
+        cli.stdin.write("\n")
+        cli.stdin.flush()
+        assert cli.wait(timeout=30) == 0
+        assert c.recv(10) == b""
+    finally:
+        cli.kill()
+        cli.wait()
+        srv.close()
+    st = stats(env)
+    assert st["bytes_tcp_sent"] == 50 and st["bytes_tcp_received"] == 50, st
+    assert st["bytes_shm_sent"] == 0 and st["conns_accelerated"] == 0, st
+
+
 LISTENER = r"""
 import socket, sys
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
