@@ -352,8 +352,16 @@ static inline ssize_t tcp_sent(struct sc_sock *s, ssize_t n)
 
 static inline ssize_t tcp_received(struct sc_sock *s, int flags, ssize_t n)
 {
-	if (!(flags & MSG_PEEK))
+	if (!(flags & (MSG_PEEK | MSG_ERRQUEUE)))   /* (not the connection's bytes) */
 		tcp_count(s, false, n);
+	return n;
+}
+
+/* The same for n messages of v (sendmmsg, recvmmsg): their lengths. */
+static int tcp_messages(struct sc_sock *s, bool tx, int flags, const struct mmsghdr *v, int n)
+{
+	for (int i = 0; s && i < n; i++)
+		tx ? (void)tcp_sent(s, v[i].msg_len) : (void)tcp_received(s, flags, v[i].msg_len);
 	return n;
 }
 
@@ -822,7 +830,7 @@ SC_API int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 	struct sc_sock *s = sock_get(fd);
 	if (!s || sock_mode(s) == M_TCP) {
 		tcp_gate(s);
-		return R(sendmmsg)(fd, v, n, flags);
+		return tcp_messages(s, true, flags, v, R(sendmmsg)(fd, v, n, flags));
 	}
 	unsigned int i;
 	for (i = 0; i < n; i++) {
@@ -965,7 +973,7 @@ SC_API int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags,
 {
 	struct sc_sock *s = sock_get(fd);
 	if (!s || sock_mode(s) == M_TCP)
-		return R(recvmmsg)(fd, v, n, flags, timeout);
+		return tcp_messages(s, false, flags, v, R(recvmmsg)(fd, v, n, flags, timeout));
 	unsigned int i;
 	for (i = 0; i < n; i++) {
 		ssize_t r = recvmsg(fd, &v[i].msg_hdr, i ? flags | MSG_DONTWAIT : flags);

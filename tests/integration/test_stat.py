@@ -417,17 +417,44 @@ def test_client_of_plain_server_asks_nothing(rundir, tmp_path):
 
 
 EVERY_CALL = r"""
-import os, socket, sys
+import ctypes, os, socket, sys
 c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
 fd = c.fileno()
+libc = ctypes.CDLL(None, use_errno=True)        # (the preloaded library's first)
+class iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+class msghdr(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_void_p), ("namelen", ctypes.c_uint32),
+                ("iov", ctypes.POINTER(iovec)), ("iovlen", ctypes.c_size_t),
+                ("control", ctypes.c_void_p), ("controllen", ctypes.c_size_t),
+                ("flags", ctypes.c_int)]
+class mmsghdr(ctypes.Structure):
+    _fields_ = [("hdr", msghdr), ("len", ctypes.c_uint)]
+def mmsg(call, bufs, *extra):
+    # sendmmsg or recvmmsg of one message per buffer: their lengths
+    v = (mmsghdr * len(bufs))()
+    iovs = [iovec(ctypes.cast(b, ctypes.c_void_p), len(b)) for b in bufs]
+    for m, io in zip(v, iovs):
+        m.hdr.iov, m.hdr.iovlen = ctypes.pointer(io), 1
+    k = call(fd, v, len(bufs), *extra)
+    assert k > 0, ctypes.get_errno()
+    return [v[i].len for i in range(k)]
+def sendmmsg(b):
+    assert mmsg(libc.sendmmsg, [ctypes.create_string_buffer(b[:4], 4),
+                                ctypes.create_string_buffer(b[4:], len(b) - 4)], 0) == [4, len(b) - 4]
+    return len(b)
+def recvmmsg(n):
+    buf = ctypes.create_string_buffer(n)
+    k = mmsg(libc.recvmmsg, [buf], 0x10000, None)[0]     # MSG_WAITFORONE
+    return buf.raw[:k]
 def readv(n):
     a, b = bytearray(1), bytearray(max(n - 1, 1))
     k = os.readv(fd, [a, b])
     return bytes(a + b)[:k]
 sends = [c.send, lambda b: c.sendto(b, c.getpeername()), lambda b: c.sendmsg([b[:4], b[4:]]),
-         lambda b: os.write(fd, b), lambda b: os.writev(fd, [b[:3], b[3:]])]
+         lambda b: os.write(fd, b), lambda b: os.writev(fd, [b[:3], b[3:]]), sendmmsg]
 recvs = [c.recv, lambda n: c.recvfrom(n)[0], lambda n: c.recvmsg(n)[0],
-         lambda n: os.read(fd, n), readv]
+         lambda n: os.read(fd, n), readv, recvmmsg]
 for i, (send, recv) in enumerate(zip(sends, recvs)):
     m = b"%010d" % i
     assert send(m) == 10
@@ -447,8 +474,8 @@ def test_client_of_plain_server_counts_every_call(rundir):
     """A connection that stays on TCP (a server without the library) goes
     straight to the kernel at every call, and each call's bytes are
     counted, in its record while it is open and in the totals after:
-    send, sendto, sendmsg, write, writev; recv, recvfrom, recvmsg, read,
-    readv (a peek is not)."""
+    send, sendto, sendmsg, write, writev, sendmmsg; recv, recvfrom,
+    recvmsg, read, readv, recvmmsg (a peek is not)."""
     env = clean_env(rundir)
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
@@ -459,7 +486,7 @@ def test_client_of_plain_server_counts_every_call(rundir):
     try:
         c, _ = srv.accept()
         echoed = 0
-        while echoed < 50:
+        while echoed < 60:
             b = c.recv(4096)
             assert b, "the client ended after %d bytes" % echoed
             c.sendall(b)
@@ -467,9 +494,9 @@ def test_client_of_plain_server_counts_every_call(rundir):
         assert cli.stdout.readline() == "done\n"
         rows = [r for r in stat(env) if r["pid"] == cli.pid]
         assert len(rows) == 1 and rows[0]["fallback"] == "no_listener", rows
-        assert rows[0]["bytes_sent"] == 50 and rows[0]["bytes_received"] == 50, rows
+        assert rows[0]["bytes_sent"] == 60 and rows[0]["bytes_received"] == 60, rows
         st = stats(env)
-        assert st["bytes_tcp_sent"] == 50 and st["bytes_tcp_received"] == 50, st
+        assert st["bytes_tcp_sent"] == 60 and st["bytes_tcp_received"] == 60, st
         cli.stdin.write("\n")
         cli.stdin.flush()
         assert cli.wait(timeout=30) == 0
@@ -479,7 +506,7 @@ def test_client_of_plain_server_counts_every_call(rundir):
         cli.wait()
         srv.close()
     st = stats(env)
-    assert st["bytes_tcp_sent"] == 50 and st["bytes_tcp_received"] == 50, st
+    assert st["bytes_tcp_sent"] == 60 and st["bytes_tcp_received"] == 60, st
     assert st["bytes_shm_sent"] == 0 and st["conns_accelerated"] == 0, st
 
 
