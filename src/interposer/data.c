@@ -360,8 +360,12 @@ static inline ssize_t tcp_received(struct sc_sock *s, int flags, ssize_t n)
 /* The same for n messages of v (sendmmsg, recvmmsg): their lengths. */
 static int tcp_messages(struct sc_sock *s, bool tx, int flags, const struct mmsghdr *v, int n)
 {
-	for (int i = 0; s && i < n; i++)
-		tx ? (void)tcp_sent(s, v[i].msg_len) : (void)tcp_received(s, flags, v[i].msg_len);
+	for (int i = 0; s && i < n; i++) {
+		if (tx)
+			tcp_count(s, true, v[i].msg_len);
+		else
+			tcp_received(s, flags, v[i].msg_len);
+	}
 	return n;
 }
 
