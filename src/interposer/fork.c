@@ -46,6 +46,7 @@
 #include "interposer.h"
 #include "devmem.h"
 #include "forkreset.h"
+#include "epoll.h"
 
 _Atomic uint32_t nforks;
 /* ---- fork: sharing a connection with a child -----------------------------
@@ -349,6 +350,30 @@ static bool owns_shm(void)
 	return false;
 }
 
+/* Might the child just forked hold something child_may_hold is asked of:
+ * a connection on shared memory (or on its way there: a pending client,
+ * an accepted one not settled), or an epoll set (ctl_ours)?  Asked in the
+ * parent after the fork: what was there then is there still, or closed.
+ * If not, the child is not remembered: a server forking per connection,
+ * holding a listener and connections that stay on TCP, paid a wait test
+ * (waitid) of its last child at every fork, for nothing. */
+static bool fork_shares(void)
+{
+	if (atomic_load_explicit(&neps, memory_order_acquire))
+		return true;
+	for (int p = 0, end = tab_end_get(); p < NPAGES && (p << PAGE_BITS) < end; p++) {
+		/* acquire: pairs with the release in sock_set (fdtable.c) */
+		struct sc_sock *_Atomic *pg = atomic_load_explicit(&pages[p],
+				memory_order_acquire);
+		for (int i = 0; pg && i < tab_in_page(end, p); i++) {
+			struct sc_sock *s = atomic_load_explicit(&pg[i], memory_order_acquire);
+			if (s && sock_mode(s) != M_TCP && sock_mode(s) != M_LISTEN)
+				return true;
+		}
+	}
+	return false;
+}
+
 SC_API pid_t fork(void)
 {
 	/* (sc__kick_owner: we are reachable whatever fds the child closes) */
@@ -360,8 +385,12 @@ SC_API pid_t fork(void)
 	if (child <= 0)
 		return child;
 	KEEP_ERRNO();
-	child_add(child);
 	pthread_mutex_lock(&table_lock);        /* other threads run here */
+	bool shares = fork_shares();
+	pthread_mutex_unlock(&table_lock);
+	if (shares)
+		child_add(child);
+	pthread_mutex_lock(&table_lock);
 	socks_each(mark_forked, sc__pid(), child);
 	pthread_mutex_unlock(&table_lock);
 	socks_each(listener_inherit, sc__pid(), child);
