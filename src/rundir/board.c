@@ -829,11 +829,12 @@ uint64_t sc__board_ms(void)
 /* ---- connecting clients --------------------------------------------------
  *
  * A client takes a slot before its connect() and frees it once its offer is
- * posted: microseconds, unless it is descheduled.  A slot older than
- * SLOT_WAIT_MS is not waited for (its client was killed in between, or is
- * stopped); older than SLOT_STALE_MS, another client may take it.
+ * posted: microseconds, unless it is descheduled (on a crowded machine,
+ * for longer than 200 ms: an acceptor that stopped waiting then declined a
+ * live client).  A slot older than SLOT_STALE_MS is not waited for (its
+ * client was killed in between, or is stopped), and another client may
+ * take it; the acceptor's own bound (offer_await) limits each wait.
  */
-#define SLOT_WAIT_MS  200u
 #define SLOT_STALE_MS 1000u
 
 /* Our token in connecting slots: of our identity, never 0 (a slot names
@@ -845,24 +846,32 @@ static uint32_t connecting_token(void)
 	return (uint32_t)(id ^ id >> 32) | 1u;
 }
 
+#define SLOT_WORD(who, t_ms) ((uint64_t)(t_ms) << 32 | (who))
+
+/* How long ago slot word w was taken, as of now: a time later than our
+ * now (taken after we read the clock) is 0, not a wrapped-around age. */
+static uint32_t slot_age(uint64_t w, uint32_t now)
+{
+	int32_t age = (int32_t)(now - (uint32_t)(w >> 32));
+	return age > 0 ? (uint32_t)age : 0;
+}
+
 int sc__board_connecting(struct sc_board *b)
 {
 	uint32_t me = connecting_token();
 	uint32_t now = (uint32_t)sc__board_ms();
 	for (int i = 0; i < SC_BOARD_CONNECTING; i++) {
-		struct sc_board_connecting *c = &b->connecting[i];
-		uint32_t p = atomic_load_explicit(&c->who, memory_order_relaxed);
-		if (p && now - atomic_load_explicit(&c->t_ms, memory_order_relaxed) < SLOT_STALE_MS)
+		_Atomic uint64_t *c = &b->connecting[i].word;
+		uint64_t p = atomic_load_explicit(c, memory_order_relaxed);
+		if ((uint32_t)p && slot_age(p, now) < SLOT_STALE_MS)
 			continue;
-		/* seq_cst (kept): taken before our connect()'s SYN, which the
-		 * acceptor sees before its sc__board_anyone_connecting */
-		if (!atomic_compare_exchange_strong_explicit(&c->who, &p, me, memory_order_seq_cst,
-							     memory_order_relaxed))
-			continue;
-		/* (a reader that sees the pid before the time takes the old
-		 * time: at worst it does not wait for this client) */
-		atomic_store_explicit(&c->t_ms, now, memory_order_release);
-		return i;
+		/* seq_cst (kept): taken, with its time, before our
+		 * connect()'s SYN, which the acceptor sees before its
+		 * sc__board_anyone_connecting */
+		if (atomic_compare_exchange_strong_explicit(c, &p, SLOT_WORD(me, now),
+							    memory_order_seq_cst,
+							    memory_order_relaxed))
+			return i;
 	}
 	return -1;
 }
@@ -871,12 +880,15 @@ void sc__board_connected(struct sc_board *b, int slot)
 {
 	if (slot >= 0 && slot < SC_BOARD_CONNECTING) {
 		uint32_t me = connecting_token();
+		_Atomic uint64_t *c = &b->connecting[slot].word;
+		uint64_t w = atomic_load_explicit(c, memory_order_relaxed);
 		/* ours still (a stale slot may have been taken over) */
 		/* seq_cst (release at least): our offer, posted, before the
 		 * free; pairs with the acquire in sc__board_anyone_connecting */
-		atomic_compare_exchange_strong_explicit(&b->connecting[slot].who, &me, 0,
-							memory_order_seq_cst,
-							memory_order_relaxed);
+		while ((uint32_t)w == me &&
+		       !atomic_compare_exchange_weak_explicit(c, &w, 0, memory_order_seq_cst,
+							      memory_order_relaxed))
+			;
 	}
 }
 
@@ -884,9 +896,8 @@ bool sc__board_anyone_connecting(struct sc_board *b)
 {
 	uint32_t now = (uint32_t)sc__board_ms();
 	for (int i = 0; i < SC_BOARD_CONNECTING; i++) {
-		struct sc_board_connecting *c = &b->connecting[i];
-		if (atomic_load_explicit(&c->who, memory_order_acquire) &&
-		    now - atomic_load_explicit(&c->t_ms, memory_order_acquire) < SLOT_WAIT_MS)
+		uint64_t w = atomic_load_explicit(&b->connecting[i].word, memory_order_acquire);
+		if ((uint32_t)w && slot_age(w, now) < SLOT_STALE_MS)
 			return true;
 	}
 	return false;

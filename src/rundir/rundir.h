@@ -93,8 +93,11 @@ struct sc_board_listener {
  * for a marked SYN's offer only while one is (an unmarked wait would let
  * anyone who can send a marked SYN stall the server). */
 struct sc_board_connecting {
-	_Atomic uint32_t who;           /* a token of its process's identity; 0: free */
-	_Atomic uint32_t t_ms;          /* CLOCK_MONOTONIC ms (low 32 bits) when taken */
+	/* low 32 bits: a token of its process's identity (0: free); high 32:
+	 * CLOCK_MONOTONIC ms (low 32 bits) when taken.  One word, written by
+	 * one compare-exchange: a reader never sees a taker's token with the
+	 * time of the slot's previous use (or 0), which looked stale */
+	_Atomic uint64_t word;
 };
 
 enum { SC_OFFER_FREE, SC_OFFER_BUSY, SC_OFFER_OFFERED, SC_OFFER_CLAIMED,

@@ -487,16 +487,28 @@ static void connecting(struct sc_board *b)
 	sc__board_connected(b, slots[7]);
 	T_EQ(sc__board_connecting(b), slots[7]);
 	/* a slot older than a second is another client's to take */
-	atomic_store(&b->connecting[slots[3]].t_ms,
-		     atomic_load(&b->connecting[slots[3]].t_ms) - 1500u);
+	atomic_fetch_sub(&b->connecting[slots[3]].word, 1500ull << 32);
 	T_EQ(sc__board_connecting(b), slots[3]);
 	T_EQ(sc__board_connecting(b), -1);
+	/* one taken after the taker read the clock (its time later than
+	 * the taker's now) is not stale, nor is one a reader sees so */
+	sc__board_connected(b, slots[3]);
+	T_EQ(sc__board_connecting(b), slots[3]);
+	atomic_fetch_add(&b->connecting[slots[3]].word, 50ull << 32);
+	T_EQ(sc__board_connecting(b), -1);
+	for (int i = 0; i < SC_BOARD_CONNECTING; i++)
+		if (i != slots[3])
+			sc__board_connected(b, slots[i]);
+	T_ASSERT(sc__board_anyone_connecting(b));
+	for (int i = 0; i < SC_BOARD_CONNECTING; i++)
+		if (i != slots[3])
+			T_EQ(sc__board_connecting(b), slots[i]);
 	/* freeing a slot another process has taken over does nothing */
-	uint32_t mine = atomic_load(&b->connecting[slots[5]].who);
-	atomic_store(&b->connecting[slots[5]].who, 2);  /* (ours are odd) */
+	uint64_t mine = atomic_load(&b->connecting[slots[5]].word);
+	atomic_store(&b->connecting[slots[5]].word, (mine & ~0xffffffffull) | 2);  /* (ours are odd) */
 	sc__board_connected(b, slots[5]);
-	T_EQ(atomic_load(&b->connecting[slots[5]].who), 2);
-	atomic_store(&b->connecting[slots[5]].who, mine);
+	T_EQ(atomic_load(&b->connecting[slots[5]].word), (mine & ~0xffffffffull) | 2);
+	atomic_store(&b->connecting[slots[5]].word, mine);
 	/* out of range: ignored */
 	sc__board_connected(b, -1);
 	sc__board_connected(b, SC_BOARD_CONNECTING);
@@ -504,12 +516,15 @@ static void connecting(struct sc_board *b)
 		sc__board_connected(b, slots[i]);
 	T_ASSERT(!sc__board_anyone_connecting(b));
 	for (int i = 0; i < SC_BOARD_CONNECTING; i++)
-		T_EQ(atomic_load(&b->connecting[i].who), 0);
-	/* a client connecting for longer than 200 ms is not waited for */
+		T_EQ((uint32_t)atomic_load(&b->connecting[i].word), 0);
+	/* a client connecting for longer than 200 ms (descheduled) is
+	 * waited for; one for longer than a second (stopped) is not */
 	int s = sc__board_connecting(b);
 	T_ASSERT(s >= 0);
 	T_ASSERT(sc__board_anyone_connecting(b));
-	atomic_store(&b->connecting[s].t_ms, atomic_load(&b->connecting[s].t_ms) - 300u);
+	atomic_fetch_sub(&b->connecting[s].word, 300ull << 32);
+	T_ASSERT(sc__board_anyone_connecting(b));
+	atomic_fetch_sub(&b->connecting[s].word, 900ull << 32);
 	T_ASSERT(!sc__board_anyone_connecting(b));
 	sc__board_connected(b, s);
 }
