@@ -92,6 +92,11 @@ static uint32_t reg_edge(struct sc_epreg *r, uint32_t ev, const uint64_t sig[3],
 	return edge ? ev : 0;
 }
 
+/* This thread's wait left an entry on the check list unreported: no room
+ * for it, or news of one it reported already (r->seen == call), which
+ * the next call reports (ep_leave_armed wakes a sleeper for it). */
+static __thread bool ep_left;
+
 /* Evaluate the check list into out[n..max); returns the new n. */
 static int ep_harvest(struct sc_ep *e, struct epoll_event *out, int n, int max, uint64_t call)
 {
@@ -106,6 +111,7 @@ static int ep_harvest(struct sc_ep *e, struct epoll_event *out, int n, int max, 
 			continue;
 		if (n >= max || r->seen == call) {
 			check_add(e, r);
+			ep_left = true;
 			continue;
 		}
 		bool gone;
@@ -729,15 +735,21 @@ static int ep_wait_loop(struct sc_ep *e, int epfd, struct epoll_event *out, int 
 static int ep_leave_armed(struct sc_ep *e, struct epoll_event *out, int n, int max,
 			  uint64_t call)
 {
+	bool left = ep_left;
+	ep_left = false;
 	if (!e->ch || !atomic_load_explicit(&e->sleepers, memory_order_seq_cst))
 		return n;
 	KEEP_ERRNO();
-	if (!ep_arm(e, true))
+	if (!ep_arm(e, true) && !left)
 		return n;
 	if (n >= 0)     /* (a failed wait reports nothing) */
 		n = ep_harvest(e, out, n, max, call);
-	if (n < 0 || n >= max)
+	/* what this call left on the check list (no room, or news of an
+	 * entry it reported) is the sleeper's to report: nothing else
+	 * signals it, the channel's signal was drained by us */
+	if (n < 0 || left || ep_left)
 		sc__chan_signal(e->ch);
+	ep_left = false;
 	return n;
 }
 
@@ -778,6 +790,7 @@ static int ep_wait_loop(struct sc_ep *e, int epfd, struct epoll_event *out, int 
 	bool spun = false;
 	/* (relaxed: a number of the call's own, compared under the lock) */
 	uint64_t call = *callp = atomic_fetch_add_explicit(&e->calls, 1, memory_order_relaxed) + 1;
+	ep_left = false;
 	/* nothing signalled, nothing to look at again, and the channel quiet
 	 * (armed since its last collect found nothing: whatever became ready
 	 * since signals its fd, which the kernel's wait below reports as the

@@ -13,6 +13,9 @@
 # XPASS and fails the run (the gap is closed: remove the marker).  A program
 # that does not compile, or fails on kernel TCP, fails whatever its marker.
 #
+# `// env: NAME=VALUE ...` sets those variables for the run under shortcut
+# (settings such as SHORTCUT_RMEM; the kernel TCP run has none).
+#
 # The helpers (common.c, epoll_common.c, spawn_common.c, exec_common.c) are
 # compiled once into BUILD_DIR/preload/libsem.a, which every program links
 # with.
@@ -93,13 +96,14 @@ for src in $SRCS; do
 		env -u LD_PRELOAD timeout -s KILL "$LIMIT" "$bin" >"$bin.tcp.out" 2>"$bin.tcp.err"
 		rc_tcp=$?
 		rundir=$(mktemp -d)
+		vars=$(sed -n 's|^// env: *||p' "$src" | head -n 1)
 		if [ -n "${SC_PRELOAD:-}" ]; then
 			# a sanitizer build of the interposer: its runtime first
-			SHORTCUT_RUNDIR=$rundir LD_PRELOAD=$SC_PRELOAD timeout -s KILL "$LIMIT" \
-				"$bin" >"$bin.shm.out" 2>"$bin.shm.err"
+			env $vars SHORTCUT_RUNDIR="$rundir" LD_PRELOAD="$SC_PRELOAD" \
+				timeout -s KILL "$LIMIT" "$bin" >"$bin.shm.out" 2>"$bin.shm.err"
 		else
-			SHORTCUT_RUNDIR=$rundir timeout -s KILL "$LIMIT" "$SHORTCUT" run "$bin" \
-				>"$bin.shm.out" 2>"$bin.shm.err"
+			env $vars SHORTCUT_RUNDIR="$rundir" timeout -s KILL "$LIMIT" \
+				"$SHORTCUT" run "$bin" >"$bin.shm.out" 2>"$bin.shm.err"
 		fi
 		rc_shm=$?
 		stats=$(SHORTCUT_RUNDIR=$rundir "$SHORTCUT" stats --json 2>&1)
