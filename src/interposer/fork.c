@@ -332,22 +332,32 @@ static void listener_inherit(struct sc_sock *s, pid_t parent, pid_t child)
 		s->owner = child;
 }
 
-/* Have we a connection on shared memory?  (A child that inherits it may
- * ask us to switch it, through our rendezvous socket.) */
-static bool owns_shm(void)
+/* Is there a socket of the table for which pred says yes? */
+static bool socks_any(bool (*pred)(struct sc_sock *s, pid_t me), pid_t me)
 {
-	pid_t me = sc__pid();
 	for (int p = 0, end = tab_end_get(); p < NPAGES && (p << PAGE_BITS) < end; p++) {
 		/* acquire: pairs with the release in sock_set (fdtable.c) */
 		struct sc_sock *_Atomic *pg = atomic_load_explicit(&pages[p],
 				memory_order_acquire);
 		for (int i = 0; pg && i < tab_in_page(end, p); i++) {
 			struct sc_sock *s = atomic_load_explicit(&pg[i], memory_order_acquire);
-			if (s && sock_mode(s) == M_SHM && s->owner == me)
+			if (s && pred(s, me))
 				return true;
 		}
 	}
 	return false;
+}
+
+/* Have we a connection on shared memory?  (A child that inherits it may
+ * ask us to switch it, through our rendezvous socket.) */
+static bool shm_owned(struct sc_sock *s, pid_t me)
+{
+	return sock_mode(s) == M_SHM && s->owner == me;
+}
+
+static bool owns_shm(void)
+{
+	return socks_any(shm_owned, sc__pid());
 }
 
 /* Might the child just forked hold something child_may_hold is asked of:
@@ -357,21 +367,16 @@ static bool owns_shm(void)
  * If not, the child is not remembered: a server forking per connection,
  * holding a listener and connections that stay on TCP, paid a wait test
  * (waitid) of its last child at every fork, for nothing. */
+static bool may_share(struct sc_sock *s, pid_t me)
+{
+	(void)me;
+	return sock_mode(s) != M_TCP && sock_mode(s) != M_LISTEN;
+}
+
 static bool fork_shares(void)
 {
-	if (atomic_load_explicit(&neps, memory_order_acquire))
-		return true;
-	for (int p = 0, end = tab_end_get(); p < NPAGES && (p << PAGE_BITS) < end; p++) {
-		/* acquire: pairs with the release in sock_set (fdtable.c) */
-		struct sc_sock *_Atomic *pg = atomic_load_explicit(&pages[p],
-				memory_order_acquire);
-		for (int i = 0; pg && i < tab_in_page(end, p); i++) {
-			struct sc_sock *s = atomic_load_explicit(&pg[i], memory_order_acquire);
-			if (s && sock_mode(s) != M_TCP && sock_mode(s) != M_LISTEN)
-				return true;
-		}
-	}
-	return false;
+	return atomic_load_explicit(&neps, memory_order_acquire) ||
+	       socks_any(may_share, 0);
 }
 
 SC_API pid_t fork(void)
