@@ -170,10 +170,11 @@ int sc_chan_bind(struct sc_conn *c, struct sc_chan *ch);
 /*
  * Wait up to timeout_ms (-1 forever, 0 poll) for bound connections that may
  * have changed state; store at most n of them in out and return the count
- * (0 on timeout).  A connection is reported again only after its next change
- * of state.  Cost: O(reported + link groups), not O(bound).  On return with
- * fewer than n, the channel is armed: its fd (sc_chan_fd) signals the next
- * change; with n, more may be waiting: call again.
+ * (0 on timeout), each once (a call that fills out may name one again that
+ * changed again meanwhile).  A connection is reported again only after its
+ * next change of state.  Cost: O(reported + link groups), not O(bound).
+ * On return with fewer than n, the channel is armed: its fd (sc_chan_fd)
+ * signals the next change; with n, more may be waiting: call again.
  */
 int sc_chan_wait(struct sc_chan *ch, struct sc_conn **out, int n, int timeout_ms);
 

@@ -875,6 +875,28 @@ bool sc__chan_readable(struct sc_chan *ch)
 	return r;
 }
 
+/* out[0..k) without the repeats of a later pass (those of out[first..k)
+ * already in front of them): a connection that changed again between two
+ * passes (another thread's event, the link's death seen by the control
+ * thread) is reported once a call.  Rare: a pass after the first almost
+ * always finds nothing.  The passes themselves run as they would have
+ * (each pass that finds anything, repeats too, is followed by another:
+ * the last one, finding nothing, leaves the cells armed).  Returns the
+ * new count. */
+static int drop_repeats(struct sc_conn **out, int first, int k)
+{
+	int kept = first;
+
+	for (int i = first; i < k; i++) {
+		int j = 0;
+		while (j < kept && out[j] != out[i])
+			j++;
+		if (j == kept)
+			out[kept++] = out[i];
+	}
+	return kept;
+}
+
 SC_API int sc_chan_wait(struct sc_chan *ch, struct sc_conn **out, int n, int timeout_ms)
 {
 	int saved = errno, k, rc = 0;
@@ -890,6 +912,7 @@ SC_API int sc_chan_wait(struct sc_chan *ch, struct sc_conn **out, int n, int tim
 		 * collect, and the cells must be left armed (a caller that then
 		 * sleeps on our fd, or polls it, is signalled for what follows).
 		 * A full out[] returns early: the caller calls again. */
+		int first = 0;
 		k = 0;
 		for (;;) {
 			/* read before arming: whatever may disarm a cell after
@@ -900,9 +923,13 @@ SC_API int sc_chan_wait(struct sc_chan *ch, struct sc_conn **out, int n, int tim
 			rearm_all(ch);
 			int got = collect(ch, out + k, n - k);
 			k += got;
+			if (!first)
+				first = k;
 			if (got == 0) {
 				/* seq_cst: read by sc__chan_quiet */
 				atomic_store_explicit(&ch->quiet_at, e0, memory_order_seq_cst);
+				/* (not before: the passes end as they would) */
+				k = drop_repeats(out, first, k);
 				break;
 			}
 			if (k == n)
