@@ -883,6 +883,49 @@ static void listener_adopt(int fd, struct sc_sock *ls)
 	pthread_mutex_unlock(&ls->lock);
 }
 
+/* How often a spinning accept looks at the listener's queue. */
+#define ACCEPT_LOOK_NS 2000u
+
+static struct sc_spin_class accept_waits = SC_SPIN_CLASS_INIT;
+
+/*
+ * Before a blocking accept() on a listener of ours sleeps: a client that
+ * closed its last connection opens the next within microseconds, and a
+ * wait in the kernel costs the acceptor a wake-up (its CPU woken from
+ * idle, which costs more here than a whole exchange on shared memory), as
+ * a blocking receive's does.  So the accept spins first, for a budget the
+ * process learns as it learns a connection's first wait (spin.c), looking
+ * at the queue every ACCEPT_LOOK_NS (a poll: the program's own accept then
+ * takes the connection); not on a crowded machine.  A queue that holds a
+ * connection already is no wait, and no verdict.
+ */
+static void accept_spin(int fd)
+{
+	uint32_t b = sc__spin_class_budget(&accept_waits);
+	if (!b || sc__spin_crowded())
+		return;
+	KEEP_ERRNO();
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	if (R(poll)(&p, 1, 0) != 0)
+		return;         /* one is there (or an error, the accept's to tell) */
+	uint64_t t0 = sc__now_ns(), looked = t0;
+	bool hit = false;
+	for (;;) {
+		sc__cpu_relax();
+		uint64_t now = sc__now_ns();
+		if (now - looked >= ACCEPT_LOOK_NS) {
+			looked = now;
+			if (R(poll)(&p, 1, 0) != 0) {
+				hit = true;
+				break;
+			}
+		}
+		if (now - t0 >= b)
+			break;
+	}
+	sc__spin_class_done(&accept_waits, b, hit);
+}
+
 SC_API int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
 {
 	struct sc_sock *ls = sock_get(fd);
@@ -890,6 +933,8 @@ SC_API int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
 		KEEP_ERRNO();
 		listener_adopt(fd, ls);
 	}
+	if (ls && !ls->nonblock && ls->board && sock_mode(ls) == M_LISTEN)
+		accept_spin(fd);
 	int nfd = R(accept4)(fd, addr, alen, flags);
 
 	if (nfd >= 0 && ls) {
