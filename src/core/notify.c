@@ -50,6 +50,14 @@ static void epoch_move(struct sc_chan *ch)
 static void drain_fd(struct sc_chan *ch);
 static int add_wake_socket(struct sc_chan *ch, struct sc_chan_cell *cc);
 
+/* ch->lfd, read where ch->lock is not held (a waker: the group's lock,
+ * or none); acquire: pairs with the release in sc__chan_ensure_pfd (the
+ * eventfd made, in the channel's set). */
+static int lfd_of(struct sc_chan *ch)
+{
+	return __atomic_load_n(&ch->lfd, __ATOMIC_ACQUIRE);
+}
+
 int sc__chan_new(bool private_, struct sc_chan **out)
 {
 	struct sc_chan *ch = calloc(1, sizeof(*ch));
@@ -270,18 +278,23 @@ int sc__chan_ensure_pfd(struct sc_chan *ch)
 	pthread_mutex_lock(&ch->lock);
 	if (ch->pfd >= 0)
 		goto out;
-	ch->pfd = sc__fd_park(epoll_create1(EPOLL_CLOEXEC));
-	ch->lfd = sc__fd_park(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-	struct epoll_event ev = { .events = EPOLLIN, .data.fd = ch->lfd };
-	if (ch->pfd < 0 || ch->lfd < 0 || epoll_ctl(ch->pfd, EPOLL_CTL_ADD, ch->lfd, &ev) < 0) {
+	/* made aside, published once whole: a waker of ours reads lfd
+	 * without ch->lock (wake_local), and must never see a number that
+	 * failure here closed (another file's, by then) */
+	int pfd = sc__fd_park(epoll_create1(EPOLL_CLOEXEC));
+	int lfd = sc__fd_park(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = lfd };
+	if (pfd < 0 || lfd < 0 || epoll_ctl(pfd, EPOLL_CTL_ADD, lfd, &ev) < 0) {
 		rc = -errno;
-		if (ch->pfd >= 0)
-			close(ch->pfd);
-		if (ch->lfd >= 0)
-			close(ch->lfd);
-		ch->pfd = ch->lfd = -1;
+		if (pfd >= 0)
+			close(pfd);
+		if (lfd >= 0)
+			close(lfd);
 		goto out;
 	}
+	ch->pfd = pfd;
+	/* release: see lfd_of */
+	__atomic_store_n(&ch->lfd, lfd, __ATOMIC_RELEASE);
 	for (int i = 0; i < ch->ncells && !rc; i++)
 		rc = add_wake_socket(ch, &ch->cells[i]);
 out:
@@ -336,7 +349,7 @@ static void drain_fd(struct sc_chan *ch)
 	while ((n = epoll_wait(ch->pfd, ev, 16, 0)) > 0) {
 		for (int i = 0; i < n; i++) {
 			int fd = ev[i].data.fd;
-			if (fd == ch->lfd) {
+			if (fd == lfd_of(ch)) {
 				atomic_store_explicit(&ch->lsig, false, memory_order_seq_cst);
 				sc__efd_drain(fd);
 			}
@@ -385,7 +398,7 @@ static bool drain_known(struct sc_chan *ch, bool taken_only)
 	}
 	/* the flag first: a signal after it is in the fd (or in the flag
 	 * again, for the next drain) */
-	bool local = ch->lfd >= 0 && atomic_exchange_explicit(&ch->lsig, false, memory_order_acq_rel);
+	bool local = lfd_of(ch) >= 0 && atomic_exchange_explicit(&ch->lsig, false, memory_order_acq_rel);
 	if (many) {
 		drain_fd(ch);
 		return true;
@@ -400,7 +413,7 @@ static bool drain_known(struct sc_chan *ch, bool taken_only)
 			got = true;
 		}
 	if (local)
-		got |= sc__efd_drain(ch->lfd);
+		got |= sc__efd_drain(lfd_of(ch));
 	return got;
 }
 
@@ -452,25 +465,28 @@ static void wake_peer_socket(int fd)
 	errno = saved;
 }
 
-/* Wake our own channel (local eventfd, never shared). */
+/* Wake our own channel (local eventfd, never shared), if it has one. */
 static void wake_local(struct sc_chan *ch)
 {
+	int lfd = lfd_of(ch);
+
+	if (lfd < 0)
+		return;
 	/* seq_cst: the flag before the signal (drain_known) */
 	atomic_store_explicit(&ch->lsig, true, memory_order_seq_cst);
-	sc__efd_wake(ch->lfd);
+	sc__efd_wake(lfd);
 }
 
 void sc__chan_signal(struct sc_chan *ch)
 {
-	if (ch->lfd >= 0)
-		wake_local(ch);
+	wake_local(ch);
 }
 
 void sc__chan_unsignal(struct sc_chan *ch)
 {
-	if (ch->lfd >= 0) {
+	if (lfd_of(ch) >= 0) {
 		atomic_store_explicit(&ch->lsig, false, memory_order_seq_cst);
-		sc__efd_drain(ch->lfd);
+		sc__efd_drain(lfd_of(ch));
 	}
 }
 
@@ -557,7 +573,7 @@ static void notify_self_cell(struct sc_conn *c, uint32_t idx)
 	 * pointer is stable while the group lock (held by the caller) is. */
 	atomic_exchange_explicit(&cell->armed, 0, memory_order_acq_rel);
 	futex_wake(cell);
-	if (g->cell_chan[idx] && g->cell_chan[idx]->lfd >= 0)
+	if (g->cell_chan[idx])
 		wake_local(g->cell_chan[idx]);
 }
 
