@@ -397,7 +397,7 @@ static bool ctl_reap(void)
 	while (*pp) {
 		struct sc_group *g = *pp;
 		pthread_mutex_lock(&g->lock);
-		bool gone = g->zombie && !g->nconns;
+		bool gone = g->zombie && !g->nconns && !g->holds;
 		pthread_mutex_unlock(&g->lock);
 		if (gone) {
 			*pp = g->next;

@@ -211,7 +211,7 @@ void sc__group_free(struct sc_group *g)
 /* Queue a dead, unused group for the control thread (group lock held). */
 static void group_maybe_zombie(struct sc_group *g)
 {
-	if (!sc__group_dead(g) || g->nconns || g->zombie)
+	if (!sc__group_dead(g) || g->nconns || g->holds || g->zombie)
 		return;
 	g->zombie = true;
 	/* seq_cst: before the kick; pairs with the exchange in ctl_main */
@@ -464,6 +464,7 @@ int sc__group_cell_alloc(struct sc_group *g, struct sc_chan *ch)
 		for (int w = 0; w < 4; w++)
 			atomic_store_explicit(&cell->ready[w], 0, memory_order_relaxed);
 		g->cell_chan[i] = ch;
+		g->cells_used++;
 		return (int)i;
 	}
 	return -ENOSPC;
@@ -491,6 +492,21 @@ int sc__group_cell_send(struct sc_group *g, uint32_t idx, int efd)
 void sc__group_cell_free(struct sc_group *g, uint32_t idx)
 {
 	g->cell_chan[idx] = NULL;
+	g->cells_used--;
+}
+
+bool sc__group_hold(struct sc_group *g)
+{
+	if (sc__group_dead(g))
+		return false;
+	g->holds++;
+	return true;
+}
+
+void sc__group_unhold(struct sc_group *g)
+{
+	g->holds--;
+	group_maybe_zombie(g);
 }
 
 void sc__group_release_slot(struct sc_group *g, uint32_t slot)

@@ -44,6 +44,8 @@ struct sc_group {
 	_Atomic uint32_t peer_gen[SC_MAX_CELLS];
 	uint32_t my_gen;                /* last wake_gen we handed out */
 	struct sc_chan *cell_chan[SC_MAX_CELLS];  /* our cells' owners */
+	int cells_used;                 /* entries of cell_chan[] set */
+	int holds;                      /* idle cells channels keep (notify.c): not freed while any */
 	_Atomic bool dead;              /* peer gone or protocol broken (sc__group_dead) */
 	bool hello_done;                /* side 1: HELLO received */
 	bool zombie;                    /* waiting for the control thread to free it */
@@ -142,6 +144,11 @@ void sc__group_pump(struct sc_group *g);
 /* Allocate a cell of ours for ch in g (group locked); returns index or -errno. */
 int sc__group_cell_alloc(struct sc_group *g, struct sc_chan *ch);
 void sc__group_cell_free(struct sc_group *g, uint32_t idx);
+/* A channel keeps an idle cell of g (no connection bound through it) for
+ * g's next connection: false if g is dead; the group is not freed while
+ * held.  Both with the group locked. */
+bool sc__group_hold(struct sc_group *g);
+void sc__group_unhold(struct sc_group *g);
 /* Hand our wake socket for cell idx to the peer, then publish its generation in
  * the cell (group locked).  A peer that is gone needs none: 0. */
 int sc__group_cell_send(struct sc_group *g, uint32_t idx, int efd);

@@ -58,6 +58,69 @@ static int lfd_of(struct sc_chan *ch)
 	return __atomic_load_n(&ch->lfd, __ATOMIC_ACQUIRE);
 }
 
+/*
+ * Idle cells.  A cell whose last connection left stays in a shared
+ * channel (an epoll set's, one of sc_chan_open's) with its wake socket,
+ * for the group's next connection: a client that opens one connection
+ * after another to an epoll server (one at a time: each the group's only
+ * one) cost the server a socketpair, an epoll_ctl and a CELL message per
+ * connection, and the client's control thread a wake-up to take the
+ * socket in (docs/profile.md, fifteenth pass).  At most CHAN_IDLE_MAX a
+ * channel, none of a dead group (dropped at the next wait that re-arms),
+ * and only while the group has half its cells free; the group is not
+ * freed while a channel holds one of its cells (sc__group_hold).
+ */
+#define CHAN_IDLE_MAX 8
+
+/* Drop cells[i], one of the idle if idle (ch->lock held, or ch the
+ * caller's alone). */
+static void drop_cell(struct sc_chan *ch, int i, bool idle)
+{
+	struct sc_chan_cell *cc = &ch->cells[i];
+	struct sc_group *g = cc->g;
+
+	pthread_mutex_lock(&g->lock);
+	sc__group_cell_free(g, cc->idx);
+	if (idle) {
+		ch->nidle--;
+		sc__group_unhold(g);    /* (g may be freed once unlocked) */
+	}
+	pthread_mutex_unlock(&g->lock);
+	if (cc->rfd >= 0)
+		close(cc->rfd);
+	*cc = ch->cells[--ch->ncells];
+	atomic_store_explicit(&ch->ncells_seen, ch->ncells, memory_order_relaxed);
+}
+
+/* cells[i]'s last connection left (ch->lock held): keep it idle or drop it. */
+static void cell_emptied(struct sc_chan *ch, int i)
+{
+	struct sc_chan_cell *cc = &ch->cells[i];
+	struct sc_group *g = cc->g;
+	bool keep = !ch->private_ && cc->rfd >= 0 && ch->nidle < CHAN_IDLE_MAX;
+
+	if (keep) {
+		pthread_mutex_lock(&g->lock);
+		keep = g->cells_used <= SC_MAX_CELLS / 2 && sc__group_hold(g);
+		pthread_mutex_unlock(&g->lock);
+	}
+	if (keep) {
+		ch->nidle++;
+		return;
+	}
+	drop_cell(ch, i, false);
+}
+
+/* The idle cells of dead groups go (ch->lock held). */
+static void sweep_idle(struct sc_chan *ch)
+{
+	for (int i = 0; ch->nidle && i < ch->ncells; )
+		if (!ch->cells[i].nconns && sc__group_dead(ch->cells[i].g))
+			drop_cell(ch, i, true);
+		else
+			i++;
+}
+
 int sc__chan_new(bool private_, struct sc_chan **out)
 {
 	struct sc_chan *ch = calloc(1, sizeof(*ch));
@@ -82,9 +145,9 @@ int sc__chan_new(bool private_, struct sc_chan **out)
 
 void sc__chan_free(struct sc_chan *ch)
 {
-	for (int i = 0; i < ch->ncells; i++)
-		if (ch->cells[i].rfd >= 0)
-			close(ch->cells[i].rfd);
+	/* (only idle cells are left: every connection was detached) */
+	while (ch->ncells)
+		drop_cell(ch, 0, !ch->cells[0].nconns);
 	if (ch->lfd >= 0)
 		close(ch->lfd);
 	if (ch->pfd >= 0)
@@ -131,6 +194,7 @@ static int chan_attach(struct sc_chan *ch, struct sc_conn *c, int x)
 {
 	struct sc_group *g = c->g;
 	struct sc_chan_cell *cc = NULL;
+	bool new_cell = false;
 	int rc = 0;
 
 	pthread_mutex_lock(&ch->lock);
@@ -138,6 +202,7 @@ static int chan_attach(struct sc_chan *ch, struct sc_conn *c, int x)
 		if (ch->cells[i].g == g)
 			cc = &ch->cells[i];
 	if (!cc) {
+		new_cell = true;
 		if (ch->ncells == ch->cap) {
 			int cap = ch->cap ? ch->cap * 2 : 4;
 			void *p = realloc(ch->cells, cap * sizeof(*ch->cells));
@@ -167,6 +232,13 @@ static int chan_attach(struct sc_chan *ch, struct sc_conn *c, int x)
 			ch->ncells--;
 			goto out;
 		}
+	}
+	if (cc->nconns == 0 && !new_cell) {
+		/* an idle one taken up again */
+		ch->nidle--;
+		pthread_mutex_lock(&g->lock);
+		sc__group_unhold(g);    /* (c is g's: it lives on) */
+		pthread_mutex_unlock(&g->lock);
 	}
 	if (cc->nconns++ == 0) {
 		/* a new cell is not armed: the channel is not quiet */
@@ -219,15 +291,8 @@ static void chan_detach(struct sc_chan *ch, struct sc_conn *c, int x)
 		/* a thread of ours blocked on c sleeps on this cell: wake it
 		 * to re-arm wherever c is bound now */
 		futex_wake(&g->my_cells[cc->idx]);
-		if (--cc->nconns == 0) {
-			pthread_mutex_lock(&g->lock);
-			sc__group_cell_free(g, cc->idx);
-			pthread_mutex_unlock(&g->lock);
-			if (cc->rfd >= 0)
-				close(cc->rfd);
-			*cc = ch->cells[--ch->ncells];
-			atomic_store_explicit(&ch->ncells_seen, ch->ncells, memory_order_relaxed);
-		}
+		if (--cc->nconns == 0)
+			cell_emptied(ch, i);
 		break;
 	}
 	pthread_mutex_unlock(&ch->lock);
@@ -824,6 +889,7 @@ static void rearm_all(struct sc_chan *ch)
 	bool taken = false;
 
 	pthread_mutex_lock(&ch->lock);
+	sweep_idle(ch);
 	for (int i = 0; i < ch->ncells; i++) {
 		_Atomic uint32_t *a = &ch->cells[i].g->my_cells[ch->cells[i].idx].armed;
 		if (atomic_load_explicit(a, memory_order_relaxed) != SC_ARM_POLL) {

@@ -40,6 +40,7 @@ struct sc_chan {
 	pthread_mutex_t lock;   /* cells[] */
 	struct sc_chan_cell *cells;
 	int ncells, cap;
+	int nidle;              /* cells with no connection, kept (notify.c) */
 	_Atomic int ncells_seen;        /* ncells, for a reader without the lock */
 	/* quiet while quiet_at == epoch: every cell was armed (SC_ARM_POLL)
 	 * with the fd reset and a collect after that found nothing, so a ready

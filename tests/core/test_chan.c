@@ -9,7 +9,9 @@
  * sent, closed and exited, though its data and end of stream were there;
  * sc_chan_wait reported one connection twice when it changed again between
  * the call's passes (the control thread seeing the peer's death, CI under
- * TSan).
+ * TSan).  idle_cell: a shared channel keeps a group's cell (and the wake
+ * socket its peer holds) from one connection to the next, and drops it
+ * once the group is dead.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -18,6 +20,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "conn.h"
+#include "link.h"
+#include "notify.h"
 #include "t_util.h"
 
 static long rounds;
@@ -182,6 +187,85 @@ static int once_client(const char *path, void *arg)
 	return 0;
 }
 
+static int idle_go[2];
+
+/* One byte each way on c, woken through ch, then c's end of stream. */
+static void idle_exchange(struct sc_chan *ch, struct sc_conn *c, char want)
+{
+	struct sc_conn *ready[4];
+	char b;
+	ssize_t n;
+
+	while ((n = sc_recv(c, &b, 1, SC_NONBLOCK)) == -EAGAIN)
+		T_ASSERT(sc_chan_wait(ch, ready, 4, 5000) > 0);
+	T_EQ(n, 1);
+	T_ASSERT(b == want);
+	b = (char)(want - 'a' + 'A');
+	t_send_all(c, &b, 1);
+	while ((n = sc_recv(c, &b, 1, SC_NONBLOCK)) == -EAGAIN)
+		T_ASSERT(sc_chan_wait(ch, ready, 4, 5000) > 0);
+	T_EQ(n, 0);
+}
+
+static int idle_server(const char *path, void *arg)
+{
+	struct sc_listener *l;
+	struct sc_conn *c, *ready[4];
+	struct sc_chan *ch;
+
+	alarm(60);
+	T_OK(sc_listen(path, 0, &l));
+	T_OK(sc_chan_open(&ch));
+	T_OK(sc_accept(l, &c, 0));
+	T_OK(sc_chan_bind(c, ch));
+	struct sc_group *g = c->g;
+	uint32_t gen = g->my_gen;       /* its cell's wake socket sent */
+	idle_exchange(ch, c, 'a');
+	sc_close(c);
+	t_log("  the group's last connection closed: its cell stays (cells %d, idle %d)",
+	      ch->ncells, ch->nidle);
+	T_EQ(ch->ncells, 1);
+	T_EQ(ch->nidle, 1);
+	T_OK(sc_accept(l, &c, 0));
+	T_ASSERT(c->g == g);
+	T_OK(sc_chan_bind(c, ch));
+	T_EQ(ch->nidle, 0);
+	T_EQ(g->my_gen, gen);           /* no new wake socket for the peer */
+	idle_exchange(ch, c, 'b');      /* woken through the kept one */
+	sc_close(c);
+	T_EQ(ch->nidle, 1);
+	t_write_full(idle_go[1], "x", 1);       /* the client may exit */
+	/* the client has exited: once its group is dead, a wait drops the
+	 * cell (the group is freed then) */
+	uint64_t t0 = t_now_ms();
+	while (ch->ncells) {
+		T_ASSERTF(t_now_ms() - t0 < 10000, "the dead group's idle cell stayed: %d", ch->ncells);
+		sc_chan_wait(ch, ready, 4, 10);
+	}
+	T_EQ(ch->nidle, 0);
+	sc_chan_close(ch);
+	sc_listener_close(l);
+	return 0;
+}
+
+static int idle_client(const char *path, void *arg)
+{
+	char b;
+
+	alarm(60);
+
+	for (char x = 'a'; x <= 'b'; x++) {
+		/* (one at a time: the group's only connection) */
+		struct sc_conn *c = t_connect_retry(path, 0, 5000);
+		t_send_all(c, &x, 1);
+		t_recv_all(c, &b, 1);
+		T_ASSERT(b == x - 'a' + 'A');
+		sc_close(c);
+	}
+	t_read_full(idle_go[0], &b, 1);         /* (its group lives till then) */
+	return 0;
+}
+
 /* no spin: a waiter sleeps on the channel at once (both scenarios) */
 static void setup(void)
 {
@@ -213,4 +297,14 @@ T_TEST(once_per_call)
 	t_run_pair(t_listen_path(path), once_server, once_client, NULL);
 }
 
-T_MAIN(setup, T_ENTRY(shared), T_ENTRY(peer_gone), T_ENTRY(once_per_call))
+T_TEST(idle_cell)
+{
+	char path[T_PATH_MAX];
+
+	t_log("a shared channel keeps a link group's cell for its next connection");
+	T_OK(pipe(idle_go) ? -errno : 0);
+	t_run_pair(t_listen_path(path), idle_server, idle_client, NULL);
+}
+
+T_MAIN(setup, T_ENTRY(shared), T_ENTRY(peer_gone), T_ENTRY(once_per_call),
+       T_ENTRY(idle_cell))
