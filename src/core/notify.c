@@ -289,8 +289,15 @@ static void chan_detach(struct sc_chan *ch, struct sc_conn *c, int x)
 		if (cc->g != g)
 			continue;
 		/* a thread of ours blocked on c sleeps on this cell: wake it
-		 * to re-arm wherever c is bound now */
-		futex_wake(&g->my_cells[cc->idx]);
+		 * to re-arm wherever c is bound now.  On a channel with an fd
+		 * every such sleeper is counted before it reads the sequence
+		 * (sc__conn_wait): none counted, none to wake (a close's
+		 * system call saved); one counted later read the sequence
+		 * after this look, and a wake-up here would not have stopped
+		 * its sleep either.  seq_cst: against its count. */
+		struct sc_cell *cell = &g->my_cells[cc->idx];
+		if (ch->pfd < 0 || atomic_load_explicit(&cell->futex_waiters, memory_order_seq_cst))
+			futex_wake(cell);
 		if (--cc->nconns == 0)
 			cell_emptied(ch, i);
 		break;
