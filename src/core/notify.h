@@ -76,8 +76,10 @@ int sc__chan_xindex(struct sc_conn *c, struct sc_chan *ch);
 /* A group is going away: forget its cells (caller holds the group lock). */
 void sc__chan_forget_group(struct sc_chan *ch, struct sc_group *g);
 
+/* Wake every thread of ours sleeping on cell's wake sequence (wake.c). */
+void sc__cell_futex_wake(struct sc_cell *cell);
 /* Wake the peer's waiter for connection c: set its ready bit and write the
- * peer if it armed that cell.  0 or -EPROTO. */
+ * peer if it armed that cell.  0 or -EPROTO (wake.c). */
 int sc__notify_peer(struct sc_conn *c);
 /* Same for our own side (a local event such as the peer's death). */
 void sc__notify_self(struct sc_conn *c);
