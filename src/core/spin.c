@@ -12,15 +12,22 @@
  *    for the request of a connection it just accepted, a client for the
  *    first response: short connections are all first waits), with a small
  *    probe now and then once that budget fell to nothing;
- *  - nothing spins while the machine has more runnable threads than the
- *    CPUs we may run on: the spinner would hold a core the peer may be
- *    waiting for.  The count is the kernel's (/proc/loadavg), sampled at
- *    most every CROWD_MS by whichever waiter asks first.
+ *  - nothing spins on a crowded machine: the spinner would hold a core
+ *    the peer may be waiting for.  Crowded is the kernel's CPU pressure
+ *    (/proc/pressure/cpu): some thread waited for a CPU more than a fifth
+ *    of the time since the last sample.  Where that file cannot be read,
+ *    more runnable threads than the CPUs we may run on (/proc/loadavg).
+ *    Sampled at most every CROWD_MS by whichever waiter asks first.  Not
+ *    the instant count first: a thread woken for a few microseconds (our
+ *    own control thread, taking the previous connection's message) made
+ *    a third runnable one on two CPUs and stopped the spins of 10 ms.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -31,6 +38,8 @@
 #include "sys.h"
 
 #define CROWD_MS 10u
+#define CROWD_STALL_PERMILLE 200u  /* crowded: stalled over a fifth of the time */
+#define CROWD_WINDOW_MAX_US 1000000u /* an older sample says nothing of now */
 #define PROBE_EVERY 32u          /* first waits between probes at budget 0 */
 
 static uint64_t coarse_ms(void)
@@ -54,19 +63,28 @@ static int ncpus(void)
 	return v;
 }
 
+/* A small file of /proc whole, NUL-terminated: its length, or -errno. */
+static ssize_t read_proc(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	ssize_t n = read(fd, buf, len - 1);
+	int err = errno;
+	close(fd);
+	if (n < 0)
+		return -err;
+	buf[n] = 0;
+	return n;
+}
+
 /* Runnable threads on the machine now ("R/T", the fourth field of
  * /proc/loadavg, counts the reader too), or -1. */
 static long runnable(void)
 {
 	char buf[128];
-	int fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (read_proc("/proc/loadavg", buf, sizeof(buf)) <= 0)
 		return -1;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = 0;
 	char *p = buf;
 	for (int field = 0; field < 3; field++) {
 		while (*p && *p != ' ')
@@ -77,6 +95,68 @@ static long runnable(void)
 	char *end;
 	long r = strtol(p, &end, 10);
 	return end != p && *end == '/' ? r : -1;
+}
+
+int64_t sc__psi_some_us(const char *text)
+{
+	const char *line = text;
+	while (line && strncmp(line, "some ", 5) != 0) {
+		line = strchr(line, '\n');
+		if (line)
+			line++;
+	}
+	if (!line)
+		return -1;
+	const char *end = strchr(line, '\n'), *t = strstr(line, " total=");
+	if (!t || (end && t > end))
+		return -1;
+	char *e;
+	errno = 0;
+	unsigned long long us = strtoull(t + 7, &e, 10);
+	if (e == t + 7 || errno || us > INT64_MAX)
+		return -1;
+	return (int64_t)us;
+}
+
+bool sc__psi_crowded(uint64_t stalled_us, uint64_t window_us)
+{
+	return stalled_us * 1000u > window_us * CROWD_STALL_PERMILLE;
+}
+
+static _Atomic bool psi_none;           /* no pressure file here */
+static _Atomic uint64_t psi_at_us, psi_total_us;        /* the last sample */
+
+static uint64_t mono_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* The CPU pressure since the last sample: 1 crowded, 0 not, -1 unknown (no
+ * pressure file: a kernel without PSI or with psi=0; no sample recent
+ * enough to compare with).  Samples are taken by one thread at a time
+ * (sc__spin_crowded's election); a torn pair (two samplers 10 ms apart
+ * overlapping) only skews one verdict. */
+static int pressure_crowded(void)
+{
+	if (atomic_load_explicit(&psi_none, memory_order_relaxed))
+		return -1;
+	char buf[256];
+	ssize_t n = read_proc("/proc/pressure/cpu", buf, sizeof(buf));
+	int64_t total = n > 0 ? sc__psi_some_us(buf) : -1;
+	if (total < 0) {
+		if (n == -ENOENT || n == -EOPNOTSUPP || n >= 0)
+			atomic_store_explicit(&psi_none, true, memory_order_relaxed);
+		return -1;
+	}
+	uint64_t now = mono_us();
+	uint64_t at = atomic_exchange_explicit(&psi_at_us, now, memory_order_relaxed);
+	uint64_t was = atomic_exchange_explicit(&psi_total_us, (uint64_t)total,
+						memory_order_relaxed);
+	if (!at || now <= at || now - at > CROWD_WINDOW_MAX_US || (uint64_t)total < was)
+		return -1;
+	return sc__psi_crowded((uint64_t)total - was, now - at);
 }
 
 static _Atomic uint64_t crowd_at;       /* coarse ms of the last sample (0: none) */
@@ -93,8 +173,8 @@ bool sc__spin_crowded(void)
 	if (!atomic_compare_exchange_strong_explicit(&crowd_at, &at, now ? now : 1,
 						     memory_order_relaxed, memory_order_relaxed))
 		return atomic_load_explicit(&crowd, memory_order_relaxed);
-	long r = runnable();
-	bool c = r > ncpus();
+	int p = pressure_crowded();
+	bool c = p >= 0 ? p : runnable() > ncpus();
 	atomic_store_explicit(&crowd, c, memory_order_relaxed);
 	return c;
 }

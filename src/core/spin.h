@@ -23,7 +23,12 @@ struct sc_spin_class {
 #define SC_SPIN_CLASS_INIT { UINT32_MAX, 0 }
 uint32_t sc__spin_class_budget(struct sc_spin_class *k);
 uint32_t sc__spin_class_done(struct sc_spin_class *k, uint32_t budget, bool hit);
-/* More runnable threads on the machine than CPUs for us (sampled). */
+/* The machine is crowded: a spin would hold a core another thread waits
+ * for (sampled; spin.c says how). */
 bool sc__spin_crowded(void);
+/* The "some" line's total of /proc/pressure/cpu text (microseconds some
+ * thread waited for a CPU), or -1; and the verdict on a window's share. */
+int64_t sc__psi_some_us(const char *text);
+bool sc__psi_crowded(uint64_t stalled_us, uint64_t window_us);
 
 #endif

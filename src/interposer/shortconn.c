@@ -20,7 +20,7 @@
  * memory loses.  A lone client and a server that answers from its own
  * process, on a machine with CPUs to spare, both spin for each other and
  * beat TCP even for one exchange (1.08x in `make bench`); on a crowded
- * machine (more runnable threads than CPUs: no spinning, 8 clients 0.73x),
+ * machine (threads waiting for CPUs: no spinning, 8 clients 0.73x),
  * without spinning (SHORTCUT_SPIN_US=0), or against a server that forks a
  * process per connection (each child builds its link group: 0.78x) they
  * lose.  So a learnt port's connection goes on TCP when one of those

@@ -4,7 +4,7 @@
  * peer's turn-around, a ping-pong of many messages never sleeps and never
  * writes an eventfd (the library counts both: each is one system call).
  * tests/integration/test_cli.py also runs this program under strace -c.
- * A wait on a crowded machine (more runnable threads than CPUs) does not
+ * A wait on a crowded machine (threads waiting for a CPU, spin.c) does not
  * spin (spin.c): such waits are counted, and each may cost a sleep here
  * and a wake-up call on the other side, which the bounds allow for.
  */
