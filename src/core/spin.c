@@ -12,6 +12,15 @@
  *    for the request of a connection it just accepted, a client for the
  *    first response: short connections are all first waits), with a small
  *    probe now and then once that budget fell to nothing;
+ *  - the waits of a connection's set-up (a client's for its OPEN, the
+ *    acceptor's for the client's spin, a blocking accept) are short when
+ *    the peer is on a CPU and long when it must be woken, nothing between:
+ *    a budget halved at each miss made every long one a miss, and a few
+ *    in a row (a moment of noise) stopped the spins for good, the OPENs
+ *    going as messages in a third of the connections.  So such a class
+ *    spins the whole budget while 12 of its last 16 verdicts were hits,
+ *    and otherwise not at all but for a probe of the whole budget every
+ *    PROBE_EVERY-th wait, whose hit makes it spin again;
  *  - nothing spins on a crowded machine: the spinner would hold a core
  *    the peer may be waiting for.  Crowded is the kernel's CPU pressure
  *    (/proc/pressure/cpu): some thread waited for a CPU more than a fifth
@@ -41,6 +50,8 @@
 #define CROWD_STALL_PERMILLE 200u  /* crowded: stalled over a fifth of the time */
 #define CROWD_WINDOW_MAX_US 1000000u /* an older sample says nothing of now */
 #define PROBE_EVERY 32u          /* first waits between probes at budget 0 */
+#define SETUP_VERDICTS 0xffffu   /* a set-up class's last 16 verdicts */
+#define SETUP_HITS 12            /* ... of which hits: it spins */
 
 static uint64_t coarse_ms(void)
 {
@@ -183,10 +194,37 @@ bool sc__spin_crowded(void)
  * ns UINT32_MAX is not set yet (the configured budget). */
 static struct sc_spin_class first_waits[2] = { SC_SPIN_CLASS_INIT, SC_SPIN_CLASS_INIT };
 
+static bool setup_spins(uint32_t hits)
+{
+	return __builtin_popcount(hits & SETUP_VERDICTS) >= SETUP_HITS;
+}
+
+static uint32_t setup_budget(struct sc_spin_class *k)
+{
+	if (setup_spins(atomic_load_explicit(&k->hits, memory_order_relaxed)) ||
+	    atomic_fetch_add_explicit(&k->count, 1, memory_order_relaxed) % PROBE_EVERY == 0)
+		return sc__cfg.spin_ns;
+	return 0;
+}
+
+/* A hit while the class does not spin (a probe's, or a spin begun before
+ * it stopped): spinning pays again, the history starts afresh. */
+static uint32_t setup_done(struct sc_spin_class *k, bool hit)
+{
+	uint32_t h = atomic_load_explicit(&k->hits, memory_order_relaxed), n;
+	do
+		n = hit && !setup_spins(h) ? SETUP_VERDICTS : ((h << 1) | hit) & SETUP_VERDICTS;
+	while (!atomic_compare_exchange_weak_explicit(&k->hits, &h, n, memory_order_relaxed,
+						      memory_order_relaxed));
+	return setup_spins(n) ? sc__cfg.spin_ns : 0;
+}
+
 uint32_t sc__spin_class_budget(struct sc_spin_class *k)
 {
 	if (!sc__cfg.spin_ns)
 		return 0;
+	if (k->setup)
+		return setup_budget(k);
 	uint32_t b = atomic_load_explicit(&k->ns, memory_order_relaxed);
 	if (b == UINT32_MAX)
 		b = sc__cfg.spin_ns;
@@ -198,6 +236,8 @@ uint32_t sc__spin_class_budget(struct sc_spin_class *k)
 uint32_t sc__spin_class_done(struct sc_spin_class *k, uint32_t budget, bool hit)
 {
 	uint32_t max = sc__cfg.spin_ns, floor = max / 16, b = budget;
+	if (k->setup)
+		return setup_done(k, hit);
 	if (hit)
 		b = b * 2 > max ? max : b * 2 < floor ? floor : b * 2;
 	else

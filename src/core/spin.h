@@ -12,15 +12,22 @@ struct sc_conn;
  * all), and what came of it: spin.c says how it is learned. */
 uint32_t sc__spin_budget(struct sc_conn *c, bool tx);
 void sc__spin_done(struct sc_conn *c, bool tx, uint32_t budget, bool hit);
-/* A kind of wait whose budget the process learns, one verdict per wait
- * (a connection's first wait; a client's wait for its OPEN): the budget
- * to spin now (not judged for crowding), and the outcome, which returns
- * the budget learned. */
+/* A kind of wait whose budget the process learns, one verdict per wait:
+ * the budget to spin now (not judged for crowding), and the outcome, which
+ * returns the budget learned.  Two ways to learn (spin.c):
+ * SC_SPIN_CLASS_INIT halves the budget after a miss and doubles it after a
+ * hit (a connection's first wait, an epoll set's); SC_SPIN_SETUP_INIT
+ * spins the whole budget or not at all, by the share of hits among the
+ * last verdicts (the waits of a connection's set-up: the client's for its
+ * OPEN, the acceptor's for the client's spin, a blocking accept). */
 struct sc_spin_class {
 	_Atomic uint32_t ns;
 	_Atomic uint32_t count;
+	_Atomic uint32_t hits;  /* set-up: the last 16 verdicts, a bit each */
+	bool setup;
 };
-#define SC_SPIN_CLASS_INIT { UINT32_MAX, 0 }
+#define SC_SPIN_CLASS_INIT { UINT32_MAX, 0, 0, false }
+#define SC_SPIN_SETUP_INIT { UINT32_MAX, 0, 0xffff, true }
 uint32_t sc__spin_class_budget(struct sc_spin_class *k);
 uint32_t sc__spin_class_done(struct sc_spin_class *k, uint32_t budget, bool hit);
 /* The machine is crowded: a spin would hold a core another thread waits

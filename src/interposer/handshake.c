@@ -686,7 +686,7 @@ static int offer_await(int nfd, struct sc_sock *s, struct sc_board *b, const str
  * crowded machine, never spins); nothing waits on a crowded machine, nor
  * where the OPEN cannot go quietly (no group with the client's process
  * that it joined: a server's child per connection makes a new one). */
-static struct sc_spin_class spinner_waits = SC_SPIN_CLASS_INIT;
+static struct sc_spin_class spinner_waits = SC_SPIN_SETUP_INIT;
 
 static void spinner_await(struct sc_board *b, int idx, uint64_t tag, const char *path)
 {
@@ -886,15 +886,15 @@ static void listener_adopt(int fd, struct sc_sock *ls)
 /* How often a spinning accept looks at the listener's queue. */
 #define ACCEPT_LOOK_NS 2000u
 
-static struct sc_spin_class accept_waits = SC_SPIN_CLASS_INIT;
+static struct sc_spin_class accept_waits = SC_SPIN_SETUP_INIT;
 
 /*
  * Before a blocking accept() on a listener of ours sleeps: a client that
  * closed its last connection opens the next within microseconds, and a
  * wait in the kernel costs the acceptor a wake-up (its CPU woken from
  * idle, which costs more here than a whole exchange on shared memory), as
- * a blocking receive's does.  So the accept spins first, for a budget the
- * process learns as it learns a connection's first wait (spin.c), looking
+ * a blocking receive's does.  So the accept spins first, for as long as
+ * the process learns it pays (a set-up wait, spin.c), looking
  * at the queue every ACCEPT_LOOK_NS (a poll: the program's own accept then
  * takes the connection); not on a crowded machine.  A queue that holds a
  * connection already is no wait, and no verdict.

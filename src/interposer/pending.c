@@ -466,7 +466,7 @@ static int pending_claimer_died(int fd, struct sc_sock *s)
  * machine.  While we spin, the acceptor names the slot in our offer's
  * word instead of sending the OPEN (a quiet OPEN, conn.h): no message, so
  * no wake-up of our control thread and no system call on either side. */
-static struct sc_spin_class open_waits = SC_SPIN_CLASS_INIT;
+static struct sc_spin_class open_waits = SC_SPIN_SETUP_INIT;
 
 /* Our quiet OPEN, named by word: taken up as the OPEN message's reader
  * would (rdv_deliver attaches it), and our entry freed. */

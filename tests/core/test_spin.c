@@ -2,7 +2,8 @@
 /*
  * The crowding test that stops spins (spin.c): the kernel's CPU pressure
  * read from /proc/pressure/cpu, its verdict on a window, and a machine
- * made crowded on purpose judged so.
+ * made crowded on purpose judged so; and how the waits of a set-up learn
+ * whether spinning pays.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "config.h"
 #include "spin.h"
 #include "t_util.h"
 
@@ -56,6 +58,67 @@ T_TEST(psi_verdict)
 	T_ASSERT(sc__psi_crowded(25000, 10000));
 	/* a thread woken for 40 us in 10 ms (a control thread's turn) */
 	T_ASSERT(!sc__psi_crowded(40, 10000));
+}
+
+/* Budgets asked until one is given: the waits that did not spin. */
+static unsigned unspun(struct sc_spin_class *k, uint32_t *b)
+{
+	unsigned n = 0;
+	while (!(*b = sc__spin_class_budget(k)))
+		T_ASSERT(++n < 1000);
+	return n;
+}
+
+T_TEST(setup_class)
+{
+	uint32_t max = sc__cfg.spin_ns = 50000, b;
+	struct sc_spin_class k = SC_SPIN_SETUP_INIT;
+	/* the whole budget at once, and after up to 4 misses of 16 */
+	T_EQ(sc__spin_class_budget(&k), max);
+	for (int i = 0; i < 4; i++)
+		T_EQ(sc__spin_class_done(&k, max, false), max);
+	T_EQ(sc__spin_class_budget(&k), max);
+	for (int i = 0; i < 12; i++)
+		T_EQ(sc__spin_class_done(&k, max, true), max);
+	/* the misses age out: 4 more still spin; the 5th in 16 stops it */
+	for (int i = 0; i < 4; i++)
+		T_EQ(sc__spin_class_done(&k, max, false), max);
+	T_EQ(sc__spin_class_done(&k, max, false), 0);
+	/* then a probe of the whole budget every 32nd wait */
+	T_EQ(unspun(&k, &b), 0);        /* the first wait after: a probe */
+	T_EQ(b, max);
+	T_EQ(sc__spin_class_done(&k, b, false), 0);
+	T_EQ(unspun(&k, &b), 31);
+	T_EQ(b, max);
+	/* whose hit makes it spin again, afresh: 4 misses allowed */
+	T_EQ(sc__spin_class_done(&k, b, true), max);
+	for (int i = 0; i < 4; i++)
+		T_EQ(sc__spin_class_done(&k, max, false), max);
+	T_EQ(sc__spin_class_budget(&k), max);
+	/* no spinning configured: none */
+	sc__cfg.spin_ns = 0;
+	T_EQ(sc__spin_class_budget(&k), 0);
+}
+
+T_TEST(halving_class)
+{
+	uint32_t max = sc__cfg.spin_ns = 64000, b;
+	struct sc_spin_class k = SC_SPIN_CLASS_INIT;
+	/* a miss halves, a hit doubles, under max / 16 nothing */
+	T_EQ(sc__spin_class_budget(&k), max);
+	T_EQ(sc__spin_class_done(&k, max, false), max / 2);
+	T_EQ(sc__spin_class_budget(&k), max / 2);
+	T_EQ(sc__spin_class_done(&k, max / 2, true), max);
+	b = max;
+	for (int i = 0; i < 4; i++)
+		b = sc__spin_class_done(&k, b, false);
+	T_EQ(b, max / 16);
+	T_EQ(sc__spin_class_done(&k, b, false), 0);
+	/* then a probe of an eighth every 32nd wait */
+	T_EQ(unspun(&k, &b), 0);
+	T_EQ(b, max / 8);
+	T_EQ(unspun(&k, &b), 31);
+	sc__cfg.spin_ns = 0;
 }
 
 static atomic_bool stop;
@@ -112,4 +175,4 @@ T_TEST(crowded_machine)
 }
 
 T_MAIN(NULL, T_ENTRY(psi_parse), T_ENTRY(psi_this_machine), T_ENTRY(psi_verdict),
-       T_ENTRY(crowded_machine))
+       T_ENTRY(crowded_machine), T_ENTRY(setup_class), T_ENTRY(halving_class))
