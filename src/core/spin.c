@@ -235,9 +235,9 @@ uint32_t sc__spin_class_budget(struct sc_spin_class *k)
 
 uint32_t sc__spin_class_done(struct sc_spin_class *k, uint32_t budget, bool hit)
 {
-	uint32_t max = sc__cfg.spin_ns, floor = max / 16, b = budget;
 	if (k->setup)
 		return setup_done(k, hit);
+	uint32_t max = sc__cfg.spin_ns, floor = max / 16, b = budget;
 	if (hit)
 		b = b * 2 > max ? max : b * 2 < floor ? floor : b * 2;
 	else
