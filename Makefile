@@ -212,12 +212,15 @@ $(B)/bench/sockbench: bench/sockbench.c
 $(B)/bench/echo: bench/echo.c
 	mkdir -p $(B)/bench && $(CC) -std=gnu11 $(WARN) $(CFLAGS) -pthread -o $@ $<
 
-bench: all $(B)/bench/sockbench $(B)/bench/echo
+$(B)/bench/empty_preload.so: bench/empty_preload.c
+	mkdir -p $(B)/bench && $(CC) -std=gnu11 $(WARN) $(CFLAGS) -shared -fPIC -o $@ $<
+
+bench: all $(B)/bench/sockbench $(B)/bench/echo $(B)/bench/empty_preload.so
 	bench/run.sh
 
 # the same in about three minutes: 3 repetitions, shorter runs
 .PHONY: bench-quick
-bench-quick: all $(B)/bench/sockbench $(B)/bench/echo
+bench-quick: all $(B)/bench/sockbench $(B)/bench/echo $(B)/bench/empty_preload.so
 	bench/run.sh --quick
 
 FORCE:

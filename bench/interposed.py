@@ -39,7 +39,9 @@ redirection between the run's sockets: bench/sockmap/; root and cgroup v2
 only, else skipped with the reason), unix, shortcut (SHORTCUT_SPIN_US unset: the
 library default), shortcut_nospin (SHORTCUT_SPIN_US=0 in the environment of
 both accelerated ends), shortcut_all (SHORTCUT_SHORT_TCP=0: short connections
-accelerated too), ref (a physical reference from `shortcut perf`).
+accelerated too), ref (a physical reference from `shortcut perf`), preload
+(floor rows: kernel TCP with an LD_PRELOAD library that interposes nothing,
+bench/empty_preload.c: what loading any library that way costs).
 SHORTCUT_* and LD_PRELOAD are removed from the inherited environment.
 """
 import argparse
@@ -78,6 +80,7 @@ GOBENCH = os.path.join(BUILD, "bench", "gobench")      # bench/go, built by run.
 ECHO = os.path.join(BUILD, "bench", "echo")
 SOCKMAP = os.path.join(BUILD, "bench", "sockmap")
 SOCKMAP_OBJ = os.path.join(BUILD, "bench", "sockmap.bpf.o")
+EMPTY_PRELOAD = os.path.join(BUILD, "bench", "empty_preload.so")
 QUICK = args.quick
 DUR = 1 if QUICK else 2          # seconds of each measured run (wrk, h2load, iperf3, memaslap)
 SB_DUR = 0.5 if QUICK else 2     # sockbench runs
@@ -240,6 +243,8 @@ class Ctx:
             self.env["SHORTCUT_SPIN_US"] = "0"
         if variant == "shortcut_all":
             self.env["SHORTCUT_SHORT_TCP"] = "0"
+        if variant == "preload":
+            self.env["LD_PRELOAD"] = EMPTY_PRELOAD
         self.pre = [SHORTCUT, "run"] if self.accel else []
         self.procs = []
         self.st = None
@@ -927,7 +932,7 @@ ROWS = [
 # function returning why the group cannot run)
 SB = ["--seconds", str(SB_DUR)]
 CONN = SB + ["--size", "64"]
-CONN_V = ["tcp", "sockmap", "unix", "shortcut", "shortcut_nospin"]
+CONN_V = ["tcp", "sockmap", "unix", "preload", "shortcut", "shortcut_nospin"]
 FLOOR_GROUPS = [
     ("conn", CONN_V + ["shortcut_all"], sockbench_floor("conn", CONN, {"conn": "ops_per_s"}), ()),
     ("conn_epoll", CONN_V, sockbench_floor("conn", CONN + ["--server", "epoll"],
@@ -937,14 +942,15 @@ FLOOR_GROUPS = [
     ("conn8_threads", CONN_V,
      sockbench_floor("conn", CONN + ["--clients", str(FLOOR_CLIENTS), "--server", "threads"],
                      {"conn8_threads": "ops_per_s"}), ()),
-    ("conn_fork", ["tcp", "sockmap", "unix", "shortcut"],
+    ("conn_fork", ["tcp", "sockmap", "unix", "preload", "shortcut"],
      sockbench_floor("conn", CONN + ["--clients", str(FORK_CLIENTS), "--server", "fork"],
                      {"conn_fork": "ops_per_s"}), ()),
-    ("plain", ["tcp", "shortcut"], plain_peer, ()),
+    ("plain", ["tcp", "preload", "shortcut"], plain_peer, ()),
     ("setup", ["tcp", "sockmap", "unix", "shortcut"],
      sockbench_floor("setup", ["--conns", str(SETUP_CONNS), "--calls", str(SETUP_CALLS)],
                      {"setup": "setup_s", "epoll_wait0": "epoll_wait0_ns"}), ()),
-    ("pgbench", ["tcp", "sockmap", "unix", "shortcut", "shortcut_all"], pgbench, pg_missing),
+    ("pgbench", ["tcp", "sockmap", "unix", "preload", "shortcut", "shortcut_all"], pgbench,
+     pg_missing),
     ("rate", ["tcp", "sockmap", "unix", "shortcut", "shortcut_nospin"], rate, ()),
     ("pairs", ["tcp", "sockmap", "unix", "shortcut"],
      sockbench_floor("rr", SB + ["--size", "100", "--pairs", str(PAIRS)], {"pairs": "ops_per_s"}), ()),
@@ -1045,6 +1051,10 @@ def run_all(groups):
             continue
         if "sockmap" in variants and SOCKMAP_MISSING:
             variants = [v for v in variants if v != "sockmap"]
+        if "preload" in variants and not os.path.exists(EMPTY_PRELOAD):
+            print(f"preload column skipped: {EMPTY_PRELOAD} missing (make "
+                  f"{os.path.relpath(EMPTY_PRELOAD)})", file=sys.stderr)
+            variants = [v for v in variants if v != "preload"]
         t0 = time.time()
         print(f"running: {name} ({', '.join(variants)}) x {args.reps}", file=sys.stderr, flush=True)
         for rep in range(args.reps):
@@ -1111,19 +1121,26 @@ def build_rows(rowspec, samples, errors, skipped, fallbacks, nfail):
             s[sv] = samples.get(rid, {}).get(sv)
         tcp, unix, shm = s.get("tcp"), s.get("unix"), s.get(sv)
         smap = s.get("sockmap")
+        pre = s.get("preload")
         ref = s.get("ref")
         mt, mu, ms = med(tcp or []), med(unix or []), med(shm or [])
         mm = med(smap or [])
         rt = paired(shm, tcp)
         rm = paired(shm, smap)
         rmt = paired(smap, tcp)
+        rpt = paired(pre, tcp)
         ru = paired(shm, unix)
         rut = paired(unix, tcp)
         row = {
             "id": rid, "group": group, "title": title, "unit": unit, "lower_is_better": lower,
-            "samples": {"tcp": tcp, "sockmap": smap, "unix": unix, "shortcut": shm, "reference": ref},
-            "median": {"tcp": mt, "sockmap": mm, "unix": mu, "shortcut": ms,
-                       "reference": med(ref or [])},
+            "samples": {"tcp": tcp, "sockmap": smap, "unix": unix, "preload": pre, "shortcut": shm,
+                        "reference": ref},
+            "median": {"tcp": mt, "sockmap": mm, "unix": mu, "preload": med(pre or []),
+                       "shortcut": ms, "reference": med(ref or [])},
+            # an empty preloaded library against kernel TCP: the same
+            # pairing as shortcut's verdict
+            "preload_ratio_to_tcp": statistics.median(rpt) if rpt else None,
+            "preload_ratio_to_tcp_spread": [rpt[0], rpt[-1]] if rpt else None,
             "ratio_to_sockmap": ms / mm if ms is not None and mm else None,
             "ratio_to_sockmap_spread": [rm[0], rm[-1]] if rm else None,
             "sockmap_ratio_to_tcp": mm / mt if mm is not None and mt else None,
@@ -1140,11 +1157,12 @@ def build_rows(rowspec, samples, errors, skipped, fallbacks, nfail):
             "target": {"op": target[0], "ratio_to_tcp": target[1],
                        "every_run": len(target) > 2} if target else None,
             "errors": {v: e for (g, v), e in errors.items()
-                       if g == group and v in ("tcp", "sockmap", "unix", sv, "ref")},
+                       if g == group and v in ("tcp", "sockmap", "unix", "preload", sv, "ref")},
             "skipped": skipped.get(group),
             "fallbacks": fallbacks.get((group, sv)),
             "shortcut_variant": sv,
-            "failed_runs": {v: nfail.get((group, v), 0) for v in ("tcp", "sockmap", "unix", sv)},
+            "failed_runs": {v: nfail.get((group, v), 0)
+                            for v in ("tcp", "sockmap", "unix", "preload", sv)},
             # figures measured beside the row's (rate: achieved rate, latency)
             "aux": {k.split(":")[1]: {v: med(x) for v, x in samples[k].items()}
                     for k in samples if k.startswith(rid + ":")},
@@ -1260,16 +1278,21 @@ AUX = {"achieved": ("achieved req/s", fmt), "p50": ("median latency µs", fmt)}
 def print_floor_table(rows, elapsed):
     """the table of issues 12 and 24: each row's target and its verdict"""
     print("| workload | kernel TCP | sockmap | Unix socket | shortcut run | shortcut vs TCP: median of "
-          "the runs' ratios (lowest–highest) | shortcut vs sockmap | sockmap vs TCP | target | result "
+          "the runs' ratios (lowest–highest) | shortcut vs sockmap | sockmap vs TCP | empty preloaded "
+          "library vs TCP (lowest–highest) | target | result "
           "| beside it (TCP / sockmap / Unix / shortcut) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     notes = []
     for row, _ in rows:
         if row["skipped"] and row["median"]["tcp"] is None:
-            print(f"| {row['title']} | ({row['skipped']}) | | | | | | | | | |")
+            print(f"| {row['title']} | ({row['skipped']}) | | | | | | | | | | |")
             continue
         rt, rs = row["ratio_to_tcp_pairwise"], row["ratio_to_tcp_spread"]
         vs_tcp = f"{fr(rt)} ({rs[0]:.3g}–{rs[1]:.3g})" if rt is not None and rs else fr(rt)
+        rp, ps = row["preload_ratio_to_tcp"], row["preload_ratio_to_tcp_spread"]
+        pre = f"{fr(rp)} ({ps[0]:.3g}–{ps[1]:.3g})" if rp is not None and ps else ""
+        if not pre and "preload" in row["errors"]:
+            pre = "failed"
         t = row["target"] or {"op": None, "every_run": False}
         op = "≥" if t["op"] == ">=" else "≤"
         tg = f"{op} {t['ratio_to_tcp']:g}x TCP" + (", every run" if t["every_run"] else "") \
@@ -1301,7 +1324,7 @@ def print_floor_table(rows, elapsed):
             shm = "fell back to TCP"
         print(f"| {row['title']} | {cell(row, 'tcp')} | {cell(row, 'sockmap')} | {cell(row, 'unix')} "
               f"| {shm} | {vs_tcp} | {vs(row, 'ratio_to_sockmap')} | {fr(row['sockmap_ratio_to_tcp'])} "
-              f"| {tg} | {verdict} | {aux} |")
+              f"| {pre} | {tg} | {verdict} | {aux} |")
         for v, e in row["errors"].items():
             m = f"{row['title']}, {v}: {e}"
             if m not in notes:
@@ -1323,7 +1346,12 @@ def print_floor_table(rows, elapsed):
           "on shared memory or on TCP as `short_connections`, nothing else; the rows \"every "
           "connection on shared memory\" set SHORTCUT_SHORT_TCP=0); a run that fell back is not "
           f"counted, and its row says so. Defaults (SHORTCUT_SPIN_US=50, 1 MiB rings); \"no spin\": SHORTCUT_SPIN_US=0 in both "
-          f"programs (TCP and Unix columns: the runs of the row with spin). These rows took "
+          f"programs (TCP and Unix columns: the runs of the row with spin). Empty preloaded "
+          "library: kernel TCP with LD_PRELOAD naming a library that interposes nothing "
+          "(bench/empty_preload.c; in both programs, as `shortcut run` puts shortcut's, the "
+          "`--plain-server` server without it), paired with kernel TCP's run of the same "
+          "repetition: what loading any library that way costs, the floor of an interposer's "
+          "figure where its connections stay on TCP. These rows took "
           f"{elapsed:.0f} s.")
     if notes:
         print()
