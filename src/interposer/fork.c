@@ -410,8 +410,10 @@ static pid_t fork_parent;
 
 void atfork_prepare(void)
 {
-	fork_parent = sc__pid();
-	fork_parent_id = sc__self_peek();      /* (a fork not through ours too) */
+	/* (written only when changed: both pages stay shared with the last
+	 * child, and a write is a copy-on-write fault in a forking server) */
+	SC_RESET(fork_parent, sc__pid());
+	SC_RESET(fork_parent_id, sc__self_peek());     /* (a fork not through ours too) */
 }
 
 void atfork_child(void)

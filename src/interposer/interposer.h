@@ -123,7 +123,11 @@ static inline ssize_t sc_ret(ssize_t rc)
 
 static inline void errno_put_back(const int *saved)
 {
-	errno = *saved;
+	/* (only if changed: errno's page is the thread's, which a fork
+	 * write-protects; a forking server's parent took a copy-on-write
+	 * fault at every fork for a value that was there already) */
+	if (errno != *saved)
+		errno = *saved;
 }
 #define KEEP_ERRNO() \
 	int errno_kept_ __attribute__((cleanup(errno_put_back), unused)) = errno
