@@ -73,6 +73,7 @@ pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 SC_LOCK_RANK(table_lock, LO_TABLE)
 struct sc_sock *_Atomic *_Atomic pages[NPAGES];
 _Atomic int tab_end;
+_Atomic int socks_beyond;
 
 /* table_lock held */
 static bool sock_set(int fd, struct sc_sock *s)
@@ -153,6 +154,8 @@ struct sc_sock *sock_new(int fd, int mode, bool nonblock)
 		return NULL;
 	}
 	pthread_mutex_unlock(&table_lock);
+	if (mode_beyond(mode))
+		socks_beyond_add(1);
 	return s;
 }
 
@@ -176,6 +179,19 @@ static bool peer_left_child(struct sc_conn *c)
 	uint32_t pf = atomic_load_explicit(&c->peer->flags, memory_order_acquire);
 	return (pf & (SC_SF_FORKED | SC_SF_CLOSED | SC_SF_ABORT)) == SC_SF_FORKED &&
 	       !sc__proc_alive(c->g->peer_ident);
+}
+
+/* s's memory, released (s->lock not held, nobody else names it). */
+static void sock_free(struct sc_sock *s)
+{
+	pthread_mutex_destroy(&s->lock);
+	pthread_mutex_destroy(&s->wlock);
+	pthread_cond_destroy(&s->wcond);
+	sc__lo_forget(&s->lock);
+	sc__lo_forget(&s->wlock);
+	if (mode_beyond(sock_mode(s)))
+		socks_beyond_add(-1);
+	free(s);
 }
 
 /* The last fd naming s is gone (s no longer in the table). */
@@ -253,12 +269,7 @@ void sock_release(struct sc_sock *s, int fd_of_release)
 	sc__rec_put(s->rec);
 	s->rec = NULL;
 	pthread_mutex_unlock(&s->lock);
-	pthread_mutex_destroy(&s->lock);
-	pthread_mutex_destroy(&s->wlock);
-	pthread_cond_destroy(&s->wcond);
-	sc__lo_forget(&s->lock);
-	sc__lo_forget(&s->wlock);
-	free(s);
+	sock_free(s);
 }
 
 /* fd is being closed (still open: same) or was replaced: drop its

@@ -390,14 +390,23 @@ SC_API pid_t fork(void)
 	if (child <= 0)
 		return child;
 	KEEP_ERRNO();
-	pthread_mutex_lock(&table_lock);        /* other threads run here */
-	bool shares = fork_shares();
-	pthread_mutex_unlock(&table_lock);
+	/* a process whose sockets all stayed on TCP (a forking server of
+	 * plain clients) has nothing to mark: no lock taken, whose page the
+	 * fork write-protected (a copy-on-write fault per fork) */
+	bool beyond = atomic_load_explicit(&socks_beyond, memory_order_seq_cst) > 0;
+	bool shares = atomic_load_explicit(&neps, memory_order_acquire);
+	if (beyond) {
+		pthread_mutex_lock(&table_lock);        /* other threads run here */
+		shares = fork_shares();
+		pthread_mutex_unlock(&table_lock);
+	}
 	if (shares)
 		child_add(child);
-	pthread_mutex_lock(&table_lock);
-	socks_each(mark_forked, sc__pid(), child);
-	pthread_mutex_unlock(&table_lock);
+	if (beyond) {
+		pthread_mutex_lock(&table_lock);
+		socks_each(mark_forked, sc__pid(), child);
+		pthread_mutex_unlock(&table_lock);
+	}
 	socks_each(listener_inherit, sc__pid(), child);
 	ep_mark_shared();
 	return child;

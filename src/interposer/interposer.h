@@ -289,9 +289,28 @@ static inline int sock_mode_hint(struct sc_sock *s)
 	return atomic_load_explicit(&s->mode, memory_order_relaxed);
 }
 
+/* How many sockets of the table are in a mode beyond M_TCP and M_LISTEN
+ * (on their way to shared memory, or there).  None: a fork has nothing of
+ * the table to mark or remember (fork.c) and takes no lock for it, whose
+ * page the fork write-protected (a forking server of plain clients took a
+ * copy-on-write fault per fork for it).  seq_cst: pairs with fork's load. */
+extern _Atomic int socks_beyond;
+
+static inline bool mode_beyond(int mode)
+{
+	return mode != M_TCP && mode != M_LISTEN;
+}
+
+static inline void socks_beyond_add(int n)
+{
+	atomic_fetch_add_explicit(&socks_beyond, n, memory_order_seq_cst);
+}
+
 static inline void sock_set_mode(struct sc_sock *s, int mode)
 {
-	atomic_store_explicit(&s->mode, mode, memory_order_release);
+	int was = atomic_exchange_explicit(&s->mode, mode, memory_order_acq_rel);
+	if (mode_beyond(was) != mode_beyond(mode))
+		socks_beyond_add(mode_beyond(mode) ? 1 : -1);
 }
 
 /* Its shared-memory state is this process's (not a parent's or a child's,
