@@ -811,9 +811,10 @@ static void server_claim(int nfd, struct sc_sock *s)
 	LOG(1, "connection on shared memory (server, peer pid %d)", (int)c->g->peer_pid);
 }
 
-/* At accept(), in the accepting process: a connection whose SYN is not
- * marked and that no offer names is a plain client's (or a short
- * connection's, sent without a mark) and stays on TCP, decided here.  Left
+/* At accept(), in the accepting process, for a socket made (accepted_plain
+ * said no: a marked SYN, or an unmarked one an offer names): a connection
+ * whose SYN is not marked and that no offer names is a plain client's (or
+ * a short connection's, sent without a mark) and stays on TCP, decided here.  Left
  * to its first use, a server forking per connection decided it in each
  * child, whose every look (the board's entry, the stats file, the pages
  * the library writes) is a page fault there.  A marked SYN (or an unmarked
@@ -926,6 +927,50 @@ static void accept_spin(int fd)
 	sc__spin_class_done(&accept_waits, b, hit);
 }
 
+/*
+ * At accept(), before anything of ours is made for the connection: a SYN
+ * not marked that no offer names is a plain client's (or a short
+ * connection's, put on TCP by its client) and stays on TCP, decided from
+ * the SYN and the board.  Nothing of ours is made for it: no socket
+ * structure, no record, no table entry, so every later call on it is the
+ * program's own, and a server forking per connection writes nothing of
+ * ours between two forks (each such write a copy-on-write fault, at every
+ * fork: docs/profile.md, seventeenth pass).  Counted by its reason, not
+ * listed by `shortcut stat` (docs/interposer.md §7).  False: a socket is
+ * made as before, with what the SYN said in *si if *known.
+ */
+static bool accepted_plain(int nfd, struct sc_sock *ls, struct syn_info *si, bool *known)
+{
+	*known = false;
+	if (interp.disabled || interp.uring || ls->nosyn)
+		return false;
+	if (!syn_read(nfd, false, si))
+		return false;
+	*known = true;
+	if (si->marked)
+		return false;
+	/* (a reference of our own: the listener's board may be replaced by
+	 * another thread's adoption of it meanwhile, listener_adopt) */
+	struct sc_board *b = sc__board(si->lport, false);
+	if (!b) {
+		sc__stat_fallback(SC_FB_PEER_PLAIN);
+		return true;
+	}
+	enum sc_fallback why = SC_FB_MAX;
+	if (sc__offer_backed(b, si->cport) < 0)
+		why = SC_FB_NOMEM;
+	else if (!sc__offer_named(b, si->cport, &si->local, &si->remote))
+		why = SC_FB_PEER_PLAIN;
+	sc__board_put(si->lport);
+	if (why == SC_FB_MAX)
+		return false;
+	if (ep_of(nfd))
+		ep_close(nfd);  /* (as sock_new: a set closed behind our back) */
+	sc__stat_fallback(why);
+	LOG(1, "connection stays on TCP: %s (accepted, untracked)", sc__fallback_names[why]);
+	return true;
+}
+
 SC_API int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
 {
 	struct sc_sock *ls = sock_get(fd);
@@ -939,6 +984,10 @@ SC_API int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
 
 	if (nfd >= 0 && ls) {
 		KEEP_ERRNO();
+		struct syn_info si;
+		bool known = false;
+		if (sock_mode(ls) == M_LISTEN && ls->board && accepted_plain(nfd, ls, &si, &known))
+			return nfd;
 		if (sock_mode(ls) == M_LISTEN) {
 			/* claimed at its first use (see server_claim) */
 			struct sc_sock *s = sock_new(nfd, interp.disabled ? M_TCP : M_SPENDING,
@@ -947,6 +996,15 @@ SC_API int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
 				fallback_stat(s, nfd, SC_FB_DISABLED);
 			else if (s && ls->board)
 				sock_board(s, sc__board(ls->bport, false), ls->bport);
+			if (s && known) {
+				s->local = si.local;
+				s->remote = si.remote;
+				s->syn.lport = si.lport;
+				s->syn.cport = si.cport;
+				s->syn.marked = si.marked;
+				s->syn.ttl = si.ttl;
+				s->syn.known = true;
+			}
 			if (s) {
 				s->passive = true;
 				s->nosyn = ls->nosyn;

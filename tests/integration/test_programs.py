@@ -513,10 +513,10 @@ def test_redis_mixed_clients(sc):
     assert st["conns_fallback"] == 2, st
     assert st["fallback"]["peer_not_accelerated"] == 2, st
     assert sum(st["fallback"].values()) == 2, st
-    # the plain clients' bytes went over TCP, as the server saw them
-    plain_in = len(resp("set", "plain", "from-plain")) + len(resp("mget", "plain", "accel"))
-    plain_out = len(b"+OK\r\n") + len(b"*2\r\n$10\r\nfrom-plain\r\n$10\r\nfrom-accel\r\n")
-    assert st["bytes_tcp_received"] == plain_in and st["bytes_tcp_sent"] == plain_out, st
+    # the plain clients' connections were left to the kernel at accept
+    # (nothing of ours made for them): counted by their reason above, their
+    # bytes not followed
+    assert st["bytes_tcp_received"] == 0 and st["bytes_tcp_sent"] == 0, st
     assert st["bytes_shm_received"] > 0 and st["bytes_shm_sent"] > 0, st
 
 

@@ -46,31 +46,56 @@ def test_stat_lists_live_connections(rundir):
         p_port = int(plain.stdout.readline().split()[2])
         time.sleep(0.2)
         rows = stat(env)
+        # the server's: the connection on shared memory; the plain
+        # client's was left to the kernel at accept (nothing of ours made
+        # for it), counted by its reason, not listed
         mine = [r for r in rows if r["pid"] == srv.pid]
-        assert len(mine) == 2, rows
-        shm = [r for r in mine if r["mode"] == "shm"]
-        tcp = [r for r in mine if r["mode"] == "tcp"]
-        assert len(shm) == 1 and len(tcp) == 1, rows
-        assert shm[0]["peer"] == f"127.0.0.1:{a_port}" and shm[0]["peer_pid"] == accel.pid
-        assert shm[0]["bytes_sent"] == 1000
-        assert tcp[0]["peer"] == f"127.0.0.1:{p_port}"
-        assert tcp[0]["fallback"] == "peer_not_accelerated" and tcp[0]["bytes_sent"] == 1000
+        assert len(mine) == 1 and mine[0]["mode"] == "shm", rows
+        assert mine[0]["peer"] == f"127.0.0.1:{a_port}" and mine[0]["peer_pid"] == accel.pid
+        assert mine[0]["bytes_sent"] == 1000
+        assert all(r["peer"] != f"127.0.0.1:{p_port}" for r in rows), rows
         cli = [r for r in rows if r["pid"] == accel.pid]
         assert len(cli) == 1 and cli[0]["mode"] == "shm" and cli[0]["peer_pid"] == srv.pid
         assert cli[0]["bytes_received"] == 1000
         table = subprocess.run([SHORTCUT, "stat"], capture_output=True, text=True, env=env).stdout
-        assert "PEER PID / REASON" in table and "peer_not_accelerated" in table
-        # the totals count the open connections' bytes, the one on TCP
-        # since its set-up too (its record holds them until it is freed)
+        assert "PEER PID / REASON" in table and f"{accel.pid}" in table
         st = stats(env)
-        assert st["bytes_shm_sent"] == 1000 and st["bytes_tcp_sent"] == 1000, st
+        assert st["fallback"]["peer_not_accelerated"] == 1, st
+        assert st["bytes_shm_sent"] == 1000 and st["bytes_tcp_sent"] == 0, st
     finally:
         for p in (srv, accel, plain):
             p.kill()
             p.wait()
     # killed, closed nothing: still counted (from the records of the dead)
     st = stats(env)
-    assert st["bytes_shm_sent"] == 1000 and st["bytes_tcp_sent"] == 1000, st
+    assert st["bytes_shm_sent"] == 1000 and st["fallback"]["peer_not_accelerated"] == 1, st
+
+
+def test_stat_lists_a_client_connection_on_tcp(rundir):
+    """A client under shortcut whose connection stays on TCP (a server
+    without the library: no_listener) lists it with its peer, its reason
+    and its bytes."""
+    env = clean_env(rundir)
+    penv = {k: v for k, v in env.items() if k != "LD_PRELOAD"}
+    srv = subprocess.Popen([sys.executable, "-c", SERVER.replace("range(2)", "range(1)")],
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=penv)
+    port = srv.stdout.readline().strip()
+    cl = subprocess.Popen([SHORTCUT, "run", sys.executable, "-c", CLIENT, port],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert int(cl.stdout.readline().split()[1]) == 1000
+        rows = [r for r in stat(env) if r["pid"] == cl.pid]
+        assert len(rows) == 1 and rows[0]["mode"] == "tcp", rows
+        assert rows[0]["peer"] == f"127.0.0.1:{port}", rows
+        assert rows[0]["fallback"] == "no_listener" and rows[0]["bytes_received"] == 1000, rows
+        table = subprocess.run([SHORTCUT, "stat"], capture_output=True, text=True, env=env).stdout
+        assert "no_listener" in table
+        st = stats(env)
+        assert st["bytes_tcp_received"] == 1000 and st["fallback"]["no_listener"] == 1, st
+    finally:
+        for p in (srv, cl):
+            p.kill()
+            p.wait()
 
 
 def _stats_files(rundir):
