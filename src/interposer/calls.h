@@ -17,7 +17,7 @@
 
 #define SC_CALLS(X, XT) \
 	/* sockets: set-up */ \
-	X(socket, handshake) X(connect, handshake) X(listen, handshake) \
+	X(socket, connect) X(connect, connect) X(listen, handshake) \
 	X(accept, handshake) X(accept4, handshake) \
 	/* data */ \
 	X(read, data) X(write, data) X(readv, data) X(writev, data) \

@@ -11,7 +11,8 @@
  *   preload.c     start-up, configuration, logging
  *   fdtable.c     fd -> socket table, a socket's life, dup aliasing, records
  *   pending.c     a client whose offer is not answered yet; OPENs for it
- *   handshake.c   socket, connect, listen, accept: offers and claims
+ *   connect.c     socket, connect: a listener looked for, the offer posted
+ *   handshake.c   listen, accept: board entries, offers claimed
  *   data.c        the send and receive families
  *   splice.c      splice and sendfile: a pipe's or a file's bytes
  *   sockopt.c     getsockopt, setsockopt, ioctl, fcntl
@@ -433,7 +434,7 @@ bool in_vfork_child(void);
  * come here (at start-up, before any Go code runs; SHORTCUT_GO) */
 void go_start(void);
 
-/* ---- set-up (pending.c, handshake.c) ------------------------------------- */
+/* ---- set-up (pending.c, connect.c, handshake.c) -------------------------- */
 
 void pending_unlink(struct sc_sock *s);
 /* a pending client's eventfd: a spare one (reset) or a new one; -errno */
@@ -455,6 +456,8 @@ void pending_lead(int fd, struct sc_sock *s, bool held);
 void pending_push(int fd, struct sc_sock *s);
 bool pending_tcp_up(int fd, struct sc_sock *s);
 int rdv_ensure(void);
+/* Room for a connection's fds below RLIMIT_NOFILE (connect.c) */
+bool fd_headroom(int fd);
 void server_settle(int fd, struct sc_sock *s);
 extern _Atomic uint32_t nforks;        /* fork()s this process made (fork.c) */
 
