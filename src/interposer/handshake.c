@@ -217,6 +217,18 @@ static bool syn_read(int nfd, bool nosyn, struct syn_info *si)
 	       sc__addr16((struct sockaddr *)&peer, &si->remote, &si->cport);
 }
 
+/* What the SYN said, kept in s (read once: the kernel hands it out once). */
+static void syn_keep(struct sc_sock *s, const struct syn_info *si)
+{
+	s->local = si->local;
+	s->remote = si->remote;
+	s->syn.lport = si->lport;
+	s->syn.cport = si->cport;
+	s->syn.marked = si->marked;
+	s->syn.ttl = si->ttl;
+	s->syn.known = true;
+}
+
 /* s's classification: read once (the kernel hands its saved SYN out once),
  * kept in s for a later look (s->lock held). */
 static bool syn_classify(int nfd, struct sc_sock *s, struct syn_info *si)
@@ -229,13 +241,7 @@ static bool syn_classify(int nfd, struct sc_sock *s, struct syn_info *si)
 	}
 	if (!syn_read(nfd, s->nosyn, si))
 		return false;
-	s->local = si->local;
-	s->remote = si->remote;
-	s->syn.lport = si->lport;
-	s->syn.cport = si->cport;
-	s->syn.marked = si->marked;
-	s->syn.ttl = si->ttl;
-	s->syn.known = true;
+	syn_keep(s, si);
 	return true;
 }
 
@@ -640,15 +646,8 @@ SC_API int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
 				fallback_stat(s, nfd, SC_FB_DISABLED);
 			else if (s && ls->board)
 				sock_board(s, sc__board(ls->bport, false), ls->bport);
-			if (s && known) {
-				s->local = si.local;
-				s->remote = si.remote;
-				s->syn.lport = si.lport;
-				s->syn.cport = si.cport;
-				s->syn.marked = si.marked;
-				s->syn.ttl = si.ttl;
-				s->syn.known = true;
-			}
+			if (s && known)
+				syn_keep(s, &si);
 			if (s) {
 				s->passive = true;
 				s->nosyn = ls->nosyn;
